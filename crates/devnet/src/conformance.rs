@@ -1,0 +1,271 @@
+//! The execution-apis `rpc-compat` cases, run against any JSON-RPC URL.
+//!
+//! A case file (`<method>/<case>.io`) holds `>>` request lines, each followed
+//! by a `<<` expected-response line; `//` lines are comments. As in hive, a
+//! response passes when it equals the expected one as parsed JSON, except
+//! that an expected error only requires an error to be present (clients word
+//! messages differently).
+
+use std::path::{Path, PathBuf};
+
+use neve_upstream::RpcClient;
+use serde_json::Value;
+
+/// The methods of the block-tail read slice neve serves: the chain's
+/// identity and head, blocks, transactions, receipts, logs and raw encodings.
+/// The conformance cases of exactly these are the judge of serving.
+pub const BLOCK_TAIL_METHODS: &[&str] = &[
+    "eth_blockNumber",
+    "eth_chainId",
+    "net_version",
+    "eth_syncing",
+    "eth_getBlockByHash",
+    "eth_getBlockByNumber",
+    "eth_getBlockTransactionCountByHash",
+    "eth_getBlockTransactionCountByNumber",
+    "eth_getTransactionByBlockHashAndIndex",
+    "eth_getTransactionByBlockNumberAndIndex",
+    "eth_getTransactionByHash",
+    "eth_getTransactionReceipt",
+    "eth_getBlockReceipts",
+    "eth_getLogs",
+    "debug_getRawBlock",
+    "debug_getRawHeader",
+    "debug_getRawReceipts",
+    "debug_getRawTransaction",
+];
+
+/// The fixtures directory: `$NEVE_CONFORMANCE_DIR`, else
+/// `<workspace>/../shared/conformance/rpc-compat`.
+pub fn fixtures_dir() -> PathBuf {
+    match std::env::var_os("NEVE_CONFORMANCE_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => crate::workspace_root().join("../shared/conformance/rpc-compat"),
+    }
+}
+
+/// One request and the response it must get.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    /// The request line, sent as is.
+    pub request: String,
+    /// The expected response, parsed.
+    pub expected: Value,
+}
+
+/// One `.io` file.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The method directory it came from (`eth_getLogs`).
+    pub method: String,
+    /// `method/file-stem`, for reports.
+    pub name: String,
+    /// The exchanges, in order.
+    pub exchanges: Vec<Exchange>,
+}
+
+/// Why a case file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// Reading the directory or file failed.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file is not in the `>>` / `<<` form.
+    #[error("{path}: {reason}")]
+    Format {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Parses the text of one `.io` file.
+pub fn parse_case(method: &str, name: &str, text: &str) -> Result<Case, CaseError> {
+    let format = |reason: String| CaseError::Format {
+        path: name.to_owned(),
+        reason,
+    };
+    let mut exchanges = Vec::new();
+    let mut pending: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(request) = line.strip_prefix(">>") {
+            if pending.replace(request.trim().to_owned()).is_some() {
+                return Err(format("two requests without a response".into()));
+            }
+        } else if let Some(response) = line.strip_prefix("<<") {
+            let request = pending
+                .take()
+                .ok_or_else(|| format("a response without a request".into()))?;
+            let expected = serde_json::from_str(response.trim())
+                .map_err(|e| format(format!("expected response is not JSON: {e}")))?;
+            exchanges.push(Exchange { request, expected });
+        } else if !(line.is_empty() || line.starts_with("//")) {
+            return Err(format(format!("unexpected line: {line:.60}")));
+        }
+    }
+    if pending.is_some() || exchanges.is_empty() {
+        return Err(format("no complete request/response pair".into()));
+    }
+    Ok(Case {
+        method: method.to_owned(),
+        name: name.to_owned(),
+        exchanges,
+    })
+}
+
+/// Loads every case of the given methods, sorted by name. A method with no
+/// directory is an error, so a typo cannot silently shrink a suite.
+pub fn load_cases(dir: &Path, methods: &[&str]) -> Result<Vec<Case>, CaseError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| CaseError::Io { path, source }
+    };
+    let mut cases = Vec::new();
+    for method in methods {
+        let method_dir = dir.join(method);
+        for entry in std::fs::read_dir(&method_dir).map_err(io(&method_dir))? {
+            let path = entry.map_err(io(&method_dir))?.path();
+            if path.extension().is_none_or(|e| e != "io") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+            cases.push(parse_case(method, &format!("{method}/{stem}"), &text)?);
+        }
+    }
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(cases)
+}
+
+/// Whether `actual` passes for `expected` under hive's rule.
+pub fn matches(expected: &Value, actual: &Value) -> bool {
+    if expected.get("error").is_some() {
+        return actual.get("error").is_some();
+    }
+    expected == actual
+}
+
+/// Runs one case; `Err` says which exchange failed and how.
+pub async fn run_case(client: &RpcClient, case: &Case) -> Result<(), String> {
+    for (i, exchange) in case.exchanges.iter().enumerate() {
+        let (status, body) = client
+            .post(exchange.request.clone().into())
+            .await
+            .map_err(|e| format!("exchange {i}: {e}"))?;
+        let actual: Value = serde_json::from_slice(&body).map_err(|e| {
+            format!(
+                "exchange {i}: HTTP {status}, body is not JSON ({e}): {:.200}",
+                String::from_utf8_lossy(&body)
+            )
+        })?;
+        if !matches(&exchange.expected, &actual) {
+            return Err(format!(
+                "exchange {i}: HTTP {status}\n  request:  {:.300}\n  expected: {:.600}\n  actual:   {:.600}",
+                exchange.request, exchange.expected, actual
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The outcome of a suite run.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Names of the cases that passed.
+    pub passed: Vec<String>,
+    /// Names and reasons of the cases that failed.
+    pub failed: Vec<(String, String)>,
+}
+
+impl Report {
+    /// A multi-line summary, failures first.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, reason) in &self.failed {
+            out.push_str(&format!("FAIL {name}: {reason}\n"));
+        }
+        out.push_str(&format!(
+            "conformance: {} passed, {} failed\n",
+            self.passed.len(),
+            self.failed.len()
+        ));
+        out
+    }
+}
+
+/// Runs `cases` one after another against `client`.
+pub async fn run_all(client: &RpcClient, cases: &[Case]) -> Report {
+    let mut report = Report::default();
+    for case in cases {
+        match run_case(client, case).await {
+            Ok(()) => report.passed.push(case.name.clone()),
+            Err(reason) => report.failed.push((case.name.clone(), reason)),
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_comments_requests_and_responses() {
+        let text = "// a comment\n>> {\"id\":1}\n<< {\"id\":1,\"result\":\"0x1\"}\n\n>> {\"id\":2}\n<< {\"id\":2,\"result\":null}\n";
+        let case = parse_case("m", "m/c", text).unwrap();
+        assert_eq!(case.exchanges.len(), 2);
+        assert_eq!(case.exchanges[1].expected, json!({"id":2,"result":null}));
+    }
+
+    #[test]
+    fn rejects_dangling_requests_and_stray_lines() {
+        assert!(parse_case("m", "m/c", ">> {}\n").is_err());
+        assert!(parse_case("m", "m/c", "<< {}\n").is_err());
+        assert!(parse_case("m", "m/c", "hello\n>> {}\n<< {}\n").is_err());
+    }
+
+    #[test]
+    fn an_expected_error_needs_only_some_error() {
+        let expected = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}});
+        assert!(matches(
+            &expected,
+            &json!({"id":1,"error":{"code":-1,"message":"y"}})
+        ));
+        assert!(!matches(&expected, &json!({"id":1,"result":null})));
+    }
+
+    #[test]
+    fn results_must_match_as_parsed_json() {
+        let expected = json!({"id":1,"result":{"a":1,"b":[1,2]}});
+        assert!(matches(
+            &expected,
+            &serde_json::from_str(r#"{"result":{"b":[1,2],"a":1},"id":1}"#).unwrap()
+        ));
+        assert!(!matches(
+            &expected,
+            &json!({"id":1,"result":{"a":1,"b":[2,1]}})
+        ));
+    }
+
+    #[test]
+    fn the_shared_fixtures_all_parse() {
+        let dir = fixtures_dir();
+        let methods: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        let cases = load_cases(&dir, &methods).unwrap();
+        assert!(cases.len() > 100, "only {} cases", cases.len());
+    }
+}

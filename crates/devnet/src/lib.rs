@@ -1,0 +1,407 @@
+//! devnet: real EVM nodes on loopback, for tests, the demo and benchmarks.
+//!
+//! Owns finding the pinned node binaries (installed by
+//! `scripts/install-tools.sh`), starting geth and avalanchego on 127.0.0.1
+//! with free ports in temporary directories, waiting until they answer, and
+//! killing them when the handle drops — also when a test panics, and (through
+//! `PR_SET_PDEATHSIG`) when the process that started them dies. It also runs
+//! the execution-apis conformance cases against any URL ([`conformance`]).
+//!
+//! It must not be used to reach anything but loopback, and knows nothing of
+//! neve's store or server. Start at [`GethDev::start`], [`GethConformance::start`]
+//! and [`Avalanchego::start`].
+
+pub mod conformance;
+mod engine;
+mod process;
+mod tools;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use neve_upstream::RpcClient;
+
+pub use process::NodeProcess;
+pub use tools::{ToolError, tool_path, tools_dir, workspace_root};
+
+/// The private key avalanchego's `local` network prefunds on the C-chain
+/// (the well-known "ewoq" key, public by design).
+pub const AVALANCHEGO_PREFUNDED_KEY: &str =
+    "0x56289e99c94b6912bfc12adc093c9b51124f0dc54ac7a766b2bc5ccf558d8027";
+
+/// The C-chain id of avalanchego's `local` network.
+pub const AVALANCHEGO_LOCAL_CHAIN_ID: u64 = 43112;
+
+/// Block gas limit of the geth dev chain: room for ~2,800 plain transfers per
+/// block, so the traffic generator is limited by geth, not by block space.
+pub const GETH_DEV_GAS_LIMIT: u64 = 60_000_000;
+
+/// How long a node may take to answer its first RPC before start fails.
+/// avalanchego bootstraps its P-, X- and C-chains first; on a loaded 2-core
+/// machine that has been seen to take tens of seconds. Default is 120 s.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a node could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum DevnetError {
+    /// A pinned binary is not installed.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// A filesystem or process-spawn step failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A setup step of the node itself failed (init, import, engine call).
+    #[error("{step} failed: {detail}")]
+    Setup {
+        /// The step.
+        step: String,
+        /// What the node said.
+        detail: String,
+    },
+    /// The node exited or did not answer in time.
+    #[error("{name} did not become ready: {reason}\n--- last log lines ---\n{log_tail}")]
+    NotReady {
+        /// Which node.
+        name: String,
+        /// Exit status or timeout.
+        reason: String,
+        /// The end of its log.
+        log_tail: String,
+    },
+}
+
+pub(crate) fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevnetError {
+    let context = context.into();
+    move |source| DevnetError::Io { context, source }
+}
+
+/// Options for [`GethDev::start`]. Default is `period: 0`.
+#[derive(Clone, Debug, Default)]
+pub struct GethDevOptions {
+    /// `--dev.period`: seconds between blocks; 0 seals a block as soon as
+    /// transactions are pending (the fastest way to grow a long history).
+    pub period: u64,
+}
+
+/// A geth `--dev` chain: archive, hash state scheme, HTTP and WS on loopback,
+/// txpool limits raised so the traffic generator can keep thousands pending.
+#[derive(Debug)]
+pub struct GethDev {
+    node: NodeProcess,
+    http_url: String,
+    ws_url: String,
+}
+
+impl GethDev {
+    /// Starts geth and waits until its HTTP RPC answers.
+    pub async fn start(options: GethDevOptions) -> Result<Self, DevnetError> {
+        let geth = tool_path("geth")?;
+        let data = tempfile::Builder::new()
+            .prefix("neve-geth-dev-")
+            .tempdir()
+            .map_err(io_error("creating geth data dir"))?;
+        let [http, ws, auth] = free_ports();
+        let mut args = vec![
+            "--dev".to_string(),
+            "--dev.period".into(),
+            options.period.to_string(),
+            "--dev.gaslimit".into(),
+            GETH_DEV_GAS_LIMIT.to_string(),
+            "--state.scheme".into(),
+            "hash".into(),
+            "--gcmode".into(),
+            "archive".into(),
+            "--datadir".into(),
+            data.path().join("geth").display().to_string(),
+        ];
+        args.extend(rpc_flags(http, ws, auth));
+        args.extend(
+            [
+                // The generator keeps many transactions per account in flight.
+                "--txpool.globalslots=200000",
+                "--txpool.accountslots=20000",
+                "--txpool.globalqueue=50000",
+                "--txpool.accountqueue=5000",
+                "--rpc.txfeecap=0",
+            ]
+            .map(String::from),
+        );
+        let node = NodeProcess::spawn("geth-dev", &geth, &args, data)?;
+        let http_url = format!("http://127.0.0.1:{http}");
+        wait_ready(&node, &http_url, STARTUP_TIMEOUT).await?;
+        Ok(GethDev {
+            node,
+            http_url,
+            ws_url: format!("ws://127.0.0.1:{ws}"),
+        })
+    }
+
+    /// The HTTP JSON-RPC URL.
+    pub fn http_url(&self) -> &str {
+        &self.http_url
+    }
+
+    /// The WebSocket JSON-RPC URL.
+    pub fn ws_url(&self) -> &str {
+        &self.ws_url
+    }
+
+    /// The running process (pid, data dir, log).
+    pub fn process(&self) -> &NodeProcess {
+        &self.node
+    }
+}
+
+/// geth on the execution-apis conformance chain: `init genesis.json`,
+/// `import chain.rlp`, started with an engine port, and `headfcu.json` sent so
+/// that `safe` and `finalized` resolve.
+#[derive(Debug)]
+pub struct GethConformance {
+    node: NodeProcess,
+    http_url: String,
+    ws_url: String,
+}
+
+impl GethConformance {
+    /// Imports the chain in `fixtures` (see [`conformance::fixtures_dir`]),
+    /// starts geth and marks the head safe and finalized.
+    pub async fn start(fixtures: &Path) -> Result<Self, DevnetError> {
+        let geth = tool_path("geth")?;
+        let data = tempfile::Builder::new()
+            .prefix("neve-geth-conformance-")
+            .tempdir()
+            .map_err(io_error("creating geth data dir"))?;
+        let datadir = data.path().join("geth").display().to_string();
+        let scheme = ["--state.scheme", "hash"];
+        let genesis = fixtures.join("genesis.json").display().to_string();
+        let chain = fixtures.join("chain.rlp").display().to_string();
+        run_step(
+            &geth,
+            &[&["--datadir", &datadir][..], &scheme, &["init", &genesis]].concat(),
+        )?;
+        run_step(
+            &geth,
+            &[
+                &["--datadir", &datadir][..],
+                &scheme,
+                &["--gcmode", "archive", "import", &chain],
+            ]
+            .concat(),
+        )?;
+
+        let secret = engine::write_jwt_secret(data.path())?;
+        let [http, ws, auth] = free_ports();
+        let mut args: Vec<String> = [
+            "--datadir",
+            &datadir,
+            "--state.scheme",
+            "hash",
+            "--gcmode",
+            "archive",
+            "--syncmode",
+            "full",
+            "--authrpc.jwtsecret",
+            &secret.path.display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(rpc_flags(http, ws, auth));
+        let node = NodeProcess::spawn("geth-conformance", &geth, &args, data)?;
+        let http_url = format!("http://127.0.0.1:{http}");
+        wait_ready(&node, &http_url, STARTUP_TIMEOUT).await?;
+
+        let fcu = std::fs::read(fixtures.join("headfcu.json"))
+            .map_err(io_error("reading headfcu.json"))?;
+        engine::send_forkchoice(&format!("http://127.0.0.1:{auth}"), &secret, fcu).await?;
+        Ok(GethConformance {
+            node,
+            http_url,
+            ws_url: format!("ws://127.0.0.1:{ws}"),
+        })
+    }
+
+    /// The HTTP JSON-RPC URL.
+    pub fn http_url(&self) -> &str {
+        &self.http_url
+    }
+
+    /// The WebSocket JSON-RPC URL.
+    pub fn ws_url(&self) -> &str {
+        &self.ws_url
+    }
+
+    /// The running process (pid, data dir, log).
+    pub fn process(&self) -> &NodeProcess {
+        &self.node
+    }
+}
+
+/// A single-node avalanchego `local` network; its C-chain makes a block only
+/// when transactions arrive.
+#[derive(Debug)]
+pub struct Avalanchego {
+    node: NodeProcess,
+    base_url: String,
+}
+
+/// The C-chain config neve needs: every read API, archive state, and queries
+/// on blocks not yet finalized.
+const AVALANCHEGO_C_CHAIN_CONFIG: &str = r#"{"eth-apis":["eth","eth-filter","net","web3","internal-eth","internal-blockchain","internal-transaction","internal-debug","debug-tracer","internal-tx-pool"],"pruning-enabled":false,"allow-unfinalized-queries":true}"#;
+
+impl Avalanchego {
+    /// Starts avalanchego and waits until the C-chain RPC answers.
+    pub async fn start() -> Result<Self, DevnetError> {
+        let binary = tool_path("avalanchego")?;
+        let data = tempfile::Builder::new()
+            .prefix("neve-avalanchego-")
+            .tempdir()
+            .map_err(io_error("creating avalanchego data dir"))?;
+        let chains = data.path().join("configs/chains");
+        std::fs::create_dir_all(chains.join("C")).map_err(io_error("creating chain config dir"))?;
+        std::fs::write(chains.join("C/config.json"), AVALANCHEGO_C_CHAIN_CONFIG)
+            .map_err(io_error("writing C-chain config"))?;
+        let [http, staking] = free_ports();
+        let args: Vec<String> = vec![
+            "--network-id=local".into(),
+            "--sybil-protection-enabled=false".into(),
+            "--snow-sample-size=1".into(),
+            "--snow-quorum-size=1".into(),
+            "--staking-ephemeral-cert-enabled".into(),
+            "--staking-ephemeral-signer-enabled".into(),
+            "--public-ip=127.0.0.1".into(),
+            "--staking-host=127.0.0.1".into(),
+            format!("--staking-port={staking}"),
+            "--http-host=127.0.0.1".into(),
+            format!("--http-port={http}"),
+            // Required here: the default asks for more descriptors than the
+            // sandbox grants and avalanchego refuses to start.
+            "--fd-limit=16384".into(),
+            format!("--data-dir={}", data.path().display()),
+            format!("--chain-config-dir={}", chains.display()),
+            "--log-level=info".into(),
+            "--log-display-level=warn".into(),
+        ];
+        let node = NodeProcess::spawn("avalanchego", &binary, &args, data)?;
+        let base_url = format!("http://127.0.0.1:{http}");
+        let avalanchego = Avalanchego { node, base_url };
+        wait_ready(
+            &avalanchego.node,
+            &avalanchego.c_chain_rpc_url(),
+            STARTUP_TIMEOUT,
+        )
+        .await?;
+        Ok(avalanchego)
+    }
+
+    /// `http://127.0.0.1:P`: the node's HTTP base.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The C-chain JSON-RPC URL (`/ext/bc/C/rpc`).
+    pub fn c_chain_rpc_url(&self) -> String {
+        format!("{}/ext/bc/C/rpc", self.base_url)
+    }
+
+    /// The C-chain WebSocket URL (`/ext/bc/C/ws`).
+    pub fn c_chain_ws_url(&self) -> String {
+        format!(
+            "{}/ext/bc/C/ws",
+            self.base_url.replacen("http://", "ws://", 1)
+        )
+    }
+
+    /// The running process (pid, data dir, log).
+    pub fn process(&self) -> &NodeProcess {
+        &self.node
+    }
+}
+
+/// geth's RPC flags: HTTP and WS on loopback with the read and debug APIs,
+/// no peers, no discovery, no IPC, a private engine port.
+fn rpc_flags(http: u16, ws: u16, auth: u16) -> Vec<String> {
+    const APIS: &str = "eth,net,web3,debug,txpool";
+    [
+        "--http",
+        "--http.addr=127.0.0.1",
+        &format!("--http.port={http}"),
+        &format!("--http.api={APIS}"),
+        "--ws",
+        "--ws.addr=127.0.0.1",
+        &format!("--ws.port={ws}"),
+        &format!("--ws.api={APIS}"),
+        "--authrpc.addr=127.0.0.1",
+        &format!("--authrpc.port={auth}"),
+        "--nodiscover",
+        "--maxpeers=0",
+        "--port=0",
+        "--ipcdisable",
+        "--verbosity=3",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Runs a one-shot node command (geth init/import) to completion.
+fn run_step(binary: &Path, args: &[&str]) -> Result<(), DevnetError> {
+    let output = std::process::Command::new(binary)
+        .args(args)
+        .output()
+        .map_err(io_error(format!("running {}", binary.display())))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+    Err(DevnetError::Setup {
+        step: format!("{} {}", binary.display(), args.join(" ")),
+        detail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+    })
+}
+
+/// `N` distinct free TCP ports on 127.0.0.1. The listeners are held until
+/// all are chosen so one call never returns the same port twice; another
+/// process could still take one before the node binds it, which loopback
+/// tests accept.
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<_> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().expect("local addr").port())
+}
+
+/// Polls `eth_blockNumber` until it answers, the process exits, or `timeout`.
+async fn wait_ready(node: &NodeProcess, url: &str, timeout: Duration) -> Result<(), DevnetError> {
+    let client = RpcClient::new(url)
+        .map_err(|e| not_ready(node, e.to_string()))?
+        .with_timeout(Duration::from_secs(2));
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = node.exit_status() {
+            return Err(not_ready(node, format!("exited early with {status}")));
+        }
+        if client.call::<String>("eth_blockNumber", ()).await.is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(not_ready(
+                node,
+                format!("no answer at {url} within {timeout:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn not_ready(node: &NodeProcess, reason: String) -> DevnetError {
+    DevnetError::NotReady {
+        name: node.name().to_owned(),
+        reason,
+        log_tail: node.log_tail(40),
+    }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test of neve on a fresh machine: installs the pinned real nodes
+# (idempotent), checks formatting and lints, then runs the whole cargo suite,
+# which starts geth and avalanchego on 127.0.0.1.
+#
+# Reuses $CARGO_TARGET_DIR and $NEVE_TOOLS_DIR when set (CI points both
+# outside the clone so a warm machine rebuilds nothing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "installing pinned nodes"
+scripts/install-tools.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+# Integration tests start real nodes and size their own load; two at a time
+# is what a 2-core machine carries without starving the nodes.
+cargo test --workspace --all-targets --locked -- --test-threads=2
