@@ -1,0 +1,498 @@
+//! Byte layouts of the store's files. `docs/store-format.md` is the spec;
+//! the constants here are its widths and offsets, and the tests at the bottom
+//! pin them so a moved field fails loudly. All integers are little-endian.
+
+use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
+
+/// The store format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+// ---- record header (24 bytes), in front of every record in a segment ----
+
+/// `b"NVRC"` read as a little-endian u32.
+pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"NVRC");
+/// Record header length.
+pub const RECORD_HEADER_LEN: usize = 24;
+/// Record kind: a block.
+pub const KIND_BLOCK: u8 = 1;
+/// Record kind: a rollback tombstone; its height is the last height kept.
+pub const KIND_ROLLBACK: u8 = 2;
+
+/// Header field offsets.
+pub mod header {
+    /// u32 magic.
+    pub const MAGIC: usize = 0;
+    /// u8 kind; bytes 5..8 are reserved zero.
+    pub const KIND: usize = 4;
+    /// u64 height.
+    pub const HEIGHT: usize = 8;
+    /// u32 body length.
+    pub const BODY_LEN: usize = 16;
+    /// u32 CRC-32C of header bytes 4..20 followed by the body.
+    pub const CRC: usize = 20;
+}
+
+// ---- block record body ----
+
+/// Body field offsets; sections follow the tables in this order: full,
+/// hashes-only, receipts, raw header, raw block, raw receipts.
+pub mod body {
+    /// [32] block hash.
+    pub const HASH: usize = 0;
+    /// [32] parent hash.
+    pub const PARENT_HASH: usize = 32;
+    /// [256] the header's logs bloom.
+    pub const LOGS_BLOOM: usize = 64;
+    /// u32 transaction count.
+    pub const TX_COUNT: usize = 320;
+    /// u32 log count.
+    pub const LOG_COUNT: usize = 324;
+    /// 6 × u32 section lengths.
+    pub const SECTION_LENS: usize = 328;
+    /// Start of the transaction table.
+    pub const FIXED_LEN: usize = 352;
+}
+
+/// The six byte sections of a block record, in body order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// The block with full transactions, as the upstream sent it.
+    Full = 0,
+    /// The block with transaction hashes only.
+    HashesOnly = 1,
+    /// The block's receipts array, as the upstream sent it.
+    Receipts = 2,
+    /// RLP header (may be empty).
+    RawHeader = 3,
+    /// RLP block (may be empty).
+    RawBlock = 4,
+    /// RLP receipts array (may be empty).
+    RawReceipts = 5,
+}
+
+/// Number of sections.
+pub const SECTIONS: usize = 6;
+
+/// Transaction table entry: [32] hash, then (offset u32, len u32) spans into
+/// the full, receipts and raw-block sections.
+pub const TX_ENTRY_LEN: usize = 56;
+/// Log table entry: u32 tx index, span (u32, u32) into receipts, [20]
+/// address, u8 topic count, [3] zero, 4 × [32] topics (unused ones zero).
+pub const LOG_ENTRY_LEN: usize = 164;
+
+// ---- segment file header (16 bytes) ----
+
+/// `b"NEVESEG\0"`.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"NEVESEG\0";
+/// Segment header length; the first record starts here.
+pub const SEGMENT_HEADER_LEN: usize = 16;
+
+// ---- index file of a sealed segment ----
+
+/// `b"NEVEIDX\0"`.
+pub const INDEX_MAGIC: [u8; 8] = *b"NEVEIDX\0";
+/// Index header length: magic, u32 version, u32 block count, u64 first
+/// height, u32 tx count, u32 reserved, u64 segment length, u32 reserved,
+/// u32 CRC-32C of bytes 0..44.
+pub const INDEX_HEADER_LEN: usize = 48;
+/// Hash-table entry: u64 hash prefix, u32 height delta, u32 tx index.
+pub const INDEX_ENTRY_LEN: usize = 16;
+
+// ---- META file ----
+
+/// `b"NEVEMETA"`.
+pub const META_MAGIC: [u8; 8] = *b"NEVEMETA";
+/// META length: magic, u32 version, u32 segment blocks, u64 chain id, [32]
+/// genesis hash, u64 segment bytes, u32 reserved, u32 CRC-32C of 0..68.
+pub const META_LEN: usize = 72;
+
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+pub(crate) fn hash_at(bytes: &[u8], at: usize) -> Hash {
+    bytes[at..at + 32].try_into().expect("32 bytes")
+}
+
+/// The first 8 bytes of a hash, the key of the index tables.
+pub(crate) fn prefix(hash: &Hash) -> u64 {
+    u64::from_le_bytes(hash[..8].try_into().expect("8 bytes"))
+}
+
+fn push_span(out: &mut Vec<u8>, span: Span) {
+    out.extend_from_slice(&span.offset.to_le_bytes());
+    out.extend_from_slice(&span.len.to_le_bytes());
+}
+
+/// Why a block cannot be encoded.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum EncodeError {
+    SpanOutOfBounds(&'static str),
+    TooManyTopics,
+    TooLarge,
+}
+
+/// Encodes a whole block record (header and body) onto `out`.
+pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let sections: [&[u8]; SECTIONS] = [
+        block.full,
+        block.hashes_only,
+        block.receipts,
+        block.raw_header,
+        block.raw_block,
+        block.raw_receipts,
+    ];
+    check_spans(block)?;
+    let body_len = body::FIXED_LEN
+        + block.txs.len() * TX_ENTRY_LEN
+        + block.logs.len() * LOG_ENTRY_LEN
+        + sections.iter().map(|s| s.len()).sum::<usize>();
+    let body_len = u32::try_from(body_len).map_err(|_| EncodeError::TooLarge)?;
+    let start = out.len();
+    out.reserve(RECORD_HEADER_LEN + body_len as usize);
+    out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    out.extend_from_slice(&[KIND_BLOCK, 0, 0, 0]);
+    out.extend_from_slice(&block.height.to_le_bytes());
+    out.extend_from_slice(&body_len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]); // CRC, filled below
+    out.extend_from_slice(&block.hash);
+    out.extend_from_slice(&block.parent_hash);
+    out.extend_from_slice(&block.logs_bloom);
+    out.extend_from_slice(&(block.txs.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(block.logs.len() as u32).to_le_bytes());
+    for section in sections {
+        out.extend_from_slice(&(section.len() as u32).to_le_bytes());
+    }
+    for tx in &block.txs {
+        out.extend_from_slice(&tx.hash);
+        push_span(out, tx.full);
+        push_span(out, tx.receipt);
+        push_span(out, tx.raw);
+    }
+    for log in &block.logs {
+        out.extend_from_slice(&log.tx_index.to_le_bytes());
+        push_span(out, log.span);
+        out.extend_from_slice(&log.address);
+        out.extend_from_slice(&[log.topics.len() as u8, 0, 0, 0]);
+        for i in 0..4 {
+            out.extend_from_slice(log.topics.get(i).unwrap_or(&[0; 32]));
+        }
+    }
+    for section in sections {
+        out.extend_from_slice(section);
+    }
+    debug_assert_eq!(out.len() - start, RECORD_HEADER_LEN + body_len as usize);
+    seal_crc(&mut out[start..]);
+    Ok(())
+}
+
+fn check_spans(block: &NewBlock<'_>) -> Result<(), EncodeError> {
+    let within = |span: Span, section: &[u8], what| {
+        let end = span.offset as u64 + span.len as u64;
+        if end <= section.len() as u64 {
+            Ok(())
+        } else {
+            Err(EncodeError::SpanOutOfBounds(what))
+        }
+    };
+    for TxEntry {
+        full, receipt, raw, ..
+    } in &block.txs
+    {
+        within(*full, block.full, "transaction span in the full block")?;
+        within(*receipt, block.receipts, "receipt span in the receipts")?;
+        within(
+            *raw,
+            block.raw_block,
+            "raw transaction span in the raw block",
+        )?;
+    }
+    for LogEntry {
+        span,
+        topics,
+        tx_index,
+        ..
+    } in &block.logs
+    {
+        within(*span, block.receipts, "log span in the receipts")?;
+        if topics.len() > 4 {
+            return Err(EncodeError::TooManyTopics);
+        }
+        if *tx_index as usize >= block.txs.len() {
+            return Err(EncodeError::SpanOutOfBounds("log transaction index"));
+        }
+    }
+    Ok(())
+}
+
+/// Encodes a rollback tombstone: everything above `keep_up_to` is gone.
+pub(crate) fn encode_rollback(keep_up_to: u64, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    out.extend_from_slice(&[KIND_ROLLBACK, 0, 0, 0]);
+    out.extend_from_slice(&keep_up_to.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    seal_crc(&mut out[start..]);
+}
+
+fn record_crc(record: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&record[header::KIND..header::CRC]);
+    crc32c::crc32c_append(crc, &record[RECORD_HEADER_LEN..])
+}
+
+fn seal_crc(record: &mut [u8]) {
+    let crc = record_crc(record);
+    record[header::CRC..header::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A record header that passed its structural checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecordHeader {
+    pub(crate) kind: u8,
+    pub(crate) height: u64,
+    pub(crate) body_len: usize,
+}
+
+impl RecordHeader {
+    pub(crate) fn total_len(&self) -> usize {
+        RECORD_HEADER_LEN + self.body_len
+    }
+}
+
+/// Reads the header at the start of `bytes`: `None` when it is not a record
+/// (zeros, garbage, or a length running past `bytes`).
+pub(crate) fn read_header(bytes: &[u8]) -> Option<RecordHeader> {
+    if bytes.len() < RECORD_HEADER_LEN || u32_at(bytes, header::MAGIC) != RECORD_MAGIC {
+        return None;
+    }
+    let kind = bytes[header::KIND];
+    let body_len = u32_at(bytes, header::BODY_LEN) as usize;
+    let valid_kind = match kind {
+        KIND_BLOCK => body_len >= body::FIXED_LEN,
+        KIND_ROLLBACK => body_len == 0,
+        _ => false,
+    };
+    if !valid_kind || bytes.len() - RECORD_HEADER_LEN < body_len {
+        return None;
+    }
+    Some(RecordHeader {
+        kind,
+        height: u64_at(bytes, header::HEIGHT),
+        body_len,
+    })
+}
+
+/// Whether the record at the start of `bytes` (as sized by its header) has
+/// an intact checksum and a body whose tables fit.
+pub(crate) fn verify_record(bytes: &[u8], header: &RecordHeader) -> bool {
+    let record = &bytes[..header.total_len()];
+    if u32_at(record, self::header::CRC) != record_crc(record) {
+        return false;
+    }
+    header.kind != KIND_BLOCK || body_is_consistent(&record[RECORD_HEADER_LEN..])
+}
+
+/// The tables and sections of a block body add up to its length.
+fn body_is_consistent(body: &[u8]) -> bool {
+    let tx_count = u32_at(body, body::TX_COUNT) as u64;
+    let log_count = u32_at(body, body::LOG_COUNT) as u64;
+    let sections: u64 = (0..SECTIONS)
+        .map(|i| u32_at(body, body::SECTION_LENS + 4 * i) as u64)
+        .sum();
+    body::FIXED_LEN as u64
+        + tx_count * TX_ENTRY_LEN as u64
+        + log_count * LOG_ENTRY_LEN as u64
+        + sections
+        == body.len() as u64
+}
+
+/// Encodes the META file.
+pub(crate) fn encode_meta(meta: &crate::Meta) -> [u8; META_LEN] {
+    let mut out = [0u8; META_LEN];
+    out[0..8].copy_from_slice(&META_MAGIC);
+    out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out[12..16].copy_from_slice(&meta.segment_blocks.to_le_bytes());
+    out[16..24].copy_from_slice(&meta.identity.chain_id.to_le_bytes());
+    out[24..56].copy_from_slice(&meta.identity.genesis_hash);
+    out[56..64].copy_from_slice(&meta.segment_bytes.to_le_bytes());
+    let crc = crc32c::crc32c(&out[..68]);
+    out[68..72].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// What a META file says, or why it says nothing usable.
+pub(crate) enum MetaRead {
+    Ok(crate::Meta),
+    Corrupt,
+    Version(u32),
+}
+
+pub(crate) fn decode_meta(bytes: &[u8]) -> MetaRead {
+    if bytes.len() != META_LEN || bytes[0..8] != META_MAGIC {
+        return MetaRead::Corrupt;
+    }
+    if u32_at(bytes, 68) != crc32c::crc32c(&bytes[..68]) {
+        return MetaRead::Corrupt;
+    }
+    let version = u32_at(bytes, 8);
+    if version != FORMAT_VERSION {
+        return MetaRead::Version(version);
+    }
+    MetaRead::Ok(crate::Meta {
+        segment_blocks: u32_at(bytes, 12),
+        identity: crate::Identity {
+            chain_id: u64_at(bytes, 16),
+            genesis_hash: hash_at(bytes, 24),
+        },
+        segment_bytes: u64_at(bytes, 56),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (Vec<u8>, Vec<u8>) {
+        (
+            b"{\"txs\":[{\"a\":1},{\"b\":2}]}".to_vec(),
+            b"[{\"r\":1,\"logs\":[{\"l\":0}]},{\"r\":2}]".to_vec(),
+        )
+    }
+
+    fn block<'a>(full: &'a [u8], receipts: &'a [u8]) -> NewBlock<'a> {
+        NewBlock {
+            height: 7,
+            hash: [1; 32],
+            parent_hash: [2; 32],
+            logs_bloom: [3; 256],
+            full,
+            hashes_only: b"{\"txs\":[\"0x1\",\"0x2\"]}",
+            receipts,
+            raw_header: b"",
+            raw_block: b"",
+            raw_receipts: b"",
+            txs: vec![
+                TxEntry {
+                    hash: [9; 32],
+                    full: Span::new(8, 7),
+                    receipt: Span::new(1, 24),
+                    raw: Span::EMPTY,
+                },
+                TxEntry {
+                    hash: [8; 32],
+                    full: Span::new(16, 7),
+                    receipt: Span::new(26, 7),
+                    raw: Span::EMPTY,
+                },
+            ],
+            logs: vec![LogEntry {
+                tx_index: 0,
+                span: Span::new(16, 7),
+                address: [5; 20],
+                topics: vec![[6; 32], [7; 32]],
+            }],
+        }
+    }
+
+    #[test]
+    fn layout_is_pinned() {
+        // Moving any of these breaks every store on disk: bump FORMAT_VERSION.
+        assert_eq!(RECORD_HEADER_LEN, 24);
+        assert_eq!(body::FIXED_LEN, body::SECTION_LENS + 4 * SECTIONS);
+        assert_eq!(TX_ENTRY_LEN, 32 + 3 * 8);
+        assert_eq!(LOG_ENTRY_LEN, 4 + 8 + 20 + 4 + 4 * 32);
+        assert_eq!(&RECORD_MAGIC.to_le_bytes(), b"NVRC");
+    }
+
+    #[test]
+    fn encoded_block_has_fields_at_their_offsets() {
+        let (full, receipts) = sample();
+        let b = block(&full, &receipts);
+        let mut out = Vec::new();
+        encode_block(&b, &mut out).unwrap();
+        let h = read_header(&out).unwrap();
+        assert_eq!((h.kind, h.height), (KIND_BLOCK, 7));
+        assert_eq!(h.total_len(), out.len());
+        assert!(verify_record(&out, &h));
+        let body = &out[RECORD_HEADER_LEN..];
+        assert_eq!(hash_at(body, body::HASH), [1; 32]);
+        assert_eq!(hash_at(body, body::PARENT_HASH), [2; 32]);
+        assert_eq!(body[body::LOGS_BLOOM..body::LOGS_BLOOM + 256], [3; 256]);
+        assert_eq!(u32_at(body, body::TX_COUNT), 2);
+        assert_eq!(u32_at(body, body::LOG_COUNT), 1);
+        assert_eq!(u32_at(body, body::SECTION_LENS), full.len() as u32);
+        let tx1 = body::FIXED_LEN + TX_ENTRY_LEN;
+        assert_eq!(hash_at(body, tx1), [8; 32]);
+        assert_eq!((u32_at(body, tx1 + 32), u32_at(body, tx1 + 36)), (16, 7));
+        let log = body::FIXED_LEN + 2 * TX_ENTRY_LEN;
+        assert_eq!(body[log + 12..log + 32], [5; 20]);
+        assert_eq!(body[log + 32], 2);
+        let sections = log + LOG_ENTRY_LEN;
+        assert_eq!(&body[sections..sections + full.len()], &full[..]);
+    }
+
+    #[test]
+    fn any_flipped_bit_fails_verification() {
+        let (full, receipts) = sample();
+        let mut out = Vec::new();
+        encode_block(&block(&full, &receipts), &mut out).unwrap();
+        for at in (0..out.len()).step_by(7) {
+            let mut copy = out.clone();
+            copy[at] ^= 0x10;
+            let ok = read_header(&copy)
+                .is_some_and(|h| h.total_len() <= copy.len() && verify_record(&copy, &h));
+            assert!(!ok, "flip at {at} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn spans_outside_their_section_are_refused() {
+        let (full, receipts) = sample();
+        let mut b = block(&full, &receipts);
+        b.txs[0].full = Span::new(20, 100);
+        assert!(matches!(
+            encode_block(&b, &mut Vec::new()),
+            Err(EncodeError::SpanOutOfBounds(_))
+        ));
+        let mut b = block(&full, &receipts);
+        b.logs[0].topics = vec![[0; 32]; 5];
+        assert_eq!(
+            encode_block(&b, &mut Vec::new()),
+            Err(EncodeError::TooManyTopics)
+        );
+    }
+
+    #[test]
+    fn truncated_or_zeroed_bytes_are_not_records() {
+        let mut out = Vec::new();
+        encode_rollback(5, &mut out);
+        assert_eq!(read_header(&out).unwrap().kind, KIND_ROLLBACK);
+        assert!(read_header(&out[..RECORD_HEADER_LEN - 1]).is_none());
+        assert!(read_header(&[0; 64]).is_none());
+    }
+
+    #[test]
+    fn meta_round_trips_and_detects_other_versions() {
+        let meta = crate::Meta {
+            segment_blocks: 1024,
+            segment_bytes: 1 << 30,
+            identity: crate::Identity {
+                chain_id: 43112,
+                genesis_hash: [4; 32],
+            },
+        };
+        let mut bytes = encode_meta(&meta);
+        assert!(matches!(decode_meta(&bytes), MetaRead::Ok(m) if m == meta));
+        bytes[8] = 9;
+        let crc = crc32c::crc32c(&bytes[..68]);
+        bytes[68..72].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(decode_meta(&bytes), MetaRead::Version(9)));
+        bytes[20] ^= 1;
+        assert!(matches!(decode_meta(&bytes), MetaRead::Corrupt));
+    }
+}

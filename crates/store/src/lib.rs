@@ -1,0 +1,1087 @@
+//! store: neve's on-disk tail of recent blocks.
+//!
+//! Owns the files under one directory: a `META` identity file and a run of
+//! segment files, each holding consecutive block records that carry the
+//! bytes serving needs (the block as the upstream sent it, its hashes-only
+//! form, receipts, raw RLP) plus tables of byte spans for every transaction,
+//! receipt and log. It knows nothing of HTTP or JSON-RPC and never parses
+//! JSON: what goes in is already prepared ([`NewBlock`]), what comes out is
+//! [`Bytes`] sliced from a memory map, ready for a socket.
+//!
+//! Properties (the format spec is `docs/store-format.md`):
+//! - contiguous: heights `min..=max` with no gaps; every block's parent hash
+//!   is the hash of the block below it;
+//! - atomic per block and crash-safe: a block and its index entries become
+//!   visible together, after its bytes are written; on open a torn or stale
+//!   tail is cut and the indexes of the segment being written are rebuilt
+//!   from its records, so no index entry can go missing;
+//! - bounded: whole segments are dropped by `retain_blocks` / `retain_bytes`;
+//! - rollbacks are tombstone records: bytes a reader may hold are never
+//!   overwritten;
+//! - fast open: sealed segments are mapped, not read; only the segment being
+//!   written is scanned (bounded by `segment_blocks`);
+//! - readers never take a global lock: they load a snapshot through
+//!   `arc-swap`; only the hash maps of the segment being written sit behind
+//!   a per-segment `RwLock` held for a map operation.
+//!
+//! Start at [`Store::open`], [`Store::append`] and [`Reader`].
+
+mod format;
+mod segment;
+#[doc(hidden)]
+pub mod testing;
+#[cfg(test)]
+mod tests;
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+pub use bytes::Bytes;
+
+pub use format::FORMAT_VERSION;
+use format::{Section, body};
+use segment::{Segment, index_file_name, segment_file_name};
+
+/// A 32-byte Keccak hash.
+pub type Hash = [u8; 32];
+
+/// Heights per segment file. Retention drops whole segments, so this is the
+/// granularity of pruning, and it bounds what opening must scan (the segment
+/// being written). Default is 1,024.
+pub const DEFAULT_SEGMENT_BLOCKS: u32 = 1024;
+
+/// Bytes per segment file at most; a segment is sealed early when the next
+/// record would not fit. The file is sparse, so unused capacity costs address
+/// space, not disk. Default is 1 GiB.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
+
+/// A byte range inside one section of a record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    /// Start, from the start of the section.
+    pub offset: u32,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+impl Span {
+    /// The empty span (for data the upstream did not provide).
+    pub const EMPTY: Span = Span { offset: 0, len: 0 };
+
+    /// A span of `len` bytes at `offset`.
+    pub const fn new(offset: u32, len: u32) -> Self {
+        Span { offset, len }
+    }
+}
+
+/// Where one transaction's bytes are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxEntry {
+    /// The transaction hash.
+    pub hash: Hash,
+    /// The transaction object inside the full block.
+    pub full: Span,
+    /// Its receipt object inside the receipts.
+    pub receipt: Span,
+    /// Its EIP-2718 encoding inside the raw block (empty without raw data).
+    pub raw: Span,
+}
+
+/// Where one log's bytes are, and what a log filter matches on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Index of the transaction that emitted it.
+    pub tx_index: u32,
+    /// The log object inside the receipts.
+    pub span: Span,
+    /// The emitting contract.
+    pub address: [u8; 20],
+    /// Up to four topics.
+    pub topics: Vec<Hash>,
+}
+
+/// A block prepared for serving, as ingest hands it to the store.
+#[derive(Clone, Debug)]
+pub struct NewBlock<'a> {
+    /// Its height.
+    pub height: u64,
+    /// Its hash (verified by ingest).
+    pub hash: Hash,
+    /// Its parent's hash; must be the hash of the block at `height - 1` when
+    /// that block is stored.
+    pub parent_hash: Hash,
+    /// The header's logs bloom.
+    pub logs_bloom: [u8; 256],
+    /// The block with full transactions, bytes as received.
+    pub full: &'a [u8],
+    /// The block with transaction hashes only.
+    pub hashes_only: &'a [u8],
+    /// The receipts array, bytes as received.
+    pub receipts: &'a [u8],
+    /// RLP header (empty when the upstream gave none).
+    pub raw_header: &'a [u8],
+    /// RLP block (empty when the upstream gave none).
+    pub raw_block: &'a [u8],
+    /// RLP receipts (empty when the upstream gave none).
+    pub raw_receipts: &'a [u8],
+    /// One entry per transaction, in block order.
+    pub txs: Vec<TxEntry>,
+    /// One entry per log, in block order.
+    pub logs: Vec<LogEntry>,
+}
+
+/// Which chain a store holds; a store refuses to open for another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// `eth_chainId`.
+    pub chain_id: u64,
+    /// The hash of block 0.
+    pub genesis_hash: Hash,
+}
+
+/// When appended blocks are durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// `fdatasync` before `append` returns: acknowledged blocks survive
+    /// power loss. The default.
+    Fsync,
+    /// Written to the OS before `append` returns: acknowledged blocks survive
+    /// a crash or SIGKILL of neve, not of the machine. For backfills that can
+    /// be redone, and tests.
+    OsBuffered,
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Keep at least this many of the newest blocks; older whole segments
+    /// are dropped. `None`: no block limit. Default is `None`.
+    pub retain_blocks: Option<u64>,
+    /// Drop the oldest segments while the store is larger than this (the
+    /// segment being written is never dropped). `None`: no byte limit.
+    /// Default is `None`.
+    pub retain_bytes: Option<u64>,
+    /// See [`Durability`]. Default is `Fsync`.
+    pub durability: Durability,
+    /// Heights per segment for a new store (an existing store keeps its
+    /// own). Default is [`DEFAULT_SEGMENT_BLOCKS`].
+    pub segment_blocks: u32,
+    /// Bytes per segment for a new store. Default is [`DEFAULT_SEGMENT_BYTES`].
+    pub segment_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            retain_blocks: None,
+            retain_bytes: None,
+            durability: Durability::Fsync,
+            segment_blocks: DEFAULT_SEGMENT_BLOCKS,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) identity: Identity,
+    pub(crate) segment_blocks: u32,
+    pub(crate) segment_bytes: u64,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A filesystem call failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The directory holds another chain's blocks.
+    #[error(
+        "the store in {dir} holds chain {stored} (genesis {stored_genesis}), not chain {wanted} \
+         (genesis {wanted_genesis}): point neve at another data directory, or delete this one"
+    )]
+    WrongChain {
+        /// The directory.
+        dir: PathBuf,
+        /// Its chain id.
+        stored: u64,
+        /// Its genesis hash, hex.
+        stored_genesis: String,
+        /// The chain asked for.
+        wanted: u64,
+        /// The genesis asked for, hex.
+        wanted_genesis: String,
+    },
+    /// The store was written in a format this build does not read.
+    #[error(
+        "the store in {dir} has format version {found}, this neve reads version {expected}: \
+         use a matching neve release, or delete the directory and let neve re-ingest"
+    )]
+    FormatVersion {
+        /// The directory.
+        dir: PathBuf,
+        /// The version on disk.
+        found: u32,
+        /// The version this build reads.
+        expected: u32,
+    },
+    /// Another process has the store open.
+    #[error("the store in {0} is in use by another process")]
+    Locked(PathBuf),
+    /// A block does not continue the stored chain.
+    #[error("block {height} does not continue the store: {reason}")]
+    NotContiguous {
+        /// The block's height.
+        height: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A block's spans or sizes do not fit its sections.
+    #[error("block {height} is malformed: {reason}")]
+    Malformed {
+        /// The block's height.
+        height: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Files on disk contradict each other beyond what recovery handles.
+    #[error("store corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub(crate) fn io_error(
+    path: &Path,
+    action: &'static str,
+) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// A stored block: the record body, sliced zero-copy from the map.
+#[derive(Clone, Debug)]
+pub struct Block {
+    height: u64,
+    body: Bytes,
+}
+
+impl Block {
+    fn new(height: u64, body: Bytes) -> Self {
+        Block { height, body }
+    }
+
+    /// Its height.
+    pub fn height(&self) -> u64 {
+        self.height
+    }
+
+    /// Its hash.
+    pub fn hash(&self) -> Hash {
+        format::hash_at(&self.body, body::HASH)
+    }
+
+    /// Its parent's hash.
+    pub fn parent_hash(&self) -> Hash {
+        format::hash_at(&self.body, body::PARENT_HASH)
+    }
+
+    /// The header's logs bloom.
+    pub fn logs_bloom(&self) -> &[u8] {
+        &self.body[body::LOGS_BLOOM..body::LOGS_BLOOM + 256]
+    }
+
+    /// Number of transactions.
+    pub fn tx_count(&self) -> u32 {
+        format::u32_at(&self.body, body::TX_COUNT)
+    }
+
+    /// Number of logs.
+    pub fn log_count(&self) -> u32 {
+        format::u32_at(&self.body, body::LOG_COUNT)
+    }
+
+    fn section_len(&self, section: Section) -> usize {
+        format::u32_at(&self.body, body::SECTION_LENS + 4 * section as usize) as usize
+    }
+
+    fn section(&self, section: Section) -> Bytes {
+        let mut start = body::FIXED_LEN
+            + self.tx_count() as usize * format::TX_ENTRY_LEN
+            + self.log_count() as usize * format::LOG_ENTRY_LEN;
+        for earlier in 0..section as usize {
+            start += format::u32_at(&self.body, body::SECTION_LENS + 4 * earlier) as usize;
+        }
+        self.body.slice(start..start + self.section_len(section))
+    }
+
+    /// The block with full transactions, bytes as the upstream sent them.
+    pub fn full(&self) -> Bytes {
+        self.section(Section::Full)
+    }
+
+    /// The block with transaction hashes only.
+    pub fn hashes_only(&self) -> Bytes {
+        self.section(Section::HashesOnly)
+    }
+
+    /// The receipts array, bytes as the upstream sent them.
+    pub fn receipts(&self) -> Bytes {
+        self.section(Section::Receipts)
+    }
+
+    /// RLP header; empty when not stored.
+    pub fn raw_header(&self) -> Bytes {
+        self.section(Section::RawHeader)
+    }
+
+    /// RLP block; empty when not stored.
+    pub fn raw_block(&self) -> Bytes {
+        self.section(Section::RawBlock)
+    }
+
+    /// RLP receipts; empty when not stored.
+    pub fn raw_receipts(&self) -> Bytes {
+        self.section(Section::RawReceipts)
+    }
+
+    fn tx_entry(&self, index: u32) -> usize {
+        body::FIXED_LEN + index as usize * format::TX_ENTRY_LEN
+    }
+
+    /// The hash of transaction `index` (which must be below [`Block::tx_count`]).
+    pub fn tx_hash(&self, index: u32) -> Hash {
+        format::hash_at(&self.body, self.tx_entry(index))
+    }
+
+    fn span_bytes(&self, section: Section, entry_at: usize) -> Bytes {
+        let offset = format::u32_at(&self.body, entry_at) as usize;
+        let len = format::u32_at(&self.body, entry_at + 4) as usize;
+        self.section(section).slice(offset..offset + len)
+    }
+
+    /// Transaction `index` as it appears in the full block, if it exists.
+    pub fn transaction(&self, index: u32) -> Option<Bytes> {
+        (index < self.tx_count()).then(|| self.span_bytes(Section::Full, self.tx_entry(index) + 32))
+    }
+
+    /// The receipt of transaction `index`, if it exists.
+    pub fn receipt(&self, index: u32) -> Option<Bytes> {
+        (index < self.tx_count())
+            .then(|| self.span_bytes(Section::Receipts, self.tx_entry(index) + 40))
+    }
+
+    /// The EIP-2718 encoding of transaction `index` (empty when not stored).
+    pub fn raw_transaction(&self, index: u32) -> Option<Bytes> {
+        (index < self.tx_count())
+            .then(|| self.span_bytes(Section::RawBlock, self.tx_entry(index) + 48))
+    }
+
+    /// The logs of the block, in order, with what filters match on.
+    pub fn logs(&self) -> impl Iterator<Item = Log> + '_ {
+        let table = body::FIXED_LEN + self.tx_count() as usize * format::TX_ENTRY_LEN;
+        let receipts = self.receipts();
+        (0..self.log_count() as usize).map(move |i| {
+            let at = table + i * format::LOG_ENTRY_LEN;
+            let entry = &self.body[at..at + format::LOG_ENTRY_LEN];
+            let offset = format::u32_at(entry, 4) as usize;
+            let len = format::u32_at(entry, 8) as usize;
+            let topic_count = entry[32].min(4) as usize;
+            Log {
+                tx_index: format::u32_at(entry, 0),
+                address: entry[12..32].try_into().expect("20 bytes"),
+                topics: std::array::from_fn(|t| format::hash_at(entry, 36 + 32 * t)),
+                topic_count,
+                bytes: receipts.slice(offset..offset + len),
+            }
+        })
+    }
+}
+
+/// One log of a stored block.
+#[derive(Clone, Debug)]
+pub struct Log {
+    /// Index of the emitting transaction.
+    pub tx_index: u32,
+    /// The emitting contract.
+    pub address: [u8; 20],
+    topics: [Hash; 4],
+    topic_count: usize,
+    /// The log object, bytes as the upstream sent them.
+    pub bytes: Bytes,
+}
+
+impl Log {
+    /// Its topics.
+    pub fn topics(&self) -> &[Hash] {
+        &self.topics[..self.topic_count]
+    }
+}
+
+/// Store counters, each O(1) to read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Lowest stored height.
+    pub min_height: Option<u64>,
+    /// Highest stored height; every height from `min_height` up to it is stored.
+    pub max_contiguous_height: Option<u64>,
+    /// Highest height ever stored since open (at least `max_contiguous_height`;
+    /// higher after a rollback).
+    pub high_water: Option<u64>,
+    /// Bytes of records on disk.
+    pub bytes: u64,
+    /// Segment files.
+    pub segments: usize,
+    /// Reads answered as misses because a record failed its checksum.
+    pub corrupt_reads: u64,
+}
+
+/// What readers see: an immutable snapshot swapped in by the writer.
+#[derive(Clone, Default)]
+struct State {
+    segments: Vec<Arc<Segment>>,
+    min: Option<u64>,
+    max: Option<u64>,
+    high_water: Option<u64>,
+    /// Bytes of the segment files, derived on every publish.
+    bytes: u64,
+}
+
+impl State {
+    fn segment_for(&self, height: u64) -> Option<&Arc<Segment>> {
+        let (min, max) = (self.min?, self.max?);
+        if height < min || height > max {
+            return None;
+        }
+        let at = self.segments.partition_point(|s| s.first_height <= height);
+        self.segments.get(at.checked_sub(1)?)
+    }
+}
+
+struct Shared {
+    state: ArcSwap<State>,
+    corrupt_reads: AtomicU64,
+}
+
+/// Reads the store; cheap to clone, `Send + Sync`, never waits for the writer
+/// beyond a hash-map operation.
+#[derive(Clone)]
+pub struct Reader {
+    shared: Arc<Shared>,
+}
+
+impl Reader {
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let state = self.shared.state.load();
+        Stats {
+            min_height: state.min,
+            max_contiguous_height: state.max,
+            high_water: state.high_water,
+            bytes: state.bytes,
+            segments: state.segments.len(),
+            corrupt_reads: self.shared.corrupt_reads.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The block at `height`, or `None` when it is not stored (or damaged:
+    /// see [`Stats::corrupt_reads`]).
+    pub fn block(&self, height: u64) -> Option<Block> {
+        let state = self.shared.state.load();
+        self.read(&state, height)
+    }
+
+    fn read(&self, state: &State, height: u64) -> Option<Block> {
+        let segment = state.segment_for(height)?;
+        match segment.read(height) {
+            Ok(block) => block,
+            Err(_damage) => {
+                self.shared.corrupt_reads.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// The block with hash `hash`.
+    pub fn block_by_hash(&self, hash: &Hash) -> Option<Block> {
+        let state = self.shared.state.load();
+        state.segments.iter().rev().find_map(|segment| {
+            segment
+                .block_candidates(hash)
+                .into_iter()
+                .filter_map(|height| self.read(&state, height))
+                .find(|block| block.hash() == *hash)
+        })
+    }
+
+    /// The block holding transaction `hash`, and the transaction's index.
+    pub fn transaction(&self, hash: &Hash) -> Option<(Block, u32)> {
+        let state = self.shared.state.load();
+        state.segments.iter().rev().find_map(|segment| {
+            segment
+                .tx_candidates(hash)
+                .into_iter()
+                .filter_map(|(height, index)| Some((self.read(&state, height)?, index)))
+                .find(|(block, index)| *index < block.tx_count() && block.tx_hash(*index) == *hash)
+        })
+    }
+}
+
+/// The segment being written.
+struct Active {
+    file: File,
+    segment: Arc<Segment>,
+    /// Where the next record goes.
+    end: u64,
+    /// Live heights in it.
+    count: usize,
+}
+
+/// The single writer of a store directory (an OS file lock keeps it single).
+pub struct Store {
+    dir: PathBuf,
+    meta: Meta,
+    config: StoreConfig,
+    shared: Arc<Shared>,
+    active: Option<Active>,
+    /// Height and hash of the last block written (ahead of the published
+    /// `max` while a batch is being written).
+    tip: Option<(u64, Hash)>,
+    scratch: Vec<u8>,
+    _lock: File,
+}
+
+const META_FILE: &str = "META";
+const LOCK_FILE: &str = "LOCK";
+
+impl Store {
+    /// Opens the store in `dir` for `identity`, creating it if the directory
+    /// is empty or missing. Recovers from a crash at any instant: cuts a torn
+    /// tail, rebuilds missing indexes, and drops segments that no longer
+    /// join the newest run.
+    pub fn open(dir: &Path, identity: Identity, config: StoreConfig) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io_error(dir, "creating"))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = File::create(&lock_path).map_err(io_error(&lock_path, "creating"))?;
+        if lock.try_lock().is_err() {
+            return Err(StoreError::Locked(dir.to_path_buf()));
+        }
+        let meta = open_meta(dir, identity, &config)?;
+        let mut files = list_segments(dir)?;
+        files.sort_unstable();
+
+        let mut segments: Vec<Arc<Segment>> = Vec::new();
+        let mut active = None;
+        let blocks = meta.segment_blocks as usize;
+        for (i, first_height) in files.iter().copied().enumerate() {
+            let is_last = i + 1 == files.len();
+            if !is_last && let Some(segment) = Segment::open_sealed(dir, first_height, blocks)? {
+                segments.push(Arc::new(segment));
+                continue;
+            }
+            // The last segment is reopened for writing; an earlier one whose
+            // sealing a crash cut short is rebuilt from its records.
+            let _ = std::fs::remove_file(dir.join(index_file_name(first_height)));
+            let Some((file, segment, scan)) = reopen_for_writing(dir, &meta, first_height)? else {
+                // Nothing intact in it: a segment created just before a crash.
+                remove_segment(dir, first_height)?;
+                continue;
+            };
+            if is_last {
+                active = Some(Active {
+                    file,
+                    segment: segment.clone(),
+                    end: scan.end,
+                    count: scan.offsets.len(),
+                });
+                segments.push(segment);
+            } else {
+                segments.push(seal(
+                    dir,
+                    &meta,
+                    file,
+                    &segment,
+                    scan.end,
+                    scan.offsets.len(),
+                )?);
+            }
+        }
+        // Keep only the newest run of segments that join up.
+        let len_of = |segment: &Segment| {
+            segment
+                .sealed_count()
+                .unwrap_or_else(|| active.as_ref().map_or(0, |a: &Active| a.count))
+        };
+        let mut keep_from = 0;
+        for i in 1..segments.len() {
+            if segments[i - 1].first_height + len_of(&segments[i - 1]) as u64
+                != segments[i].first_height
+            {
+                keep_from = i;
+            }
+        }
+        let dropped: Vec<_> = segments.drain(..keep_from).collect();
+        for segment in dropped {
+            remove_segment(dir, segment.first_height)?;
+        }
+        let min = segments.first().map(|s| s.first_height);
+        let max = segments
+            .last()
+            .map(|s| s.first_height + len_of(s) as u64 - 1);
+        let mut store = Store {
+            dir: dir.to_path_buf(),
+            meta,
+            config,
+            shared: Arc::new(Shared {
+                state: ArcSwap::from_pointee(State::default()),
+                corrupt_reads: AtomicU64::new(0),
+            }),
+            active,
+            tip: None,
+            scratch: Vec::new(),
+            _lock: lock,
+        };
+        store.publish(|state| {
+            *state = State {
+                segments,
+                min,
+                max,
+                high_water: max,
+                bytes: 0,
+            }
+        });
+        if let Some(max) = max {
+            let top = store
+                .reader()
+                .block(max)
+                .ok_or_else(|| StoreError::Corrupt(format!("block {max} unreadable at open")))?;
+            store.tip = Some((max, top.hash()));
+        }
+        Ok(store)
+    }
+
+    /// A reader of this store.
+    pub fn reader(&self) -> Reader {
+        Reader {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.reader().stats()
+    }
+
+    /// The identity the store was created for.
+    pub fn identity(&self) -> Identity {
+        self.meta.identity
+    }
+
+    /// Appends `blocks`, which must continue the store (height `max + 1`,
+    /// parent hash = hash of `max`; any height when empty). When it returns
+    /// `Ok`, the blocks are readable and durable per [`Durability`]. On `Err`
+    /// the blocks before the failing one are stored and visible.
+    pub fn append(&mut self, blocks: &[NewBlock<'_>]) -> Result<(), StoreError> {
+        let mut written_through = None;
+        let result = blocks.iter().try_for_each(|block| {
+            self.write_block(block)?;
+            written_through = Some(block.height);
+            Ok(())
+        });
+        if written_through.is_some() {
+            if self.config.durability == Durability::Fsync
+                && let Some(active) = &self.active
+            {
+                active
+                    .file
+                    .sync_data()
+                    .map_err(io_error(&active.segment.path, "syncing"))?;
+            }
+            self.publish(|state| {
+                state.max = written_through;
+                state.min = state.min.or(state.segments.first().map(|s| s.first_height));
+                state.high_water = state.high_water.max(written_through);
+            });
+            self.prune()?;
+        }
+        result
+    }
+
+    fn write_block(&mut self, block: &NewBlock<'_>) -> Result<(), StoreError> {
+        if let Some((max, hash)) = self.tip {
+            let continues = block.height == max + 1 && block.parent_hash == hash;
+            if !continues {
+                return Err(StoreError::NotContiguous {
+                    height: block.height,
+                    reason: if block.height != max + 1 {
+                        format!("the store ends at {max}")
+                    } else {
+                        "its parent hash is not the hash of the stored block below it".into()
+                    },
+                });
+            }
+        }
+        self.scratch.clear();
+        format::encode_block(block, &mut self.scratch).map_err(|e| StoreError::Malformed {
+            height: block.height,
+            reason: format!("{e:?}"),
+        })?;
+        let len = self.scratch.len() as u64;
+        if format::SEGMENT_HEADER_LEN as u64 + len > self.meta.segment_bytes {
+            return Err(StoreError::Malformed {
+                height: block.height,
+                reason: format!(
+                    "{len} bytes do not fit a segment of {} bytes",
+                    self.meta.segment_bytes
+                ),
+            });
+        }
+        let full = self.active.as_ref().is_none_or(|a| {
+            a.count >= self.meta.segment_blocks as usize || a.end + len > self.meta.segment_bytes
+        });
+        if full {
+            self.start_segment(block.height)?;
+        }
+        let active = self.active.as_mut().expect("a segment is open");
+        active
+            .file
+            .write_all_at(&self.scratch, active.end)
+            .map_err(io_error(&active.segment.path, "writing"))?;
+        active.segment.push(active.count, active.end)?;
+        active.end += len;
+        active.count += 1;
+        self.tip = Some((block.height, block.hash));
+        Ok(())
+    }
+
+    /// Seals the segment being written (if any) and starts a new one.
+    fn start_segment(&mut self, first_height: u64) -> Result<(), StoreError> {
+        if let Some(active) = self.active.take() {
+            let sealed = seal(
+                &self.dir,
+                &self.meta,
+                active.file,
+                &active.segment,
+                active.end,
+                active.count,
+            )?;
+            self.publish(|state| {
+                *state
+                    .segments
+                    .last_mut()
+                    .expect("the active segment is listed") = sealed;
+            });
+        }
+        let path = self.dir.join(segment_file_name(first_height));
+        let file = segment::open_for_writing(&path, first_height, self.meta.segment_bytes)?;
+        segment::sync_dir(&self.dir)?;
+        let segment = Arc::new(Segment::active(
+            path,
+            &file,
+            first_height,
+            self.meta.segment_blocks as usize,
+            &[],
+        )?);
+        self.active = Some(Active {
+            file,
+            segment: segment.clone(),
+            end: format::SEGMENT_HEADER_LEN as u64,
+            count: 0,
+        });
+        self.publish(|state| state.segments.push(segment));
+        Ok(())
+    }
+
+    /// Removes every block above `keep_up_to` (all blocks when it is below
+    /// the lowest). Durable per [`Durability`] when it returns.
+    pub fn rollback(&mut self, keep_up_to: u64) -> Result<(), StoreError> {
+        let state = self.shared.state.load_full();
+        let (Some(min), Some(max)) = (state.min, state.max) else {
+            return Ok(());
+        };
+        if keep_up_to >= max {
+            return Ok(());
+        }
+        if keep_up_to < min {
+            self.active = None;
+            self.tip = None;
+            self.publish(|state| {
+                *state = State {
+                    high_water: state.high_water,
+                    ..State::default()
+                };
+            });
+            for segment in &state.segments {
+                remove_segment(&self.dir, segment.first_height)?;
+            }
+            return Ok(());
+        }
+        let keep_segment = state
+            .segment_for(keep_up_to)
+            .expect("within min..=max")
+            .clone();
+        // Segments wholly above the kept height go first.
+        let doomed: Vec<u64> = state
+            .segments
+            .iter()
+            .filter(|s| s.first_height > keep_up_to)
+            .map(|s| s.first_height)
+            .collect();
+        if !doomed.is_empty() {
+            self.active = None;
+            self.publish(|state| state.segments.retain(|s| s.first_height <= keep_up_to));
+            for first in doomed {
+                remove_segment(&self.dir, first)?;
+            }
+        }
+        // Reopen the segment holding the kept height for writing if sealed.
+        if self
+            .active
+            .as_ref()
+            .is_none_or(|a| a.segment.first_height != keep_segment.first_height)
+        {
+            let first = keep_segment.first_height;
+            let index = self.dir.join(index_file_name(first));
+            std::fs::remove_file(&index).map_err(io_error(&index, "unsealing"))?;
+            segment::sync_dir(&self.dir)?;
+            let (file, segment, scan) = reopen_for_writing(&self.dir, &self.meta, first)?
+                .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
+            self.active = Some(Active {
+                file,
+                segment: segment.clone(),
+                end: scan.end,
+                count: scan.offsets.len(),
+            });
+            self.publish(|state| {
+                *state.segments.last_mut().expect("kept segment listed") = segment
+            });
+        }
+        let active = self.active.as_mut().expect("reopened above");
+        let keep = (keep_up_to + 1 - active.segment.first_height) as usize;
+        for height in keep_up_to + 1..active.segment.first_height + active.count as u64 {
+            if let Ok(Some(block)) = active.segment.read(height) {
+                active.segment.unindex(&block);
+            }
+        }
+        self.scratch.clear();
+        format::encode_rollback(keep_up_to, &mut self.scratch);
+        active
+            .file
+            .write_all_at(&self.scratch, active.end)
+            .map_err(io_error(&active.segment.path, "writing a rollback"))?;
+        if self.config.durability == Durability::Fsync {
+            active
+                .file
+                .sync_data()
+                .map_err(io_error(&active.segment.path, "syncing"))?;
+        }
+        active.end += self.scratch.len() as u64;
+        active.count = keep;
+        let kept = active.segment.read(keep_up_to).ok().flatten();
+        self.tip = kept.map(|b| (keep_up_to, b.hash()));
+        self.publish(|state| state.max = Some(keep_up_to));
+        Ok(())
+    }
+
+    /// Drops the oldest segments beyond the retention limits.
+    fn prune(&mut self) -> Result<(), StoreError> {
+        loop {
+            let state = self.shared.state.load_full();
+            let (Some(max), true) = (state.max, state.segments.len() > 1) else {
+                return Ok(());
+            };
+            let next_first = state.segments[1].first_height;
+            let over_blocks = self
+                .config
+                .retain_blocks
+                .is_some_and(|keep| max + 1 - next_first >= keep);
+            let over_bytes = self
+                .config
+                .retain_bytes
+                .is_some_and(|limit| state.bytes > limit);
+            if !(over_blocks || over_bytes) {
+                return Ok(());
+            }
+            let oldest = state.segments[0].first_height;
+            self.publish(|state| {
+                state.segments.remove(0);
+                state.min = Some(next_first);
+            });
+            remove_segment(&self.dir, oldest)?;
+        }
+    }
+
+    /// Swaps in a new snapshot made by `change`.
+    fn publish(&self, change: impl FnOnce(&mut State)) {
+        let mut next = State::clone(&self.shared.state.load());
+        change(&mut next);
+        next.bytes = next
+            .segments
+            .iter()
+            .filter_map(|s| s.sealed_len())
+            .sum::<u64>()
+            + self.active.as_ref().map_or(0, |a| a.end);
+        self.shared.state.store(Arc::new(next));
+    }
+}
+
+/// Opens a segment file for writing and indexes its intact records; `None`
+/// when it holds none. Cuts the tail after the last intact record to zeros,
+/// so no stale record can ever be read as a continuation.
+fn reopen_for_writing(
+    dir: &Path,
+    meta: &Meta,
+    first_height: u64,
+) -> Result<Option<(File, Arc<Segment>, segment::Scan)>, StoreError> {
+    let path = dir.join(segment_file_name(first_height));
+    let file = segment::open_for_writing(&path, first_height, meta.segment_bytes)?;
+    let blocks = meta.segment_blocks as usize;
+    let scan =
+        Segment::scan(&Segment::active(path.clone(), &file, first_height, blocks, &[])?.bytes());
+    if scan.first_height != Some(first_height) {
+        return Ok(None);
+    }
+    file.set_len(scan.end)
+        .and_then(|_| file.set_len(meta.segment_bytes))
+        .and_then(|_| file.sync_data())
+        .map_err(io_error(&path, "cutting the tail"))?;
+    let segment = Segment::active(path, &file, first_height, blocks, &scan.offsets)?;
+    Ok(Some((file, Arc::new(segment), scan)))
+}
+
+/// Writes the index of a full segment, trims its file and returns the sealed
+/// segment readers should see.
+fn seal(
+    dir: &Path,
+    meta: &Meta,
+    file: File,
+    segment: &Segment,
+    end: u64,
+    count: usize,
+) -> Result<Arc<Segment>, StoreError> {
+    file.set_len(end)
+        .map_err(io_error(&segment.path, "trimming"))?;
+    file.sync_all()
+        .map_err(io_error(&segment.path, "syncing"))?;
+    segment.write_index(dir, count, end)?;
+    let sealed = Segment::open_sealed(dir, segment.first_height, meta.segment_blocks as usize)?
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "index of {} unreadable right after writing",
+                segment.path.display()
+            ))
+        })?;
+    Ok(Arc::new(sealed))
+}
+
+fn remove_segment(dir: &Path, first_height: u64) -> Result<(), StoreError> {
+    // Data first: an index without its segment is ignored and removed at
+    // open, while a segment without its index is simply rebuilt.
+    for name in [
+        segment_file_name(first_height),
+        index_file_name(first_height),
+    ] {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&path, "removing")(e)),
+        }
+    }
+    segment::sync_dir(dir)
+}
+
+/// First heights of the segment files in `dir`; removes leftovers of
+/// interrupted writes (temporary files, indexes without a segment).
+fn list_segments(dir: &Path) -> Result<Vec<u64>, StoreError> {
+    let mut segments = Vec::new();
+    let mut indexes = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_error(dir, "listing"))? {
+        let path = entry.map_err(io_error(dir, "listing"))?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(&path);
+        } else if let Some(first) = name.strip_suffix(".seg").and_then(|n| n.parse().ok()) {
+            segments.push(first);
+        } else if let Some(first) = name
+            .strip_suffix(".idx")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            indexes.push(first);
+        }
+    }
+    for first in indexes {
+        if !segments.contains(&first) {
+            let _ = std::fs::remove_file(dir.join(index_file_name(first)));
+        }
+    }
+    Ok(segments)
+}
+
+fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Meta, StoreError> {
+    let path = dir.join(META_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => match format::decode_meta(&bytes) {
+            format::MetaRead::Ok(meta) if meta.identity == identity => Ok(meta),
+            format::MetaRead::Ok(meta) => Err(StoreError::WrongChain {
+                dir: dir.to_path_buf(),
+                stored: meta.identity.chain_id,
+                stored_genesis: hex(&meta.identity.genesis_hash),
+                wanted: identity.chain_id,
+                wanted_genesis: hex(&identity.genesis_hash),
+            }),
+            format::MetaRead::Version(found) => Err(StoreError::FormatVersion {
+                dir: dir.to_path_buf(),
+                found,
+                expected: FORMAT_VERSION,
+            }),
+            format::MetaRead::Corrupt => Err(StoreError::Corrupt(format!(
+                "{} is damaged",
+                path.display()
+            ))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !list_segments(dir)?.is_empty() {
+                return Err(StoreError::Corrupt(format!(
+                    "{} holds segments but no META",
+                    dir.display()
+                )));
+            }
+            if config.segment_blocks == 0 || config.segment_bytes < 4096 {
+                return Err(StoreError::Corrupt("segment size too small".into()));
+            }
+            let meta = Meta {
+                identity,
+                segment_blocks: config.segment_blocks,
+                segment_bytes: config.segment_bytes,
+            };
+            segment::write_atomically(dir, META_FILE, &format::encode_meta(&meta))?;
+            Ok(meta)
+        }
+        Err(e) => Err(io_error(&path, "reading")(e)),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::from("0x");
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}

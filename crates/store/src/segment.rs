@@ -1,0 +1,497 @@
+//! One segment: a file of consecutive block records, memory-mapped, with its
+//! hash indexes — in memory while it is the segment being written, in an
+//! `.idx` file once sealed.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use memmap2::Mmap;
+
+use crate::format::{
+    self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_BLOCK, KIND_ROLLBACK,
+};
+use crate::{Block, Hash, StoreError, io_error};
+
+/// File name of the segment starting at `first_height`.
+pub(crate) fn segment_file_name(first_height: u64) -> String {
+    format!("{first_height:020}.seg")
+}
+
+/// File name of the index of the segment starting at `first_height`.
+pub(crate) fn index_file_name(first_height: u64) -> String {
+    format!("{first_height:020}.idx")
+}
+
+/// A segment as readers see it.
+pub(crate) struct Segment {
+    pub(crate) first_height: u64,
+    /// The whole mapping; reads slice it (zero-copy, reference counted).
+    data: Bytes,
+    /// Bit per height: the record's checksum was verified once already.
+    verified: Box<[AtomicU64]>,
+    index: SegmentIndex,
+    pub(crate) path: PathBuf,
+}
+
+enum SegmentIndex {
+    /// Written to: offsets are published per height before the store's
+    /// `max` moves past them; hash maps change under a brief write lock.
+    Active {
+        offsets: Box<[AtomicU64]>,
+        hashes: RwLock<ActiveHashes>,
+    },
+    /// Immutable: offsets and sorted hash tables in a mapped `.idx` file.
+    Sealed {
+        index: Mmap,
+        count: usize,
+        tx_count: usize,
+    },
+}
+
+#[derive(Default)]
+pub(crate) struct ActiveHashes {
+    blocks: HashMap<Hash, u64>,
+    txs: HashMap<Hash, (u64, u32)>,
+}
+
+/// What a scan of a segment file found.
+pub(crate) struct Scan {
+    /// Offsets of the live records, first height first.
+    pub(crate) offsets: Vec<u64>,
+    pub(crate) first_height: Option<u64>,
+    /// Where valid records end; anything after is a torn or stale tail.
+    pub(crate) end: u64,
+}
+
+/// Maps `file` read-only (shared, so writes through the file are visible).
+fn map(file: &File, path: &Path) -> Result<Bytes, StoreError> {
+    // SAFETY: the store owns these files and never truncates a mapped region
+    // a reader can reach: records are only appended, a torn tail is cut
+    // before any reader exists, and deleted segments stay mapped until the
+    // last reader drops them.
+    let map = unsafe { Mmap::map(file) }.map_err(io_error(path, "mapping"))?;
+    Ok(Bytes::from_owner(map))
+}
+
+fn bitmap(bits: usize) -> Box<[AtomicU64]> {
+    (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
+}
+
+impl Segment {
+    /// Scans the records of a segment file from the start. Stops at the
+    /// first record that is not intact or does not continue the chain
+    /// (height + 1, parent hash); a rollback tombstone drops what it covers.
+    pub(crate) fn scan(data: &[u8]) -> Scan {
+        let mut scan = Scan {
+            offsets: Vec::new(),
+            first_height: None,
+            end: format::SEGMENT_HEADER_LEN as u64,
+        };
+        let mut hashes: Vec<Hash> = Vec::new();
+        let mut at = format::SEGMENT_HEADER_LEN;
+        while let Some(header) = format::read_header(&data[at.min(data.len())..]) {
+            if !format::verify_record(&data[at..], &header) {
+                break;
+            }
+            let next_height = scan
+                .first_height
+                .map(|first| first + scan.offsets.len() as u64);
+            match header.kind {
+                KIND_BLOCK => {
+                    let body = &data[at + format::RECORD_HEADER_LEN..];
+                    if next_height.is_some_and(|next| next != header.height)
+                        || hashes
+                            .last()
+                            .is_some_and(|h| *h != format::hash_at(body, format::body::PARENT_HASH))
+                    {
+                        break;
+                    }
+                    scan.first_height.get_or_insert(header.height);
+                    scan.offsets.push(at as u64);
+                    hashes.push(format::hash_at(body, format::body::HASH));
+                }
+                KIND_ROLLBACK => {
+                    let Some(first) = scan.first_height else {
+                        break;
+                    };
+                    let keep = header.height.saturating_add(1).saturating_sub(first) as usize;
+                    if header.height < first || keep > scan.offsets.len() {
+                        break;
+                    }
+                    scan.offsets.truncate(keep);
+                    hashes.truncate(keep);
+                }
+                _ => break,
+            }
+            at += header.total_len();
+            scan.end = at as u64;
+        }
+        scan
+    }
+
+    /// An active segment over a mapped file, indexed from `scan`.
+    pub(crate) fn active(
+        path: PathBuf,
+        file: &File,
+        first_height: u64,
+        segment_blocks: usize,
+        offsets: &[u64],
+    ) -> Result<Segment, StoreError> {
+        let data = map(file, &path)?;
+        let segment = Segment {
+            first_height,
+            data,
+            verified: bitmap(segment_blocks),
+            index: SegmentIndex::Active {
+                offsets: (0..segment_blocks).map(|_| AtomicU64::new(0)).collect(),
+                hashes: RwLock::new(ActiveHashes::default()),
+            },
+            path,
+        };
+        for (i, offset) in offsets.iter().enumerate() {
+            segment.publish_offset(i, *offset);
+            if let Some(block) = segment.read_unchecked(first_height + i as u64, *offset) {
+                segment.index_hashes(&block);
+            }
+        }
+        Ok(segment)
+    }
+
+    /// Opens a sealed segment and its index; `None` when the index is
+    /// missing, damaged or does not describe this file (then the caller
+    /// rebuilds it from a scan).
+    pub(crate) fn open_sealed(
+        dir: &Path,
+        first_height: u64,
+        segment_blocks: usize,
+    ) -> Result<Option<Segment>, StoreError> {
+        let path = dir.join(segment_file_name(first_height));
+        let index_path = dir.join(index_file_name(first_height));
+        let Ok(index_file) = File::open(&index_path) else {
+            return Ok(None);
+        };
+        // SAFETY: index files are written once under a temporary name,
+        // made durable, renamed into place and never modified.
+        let index = unsafe { Mmap::map(&index_file) }.map_err(io_error(&index_path, "mapping"))?;
+        let file = File::open(&path).map_err(io_error(&path, "opening"))?;
+        let file_len = file
+            .metadata()
+            .map_err(io_error(&path, "reading metadata"))?
+            .len();
+        let Some((count, tx_count)) = check_index_header(&index, first_height, file_len) else {
+            return Ok(None);
+        };
+        if count > segment_blocks {
+            return Ok(None);
+        }
+        Ok(Some(Segment {
+            first_height,
+            data: map(&file, &path)?,
+            verified: bitmap(segment_blocks),
+            index: SegmentIndex::Sealed {
+                index,
+                count,
+                tx_count,
+            },
+            path,
+        }))
+    }
+
+    /// Writes the `.idx` file for this segment's first `count` records
+    /// (temporary name, fsync, rename, fsync of the directory).
+    pub(crate) fn write_index(
+        &self,
+        dir: &Path,
+        count: usize,
+        data_len: u64,
+    ) -> Result<(), StoreError> {
+        let mut blocks = Vec::with_capacity(count);
+        let mut txs = Vec::new();
+        let mut offsets = Vec::with_capacity(count);
+        for i in 0..count {
+            let height = self.first_height + i as u64;
+            let offset = self.offset(i).expect("indexed heights have offsets");
+            let block = self.read_unchecked(height, offset).ok_or_else(|| {
+                StoreError::Corrupt(format!("record {height} vanished while sealing"))
+            })?;
+            offsets.push(offset);
+            blocks.push((format::prefix(&block.hash()), i as u32, 0u32));
+            for t in 0..block.tx_count() {
+                txs.push((format::prefix(&block.tx_hash(t)), i as u32, t));
+            }
+        }
+        blocks.sort_unstable();
+        txs.sort_unstable();
+        let mut out = Vec::with_capacity(
+            INDEX_HEADER_LEN + count * 8 + (blocks.len() + txs.len()) * INDEX_ENTRY_LEN,
+        );
+        out.extend_from_slice(&INDEX_MAGIC);
+        out.extend_from_slice(&format::FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(count as u32).to_le_bytes());
+        out.extend_from_slice(&self.first_height.to_le_bytes());
+        out.extend_from_slice(&(txs.len() as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&data_len.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        let crc = crc32c::crc32c(&out[..44]);
+        out.extend_from_slice(&crc.to_le_bytes());
+        for offset in offsets {
+            out.extend_from_slice(&offset.to_le_bytes());
+        }
+        for (prefix, delta, index) in blocks.into_iter().chain(txs) {
+            out.extend_from_slice(&prefix.to_le_bytes());
+            out.extend_from_slice(&delta.to_le_bytes());
+            out.extend_from_slice(&index.to_le_bytes());
+        }
+        write_atomically(dir, &index_file_name(self.first_height), &out)
+    }
+
+    fn publish_offset(&self, i: usize, offset: u64) {
+        if let SegmentIndex::Active { offsets, .. } = &self.index {
+            offsets[i].store(offset, Ordering::Release);
+        }
+    }
+
+    /// Adds a freshly written record (the writer calls this before moving
+    /// the store's `max` past it).
+    pub(crate) fn push(&self, i: usize, offset: u64) -> Result<(), StoreError> {
+        self.publish_offset(i, offset);
+        let height = self.first_height + i as u64;
+        let block = self.read_unchecked(height, offset).ok_or_else(|| {
+            StoreError::Corrupt(format!("record {height} unreadable right after writing"))
+        })?;
+        self.index_hashes(&block);
+        Ok(())
+    }
+
+    fn index_hashes(&self, block: &Block) {
+        if let SegmentIndex::Active { hashes, .. } = &self.index {
+            let mut hashes = hashes.write().unwrap_or_else(|p| p.into_inner());
+            hashes.blocks.insert(block.hash(), block.height());
+            for t in 0..block.tx_count() {
+                hashes.txs.insert(block.tx_hash(t), (block.height(), t));
+            }
+        }
+    }
+
+    /// Forgets the hashes of a record a rollback removed.
+    pub(crate) fn unindex(&self, block: &Block) {
+        if let SegmentIndex::Active { hashes, .. } = &self.index {
+            let mut hashes = hashes.write().unwrap_or_else(|p| p.into_inner());
+            hashes.blocks.remove(&block.hash());
+            for t in 0..block.tx_count() {
+                hashes.txs.remove(&block.tx_hash(t));
+            }
+        }
+    }
+
+    /// The record offset of the `i`th height, if published.
+    pub(crate) fn offset(&self, i: usize) -> Option<u64> {
+        match &self.index {
+            SegmentIndex::Active { offsets, .. } => offsets
+                .get(i)
+                .map(|o| o.load(Ordering::Acquire))
+                .filter(|o| *o != 0),
+            SegmentIndex::Sealed { index, count, .. } => {
+                (i < *count).then(|| format::u64_at(index, INDEX_HEADER_LEN + 8 * i))
+            }
+        }
+    }
+
+    /// All mapped bytes (for the recovery scan).
+    pub(crate) fn bytes(&self) -> Bytes {
+        self.data.clone()
+    }
+
+    /// The file length of a sealed segment.
+    pub(crate) fn sealed_len(&self) -> Option<u64> {
+        matches!(self.index, SegmentIndex::Sealed { .. }).then_some(self.data.len() as u64)
+    }
+
+    /// The number of heights a sealed segment holds.
+    pub(crate) fn sealed_count(&self) -> Option<usize> {
+        match &self.index {
+            SegmentIndex::Sealed { count, .. } => Some(*count),
+            SegmentIndex::Active { .. } => None,
+        }
+    }
+
+    /// Reads the block at `height`, verifying its checksum the first time.
+    /// `Err` means the bytes on disk are damaged.
+    pub(crate) fn read(&self, height: u64) -> Result<Option<Block>, String> {
+        let i = (height - self.first_height) as usize;
+        let Some(offset) = self.offset(i) else {
+            return Ok(None);
+        };
+        let bytes = self.data.get(offset as usize..).unwrap_or_default();
+        let header = format::read_header(bytes)
+            .filter(|h| h.kind == KIND_BLOCK && h.height == height)
+            .ok_or_else(|| {
+                format!(
+                    "no record header for height {height} at offset {offset} of {}",
+                    self.path.display()
+                )
+            })?;
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if self.verified[word].load(Ordering::Relaxed) & bit == 0 {
+            if !format::verify_record(bytes, &header) {
+                return Err(format!(
+                    "checksum mismatch for height {height} in {}",
+                    self.path.display()
+                ));
+            }
+            self.verified[word].fetch_or(bit, Ordering::Relaxed);
+        }
+        let start = offset as usize + format::RECORD_HEADER_LEN;
+        Ok(Some(Block::new(
+            height,
+            self.data.slice(start..start + header.body_len),
+        )))
+    }
+
+    /// Reads a record the writer itself just wrote or scanned.
+    fn read_unchecked(&self, height: u64, offset: u64) -> Option<Block> {
+        let bytes = self.data.get(offset as usize..)?;
+        let header =
+            format::read_header(bytes).filter(|h| h.kind == KIND_BLOCK && h.height == height)?;
+        let start = offset as usize + format::RECORD_HEADER_LEN;
+        Some(Block::new(
+            height,
+            self.data.slice(start..start + header.body_len),
+        ))
+    }
+
+    /// Heights whose block hash may be `hash` (callers compare the record).
+    pub(crate) fn block_candidates(&self, hash: &Hash) -> Vec<u64> {
+        match &self.index {
+            SegmentIndex::Active { hashes, .. } => {
+                let hashes = hashes.read().unwrap_or_else(|p| p.into_inner());
+                hashes.blocks.get(hash).copied().into_iter().collect()
+            }
+            SegmentIndex::Sealed { index, count, .. } => {
+                let table = INDEX_HEADER_LEN + 8 * count;
+                matching(index, table, *count, format::prefix(hash))
+                    .map(|(delta, _)| self.first_height + delta as u64)
+                    .collect()
+            }
+        }
+    }
+
+    /// (height, index) pairs whose transaction hash may be `hash`.
+    pub(crate) fn tx_candidates(&self, hash: &Hash) -> Vec<(u64, u32)> {
+        match &self.index {
+            SegmentIndex::Active { hashes, .. } => {
+                let hashes = hashes.read().unwrap_or_else(|p| p.into_inner());
+                hashes.txs.get(hash).copied().into_iter().collect()
+            }
+            SegmentIndex::Sealed {
+                index,
+                count,
+                tx_count,
+            } => {
+                let table = INDEX_HEADER_LEN + 8 * count + INDEX_ENTRY_LEN * count;
+                matching(index, table, *tx_count, format::prefix(hash))
+                    .map(|(delta, t)| (self.first_height + delta as u64, t))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Entries of a sorted hash table whose prefix equals `key`.
+fn matching(
+    index: &[u8],
+    table: usize,
+    len: usize,
+    key: u64,
+) -> impl Iterator<Item = (u32, u32)> + '_ {
+    let prefix_at = move |i: usize| format::u64_at(index, table + i * INDEX_ENTRY_LEN);
+    // Lower bound by binary search, then walk the (rarely >1) equal run.
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if prefix_at(mid) < key {
+            lo = mid + 1
+        } else {
+            hi = mid
+        }
+    }
+    (lo..len)
+        .take_while(move |i| prefix_at(*i) == key)
+        .map(move |i| {
+            let at = table + i * INDEX_ENTRY_LEN;
+            (
+                format::u32_at(index, at + 8),
+                format::u32_at(index, at + 12),
+            )
+        })
+}
+
+fn check_index_header(index: &[u8], first_height: u64, file_len: u64) -> Option<(usize, usize)> {
+    if index.len() < INDEX_HEADER_LEN || index[..8] != INDEX_MAGIC {
+        return None;
+    }
+    if format::u32_at(index, 44) != crc32c::crc32c(&index[..44])
+        || format::u32_at(index, 8) != format::FORMAT_VERSION
+    {
+        return None;
+    }
+    let count = format::u32_at(index, 12) as usize;
+    let tx_count = format::u32_at(index, 24) as usize;
+    let expected = INDEX_HEADER_LEN + 8 * count + INDEX_ENTRY_LEN * (count + tx_count);
+    let consistent = format::u64_at(index, 16) == first_height
+        && format::u64_at(index, 32) == file_len
+        && index.len() == expected
+        && count > 0;
+    consistent.then_some((count, tx_count))
+}
+
+/// Writes `name` in `dir` so that it either exists whole or not at all.
+pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut file = File::create(&tmp).map_err(io_error(&tmp, "creating"))?;
+    file.write_all(bytes).map_err(io_error(&tmp, "writing"))?;
+    file.sync_all().map_err(io_error(&tmp, "syncing"))?;
+    let path = dir.join(name);
+    std::fs::rename(&tmp, &path).map_err(io_error(&path, "renaming into place"))?;
+    sync_dir(dir)
+}
+
+/// Makes renames, creations and deletions in `dir` durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(dir, "syncing directory"))
+}
+
+/// Opens (creating if needed) a segment file for writing, sized to
+/// `capacity` so the whole mapping is backed by the file (sparse, so the
+/// unused part costs no disk).
+pub(crate) fn open_for_writing(
+    path: &Path,
+    first_height: u64,
+    capacity: u64,
+) -> Result<File, StoreError> {
+    let exists = path.exists();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io_error(path, "opening for writing"))?;
+    if !exists {
+        let mut header = [0u8; format::SEGMENT_HEADER_LEN];
+        header[..8].copy_from_slice(&format::SEGMENT_MAGIC);
+        header[8..16].copy_from_slice(&first_height.to_le_bytes());
+        file.write_all(&header)
+            .map_err(io_error(path, "writing header"))?;
+    }
+    file.set_len(capacity).map_err(io_error(path, "sizing"))?;
+    Ok(file)
+}

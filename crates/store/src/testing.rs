@@ -1,0 +1,149 @@
+//! Deterministic synthetic blocks for tests and benchmarks: JSON-shaped
+//! sections of a chosen size with real spans, hashes derived from
+//! (fork, height) so any height's content can be regenerated and compared.
+
+use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
+
+/// An owned block whose [`SyntheticBlock::as_new`] borrows it.
+#[derive(Clone, Debug)]
+pub struct SyntheticBlock {
+    /// Height.
+    pub height: u64,
+    /// Hash.
+    pub hash: Hash,
+    /// Parent hash.
+    pub parent_hash: Hash,
+    /// Full block bytes.
+    pub full: Vec<u8>,
+    /// Hashes-only bytes.
+    pub hashes_only: Vec<u8>,
+    /// Receipts bytes.
+    pub receipts: Vec<u8>,
+    /// Raw block bytes.
+    pub raw_block: Vec<u8>,
+    /// Transaction spans.
+    pub txs: Vec<TxEntry>,
+    /// Log spans.
+    pub logs: Vec<LogEntry>,
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A 32-byte pseudo-hash of `(domain, a, b)`.
+pub fn pseudo_hash(domain: u64, a: u64, b: u64) -> Hash {
+    let mut out = [0u8; 32];
+    let mut state = mix(domain ^ mix(a ^ mix(b)));
+    for chunk in out.chunks_mut(8) {
+        state = mix(state);
+        chunk.copy_from_slice(&state.to_le_bytes());
+    }
+    out
+}
+
+/// The hash of block `height` on `fork`.
+pub fn block_hash(fork: u64, height: u64) -> Hash {
+    pseudo_hash(1, fork, height)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl SyntheticBlock {
+    /// Block `height` of `fork` with `tx_count` transactions padded so the
+    /// full block is roughly `tx_count * tx_bytes` bytes.
+    pub fn new(fork: u64, height: u64, tx_count: u32, tx_bytes: usize) -> Self {
+        let hash = block_hash(fork, height);
+        let parent_hash = block_hash(fork, height.wrapping_sub(1));
+        let mut full = format!(
+            "{{\"number\":\"0x{height:x}\",\"hash\":\"0x{}\",\"transactions\":[",
+            hex(&hash)
+        )
+        .into_bytes();
+        let mut hashes_only =
+            format!("{{\"number\":\"0x{height:x}\",\"transactions\":[").into_bytes();
+        let mut receipts = b"[".to_vec();
+        let mut raw_block = vec![0xf9, 0, 0];
+        let mut txs = Vec::new();
+        let mut logs = Vec::new();
+        for i in 0..tx_count {
+            // Unique per (fork, height, index) for forks and heights below 2^32.
+            let tx_hash = pseudo_hash(2, fork.rotate_left(32) ^ height, i as u64);
+            if i > 0 {
+                full.push(b',');
+                hashes_only.push(b',');
+                receipts.push(b',');
+            }
+            let pad = "p".repeat(tx_bytes.saturating_sub(120));
+            let tx = format!(
+                "{{\"hash\":\"0x{}\",\"i\":{i},\"pad\":\"{pad}\"}}",
+                hex(&tx_hash)
+            );
+            let tx_span = Span::new(full.len() as u32, tx.len() as u32);
+            full.extend_from_slice(tx.as_bytes());
+            hashes_only.extend_from_slice(format!("\"0x{}\"", hex(&tx_hash)).as_bytes());
+            let receipt_start = receipts.len();
+            let log = format!("{{\"logIndex\":\"0x{i:x}\",\"block\":{height}}}");
+            receipts.extend_from_slice(b"{\"status\":\"0x1\",\"logs\":[");
+            let log_span = Span::new(receipts.len() as u32, log.len() as u32);
+            receipts.extend_from_slice(log.as_bytes());
+            receipts.extend_from_slice(b"]}");
+            let raw_start = raw_block.len();
+            raw_block.extend_from_slice(&tx_hash[..8]);
+            txs.push(TxEntry {
+                hash: tx_hash,
+                full: tx_span,
+                receipt: Span::new(
+                    receipt_start as u32,
+                    (receipts.len() - receipt_start) as u32,
+                ),
+                raw: Span::new(raw_start as u32, 8),
+            });
+            logs.push(LogEntry {
+                tx_index: i,
+                span: log_span,
+                address: [(i % 251) as u8; 20],
+                topics: (0..(i % 5).min(4))
+                    .map(|t| pseudo_hash(3, i as u64, t as u64))
+                    .collect(),
+            });
+        }
+        full.extend_from_slice(b"]}");
+        hashes_only.extend_from_slice(b"]}");
+        receipts.push(b']');
+        SyntheticBlock {
+            height,
+            hash,
+            parent_hash,
+            full,
+            hashes_only,
+            receipts,
+            raw_block,
+            txs,
+            logs,
+        }
+    }
+
+    /// A view to append.
+    pub fn as_new(&self) -> NewBlock<'_> {
+        NewBlock {
+            height: self.height,
+            hash: self.hash,
+            parent_hash: self.parent_hash,
+            logs_bloom: [self.height as u8; 256],
+            full: &self.full,
+            hashes_only: &self.hashes_only,
+            receipts: &self.receipts,
+            raw_header: b"\xf9header",
+            raw_block: &self.raw_block,
+            raw_receipts: b"",
+            txs: self.txs.clone(),
+            logs: self.logs.clone(),
+        }
+    }
+}

@@ -1,0 +1,523 @@
+//! Behaviour tests of the store against synthetic blocks.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use testing::{SyntheticBlock, block_hash};
+
+const CHAIN: Identity = Identity {
+    chain_id: 1337,
+    genesis_hash: [7; 32],
+};
+const TXS: u32 = 3;
+
+fn config(segment_blocks: u32) -> StoreConfig {
+    StoreConfig {
+        segment_blocks,
+        durability: Durability::OsBuffered,
+        ..StoreConfig::default()
+    }
+}
+
+fn append_range(store: &mut Store, fork: u64, heights: std::ops::RangeInclusive<u64>) {
+    let blocks: Vec<_> = heights
+        .map(|h| SyntheticBlock::new(fork, h, TXS, 200))
+        .collect();
+    let views: Vec<_> = blocks.iter().map(|b| b.as_new()).collect();
+    store.append(&views).expect("append");
+}
+
+/// Everything a reader can ask of `height` equals what was written.
+fn assert_block(reader: &Reader, fork: u64, height: u64) {
+    let expected = SyntheticBlock::new(fork, height, TXS, 200);
+    let block = reader
+        .block(height)
+        .unwrap_or_else(|| panic!("height {height} missing"));
+    assert_eq!(block.hash(), expected.hash);
+    assert_eq!(block.parent_hash(), expected.parent_hash);
+    assert_eq!(&block.full()[..], &expected.full[..]);
+    assert_eq!(&block.hashes_only()[..], &expected.hashes_only[..]);
+    assert_eq!(&block.receipts()[..], &expected.receipts[..]);
+    assert_eq!(&block.raw_block()[..], &expected.raw_block[..]);
+    assert_eq!(&block.raw_header()[..], b"\xf9header");
+    assert!(block.raw_receipts().is_empty());
+    assert_eq!(block.logs_bloom(), &[height as u8; 256][..]);
+    for (i, tx) in expected.txs.iter().enumerate() {
+        let i = i as u32;
+        let span =
+            |bytes: &[u8], s: Span| bytes[s.offset as usize..(s.offset + s.len) as usize].to_vec();
+        assert_eq!(
+            block.transaction(i).unwrap().to_vec(),
+            span(&expected.full, tx.full)
+        );
+        assert_eq!(
+            block.receipt(i).unwrap().to_vec(),
+            span(&expected.receipts, tx.receipt)
+        );
+        assert_eq!(
+            block.raw_transaction(i).unwrap().to_vec(),
+            span(&expected.raw_block, tx.raw)
+        );
+        let (found, index) = reader.transaction(&tx.hash).expect("tx by hash");
+        assert_eq!((found.height(), index), (height, i));
+    }
+    assert!(block.transaction(TXS).is_none());
+    let logs: Vec<_> = block.logs().collect();
+    assert_eq!(logs.len(), expected.logs.len());
+    for (log, entry) in logs.iter().zip(&expected.logs) {
+        assert_eq!(log.tx_index, entry.tx_index);
+        assert_eq!(log.address, entry.address);
+        assert_eq!(log.topics(), &entry.topics[..]);
+        let s = entry.span;
+        assert_eq!(
+            &log.bytes[..],
+            &expected.receipts[s.offset as usize..(s.offset + s.len) as usize]
+        );
+    }
+    assert_eq!(
+        reader.block_by_hash(&expected.hash).map(|b| b.height()),
+        Some(height)
+    );
+}
+
+fn range(stats: Stats) -> (Option<u64>, Option<u64>) {
+    (stats.min_height, stats.max_contiguous_height)
+}
+
+#[test]
+fn appended_blocks_read_back_by_number_hash_and_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    assert_eq!(range(store.stats()), (None, None));
+    append_range(&mut store, 0, 100..=110);
+    let reader = store.reader();
+    assert_eq!(range(reader.stats()), (Some(100), Some(110)));
+    for height in 100..=110 {
+        assert_block(&reader, 0, height);
+    }
+    assert!(reader.block(99).is_none() && reader.block(111).is_none());
+    assert!(reader.block_by_hash(&block_hash(0, 111)).is_none());
+    assert!(reader.transaction(&[0xee; 32]).is_none());
+    assert_eq!(
+        reader.stats().segments,
+        3,
+        "segments of 4 blocks: 100-103, 104-107, 108-110"
+    );
+}
+
+#[test]
+fn reopening_keeps_everything_and_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+        append_range(&mut store, 0, 0..=9);
+    }
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    assert_eq!(range(store.stats()), (Some(0), Some(9)));
+    append_range(&mut store, 0, 10..=13);
+    let reader = store.reader();
+    for height in 0..=13 {
+        assert_block(&reader, 0, height);
+    }
+    let bytes = reader.stats().bytes;
+    drop(store);
+    let store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    assert_eq!(store.stats().bytes, bytes, "size survives reopen");
+}
+
+#[test]
+fn blocks_that_do_not_continue_the_store_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 5..=6);
+    let gap = SyntheticBlock::new(0, 8, TXS, 200);
+    assert!(matches!(
+        store.append(&[gap.as_new()]),
+        Err(StoreError::NotContiguous { height: 8, .. })
+    ));
+    let other_fork = SyntheticBlock::new(1, 7, TXS, 200);
+    let error = store.append(&[other_fork.as_new()]).unwrap_err();
+    assert!(error.to_string().contains("parent hash"), "{error}");
+    let mut bad = SyntheticBlock::new(0, 7, TXS, 200);
+    bad.txs[0].full = Span::new(0, u32::MAX);
+    assert!(matches!(
+        store.append(&[bad.as_new()]),
+        Err(StoreError::Malformed { .. })
+    ));
+    assert_eq!(
+        range(store.stats()),
+        (Some(5), Some(6)),
+        "refusals change nothing"
+    );
+    append_range(&mut store, 0, 7..=7);
+}
+
+#[test]
+fn rollback_removes_above_and_a_new_fork_takes_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 0..=13);
+    let reader = store.reader();
+    let orphan_tx = SyntheticBlock::new(0, 12, TXS, 200).txs[0].hash;
+
+    // Within the segment being written.
+    store.rollback(12).unwrap();
+    assert_eq!(range(reader.stats()), (Some(0), Some(12)));
+    assert!(reader.block(13).is_none());
+    assert!(reader.block_by_hash(&block_hash(0, 13)).is_none());
+
+    // Into a sealed segment: 8..=11 reopens, 12 goes.
+    store.rollback(9).unwrap();
+    assert_eq!(range(reader.stats()), (Some(0), Some(9)));
+    assert!(
+        reader.transaction(&orphan_tx).is_none(),
+        "rolled-back transactions vanish"
+    );
+    assert_eq!(reader.stats().high_water, Some(13));
+
+    // A fork replaces the removed heights.
+    let fork: Vec<_> = (10..=15)
+        .map(|h| {
+            let mut b = SyntheticBlock::new(1, h, TXS, 200);
+            if h == 10 {
+                b.parent_hash = block_hash(0, 9);
+            }
+            b
+        })
+        .collect();
+    store
+        .append(&fork.iter().map(|b| b.as_new()).collect::<Vec<_>>())
+        .unwrap();
+    assert_eq!(reader.block(12).unwrap().hash(), block_hash(1, 12));
+    assert!(reader.block_by_hash(&block_hash(0, 12)).is_none());
+
+    drop(store);
+    let store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    let reader = store.reader();
+    assert_eq!(
+        range(reader.stats()),
+        (Some(0), Some(15)),
+        "tombstones survive reopen"
+    );
+    for height in 0..=9 {
+        assert_block(&reader, 0, height);
+    }
+    for height in 11..=15 {
+        assert_block(&reader, 1, height);
+    }
+}
+
+#[test]
+fn rollback_below_the_tail_empties_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 10..=20);
+    store.rollback(5).unwrap();
+    assert_eq!(range(store.stats()), (None, None));
+    assert_eq!(store.stats().bytes, 0);
+    append_range(&mut store, 2, 30..=31);
+    drop(store);
+    let store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    assert_eq!(range(store.stats()), (Some(30), Some(31)));
+}
+
+#[test]
+fn retention_by_blocks_drops_whole_old_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        retain_blocks: Some(10),
+        ..config(4)
+    };
+    let mut store = Store::open(dir.path(), CHAIN, config.clone()).unwrap();
+    append_range(&mut store, 0, 0..=40);
+    let stats = store.stats();
+    let kept = stats.max_contiguous_height.unwrap() - stats.min_height.unwrap() + 1;
+    assert!((10..10 + 4).contains(&kept), "kept {kept} blocks");
+    assert_eq!(
+        stats.min_height.unwrap() % 4,
+        0,
+        "the floor moves by whole segments"
+    );
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(
+        files,
+        2 + stats.segments * 2 - 1,
+        "META, LOCK, .seg each, .idx for the sealed"
+    );
+    drop(store);
+    let store = Store::open(dir.path(), CHAIN, config).unwrap();
+    assert_eq!(store.stats().min_height, stats.min_height);
+}
+
+#[test]
+fn retention_by_bytes_keeps_the_store_under_the_limit_plus_one_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 0..=3);
+    let segment_bytes = store.stats().bytes;
+    drop(store);
+    let limit = segment_bytes * 3;
+    let config = StoreConfig {
+        retain_bytes: Some(limit),
+        ..config(4)
+    };
+    let mut store = Store::open(dir.path(), CHAIN, config).unwrap();
+    append_range(&mut store, 0, 4..=60);
+    let stats = store.stats();
+    assert!(stats.bytes <= limit, "{} > {limit}", stats.bytes);
+    assert!(
+        stats.bytes + segment_bytes * 2 > limit,
+        "does not over-prune: {}",
+        stats.bytes
+    );
+    assert_eq!(stats.max_contiguous_height, Some(60));
+}
+
+#[test]
+fn another_chain_or_format_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), CHAIN, config(4)).unwrap());
+    let other = Identity {
+        chain_id: 1,
+        ..CHAIN
+    };
+    let error = Store::open(dir.path(), other, config(4)).err().unwrap();
+    assert!(matches!(
+        error,
+        StoreError::WrongChain {
+            stored: 1337,
+            wanted: 1,
+            ..
+        }
+    ));
+    assert!(error.to_string().contains("another data directory"));
+
+    let meta_path = dir.path().join("META");
+    let mut meta = std::fs::read(&meta_path).unwrap();
+    meta[8..12].copy_from_slice(&99u32.to_le_bytes());
+    let crc = crc32c::crc32c(&meta[..68]);
+    meta[68..72].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&meta_path, meta).unwrap();
+    let error = Store::open(dir.path(), CHAIN, config(4)).err().unwrap();
+    assert!(matches!(
+        error,
+        StoreError::FormatVersion {
+            found: 99,
+            expected: FORMAT_VERSION,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_second_writer_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let _store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    assert!(matches!(
+        Store::open(dir.path(), CHAIN, config(4)),
+        Err(StoreError::Locked(_))
+    ));
+}
+
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_flipped_byte_in_a_sealed_segment_is_a_counted_miss_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+        append_range(&mut store, 0, 0..=9);
+    }
+    // Flip a byte in the middle of the first sealed segment (inside block 1 or 2).
+    let first = &segment_files(dir.path())[0];
+    let mut bytes = std::fs::read(first).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    std::fs::write(first, bytes).unwrap();
+
+    let store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    let reader = store.reader();
+    let served: Vec<u64> = (0..=3).filter(|h| reader.block(*h).is_some()).collect();
+    assert_eq!(
+        served.len(),
+        3,
+        "exactly the damaged block is withheld: {served:?}"
+    );
+    assert_eq!(reader.stats().corrupt_reads, 1);
+    for height in 4..=9 {
+        assert_block(&reader, 0, height);
+    }
+}
+
+#[test]
+fn a_damaged_or_torn_tail_is_cut_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path(), CHAIN, config(8)).unwrap();
+        append_range(&mut store, 0, 0..=5);
+    }
+    let active = segment_files(dir.path()).pop().unwrap();
+    // Tear the last record: cut the file in the middle of block 5.
+    let block5 = SyntheticBlock::new(0, 5, TXS, 200);
+    let len = std::fs::metadata(&active).unwrap().len();
+    let used = {
+        let bytes = std::fs::read(&active).unwrap();
+        let tail = bytes.iter().rposition(|b| *b != 0).unwrap() as u64 + 1;
+        tail.min(len)
+    };
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&active)
+        .unwrap()
+        .set_len(used - block5.full.len() as u64)
+        .unwrap();
+    {
+        let mut store = Store::open(dir.path(), CHAIN, config(8)).unwrap();
+        assert_eq!(range(store.stats()), (Some(0), Some(4)));
+        assert_block(&store.reader(), 0, 4);
+        append_range(&mut store, 0, 5..=6);
+    }
+    // Flip a byte inside block 3 of the segment being written: 3 and after go.
+    let mut bytes = std::fs::read(&active).unwrap();
+    let needle = b"\"i\":1,";
+    let positions: Vec<usize> = bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect();
+    bytes[positions[3]] ^= 1;
+    std::fs::write(&active, bytes).unwrap();
+    let store = Store::open(dir.path(), CHAIN, config(8)).unwrap();
+    assert_eq!(range(store.stats()), (Some(0), Some(2)));
+    for height in 0..=2 {
+        assert_block(&store.reader(), 0, height);
+    }
+}
+
+#[test]
+fn leftovers_of_interrupted_writes_are_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+        append_range(&mut store, 0, 0..=9);
+    }
+    // A crash between sealing's data sync and its index rename leaves a
+    // sealed segment without index, a temporary file, and an orphan index.
+    std::fs::remove_file(dir.path().join(index_file_name(4))).unwrap();
+    std::fs::write(dir.path().join("00000000000000000004.idx.tmp"), b"partial").unwrap();
+    std::fs::write(dir.path().join(index_file_name(400)), b"orphan").unwrap();
+    let store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    for height in 0..=9 {
+        assert_block(&store.reader(), 0, height);
+    }
+    assert!(
+        dir.path().join(index_file_name(4)).exists(),
+        "index rebuilt"
+    );
+    assert!(!dir.path().join(index_file_name(400)).exists());
+    assert!(!dir.path().join("00000000000000000004.idx.tmp").exists());
+}
+
+#[test]
+fn readers_keep_their_bytes_across_pruning_and_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        retain_blocks: Some(4),
+        ..config(4)
+    };
+    let mut store = Store::open(dir.path(), CHAIN, config).unwrap();
+    append_range(&mut store, 0, 0..=5);
+    let held = store.reader().block(1).unwrap().full();
+    let tail = store.reader().block(5).unwrap().full();
+    append_range(&mut store, 0, 6..=20);
+    store.rollback(17).unwrap();
+    assert!(store.reader().block(1).is_none(), "pruned");
+    assert_eq!(&held[..], &SyntheticBlock::new(0, 1, TXS, 200).full[..]);
+    assert_eq!(&tail[..], &SyntheticBlock::new(0, 5, TXS, 200).full[..]);
+}
+
+/// One step of the model test.
+#[derive(Clone, Debug)]
+enum Op {
+    Append(u64),
+    Rollback(u64),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (1u64..9).prop_map(Op::Append),
+        2 => (0u64..12).prop_map(Op::Rollback),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Against a map of height → fork: appends, rollbacks (by depth), retention and
+    /// reopens leave exactly the model's newest heights, each with its content.
+    #[test]
+    fn store_matches_a_simple_model(ops in proptest::collection::vec(op(), 1..30), retain in 6u64..20) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig { retain_blocks: Some(retain), ..config(4) };
+        let mut store = Store::open(dir.path(), CHAIN, config.clone()).unwrap();
+        let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut fork = 0u64;
+        for op in ops {
+            match op {
+                Op::Append(n) => {
+                    let next = model.keys().next_back().map_or(1000, |h| h + 1);
+                    let parent = model.iter().next_back().map(|(h, f)| block_hash(*f, *h));
+                    let blocks: Vec<_> = (next..next + n).map(|h| {
+                        let mut b = SyntheticBlock::new(fork, h, TXS, 200);
+                        if h == next && let Some(p) = parent { b.parent_hash = p; }
+                        b
+                    }).collect();
+                    store.append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>()).unwrap();
+                    for h in next..next + n { model.insert(h, fork); }
+                }
+                Op::Rollback(depth) => {
+                    if let Some(max) = model.keys().next_back().copied() {
+                        let keep = max.saturating_sub(depth);
+                        store.rollback(keep).unwrap();
+                        model.retain(|h, _| *h <= keep);
+                        fork += 1;
+                    }
+                }
+                Op::Reopen => {
+                    drop(store);
+                    store = Store::open(dir.path(), CHAIN, config.clone()).unwrap();
+                }
+            }
+            // Retention: the store may keep more than `retain` (whole
+            // segments), never fewer; the model follows what it kept.
+            let stats = store.stats();
+            if let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) {
+                prop_assert!(max - min + 1 >= retain.min(model.len() as u64));
+                prop_assert!(max - min < retain + 4, "kept {} for retain {retain}", max - min + 1);
+                model.retain(|h, _| *h >= min);
+            }
+            prop_assert_eq!(stats.min_height, model.keys().next().copied());
+            prop_assert_eq!(stats.max_contiguous_height, model.keys().next_back().copied());
+            let reader = store.reader();
+            for (height, fork) in &model {
+                let block = reader.block(*height).expect("modelled height stored");
+                prop_assert_eq!(block.hash(), block_hash(*fork, *height));
+                prop_assert_eq!(&block.full()[..], &SyntheticBlock::new(*fork, *height, TXS, 200).full[..]);
+                prop_assert_eq!(reader.block_by_hash(&block_hash(*fork, *height)).map(|b| b.height()), Some(*height));
+            }
+        }
+    }
+}
