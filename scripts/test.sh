@@ -22,4 +22,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 # Integration tests start real nodes and size their own load; two at a time
 # is what a 2-core machine carries without starving the nodes.
-cargo test --workspace --all-targets --locked -- --test-threads=2
+# Benchmarks are compiled and linted by clippy above; running them is
+# `cargo bench` (criterion's harness takes no libtest flags).
+cargo test --workspace --lib --bins --tests --locked -- --test-threads=2
