@@ -508,8 +508,9 @@ impl Reader {
         let segment = state.segment_for(height)?;
         match segment.read(height) {
             Ok(block) => block,
-            Err(_damage) => {
+            Err(damage) => {
                 self.shared.corrupt_reads.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(height, %damage, "corrupt record answered as a miss");
                 None
             }
         }
