@@ -1,0 +1,674 @@
+//! The follower: probe, backfill, follow, reorgs.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::{StreamExt, stream};
+use neve_store::{Identity, Reader, Store, StoreConfig, StoreError};
+use neve_upstream::{RpcClient, RpcError, parse_quantity, quantity};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::prepare::{PrepareError, PreparedBlock, RawParts, fixed_hex, prepare};
+use crate::verify::{VerifyError, verify};
+
+/// Deepest reorg followed by rolling back; deeper ones are refused loudly,
+/// since they mean a confused upstream more often than a real chain event.
+/// Default is 64.
+pub const DEFAULT_MAX_REORG_DEPTH: u64 = 64;
+
+/// Blocks fetched at once during backfill. Each is one HTTP batch; 16 keeps
+/// a loopback geth busy without starving its other clients. Default is 16.
+pub const DEFAULT_FETCH_CONCURRENCY: usize = 16;
+
+/// Blocks per store append (one fsync). Default is 64.
+pub const DEFAULT_APPEND_BATCH: usize = 64;
+
+/// Where a new store starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Floor {
+    /// At this height (`0` mirrors from genesis).
+    Height(u64),
+    /// At the upstream's head when first synced.
+    Tip,
+    /// The retention window back from the head (all of it without a
+    /// retention limit). The default.
+    Retention,
+}
+
+/// How the follower behaves.
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    /// Where an empty store starts.
+    pub floor: Floor,
+    /// The store's block retention, used by [`Floor::Retention`].
+    pub retain_blocks: Option<u64>,
+    /// See [`DEFAULT_MAX_REORG_DEPTH`].
+    pub max_reorg_depth: u64,
+    /// See [`DEFAULT_FETCH_CONCURRENCY`].
+    pub fetch_concurrency: usize,
+    /// See [`DEFAULT_APPEND_BATCH`].
+    pub append_batch: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            floor: Floor::Retention,
+            retain_blocks: None,
+            max_reorg_depth: DEFAULT_MAX_REORG_DEPTH,
+            fetch_concurrency: DEFAULT_FETCH_CONCURRENCY,
+            append_batch: DEFAULT_APPEND_BATCH,
+        }
+    }
+}
+
+/// What the upstream offers beyond the basics, found by probing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `eth_getBlockReceipts` (else receipts are fetched per transaction).
+    pub block_receipts: bool,
+    /// `debug_getRawHeader`, `debug_getRawBlock`, `debug_getRawReceipts`.
+    pub raw: bool,
+}
+
+/// Live counters for health and metrics; all reads are O(1).
+#[derive(Debug, Default)]
+pub struct IngestStatus {
+    /// The upstream's head at the last sync.
+    pub upstream_head: AtomicU64,
+    /// The upstream's `safe` height + 1 (0: unknown).
+    safe_plus_one: AtomicU64,
+    /// The upstream's `finalized` height + 1 (0: unknown).
+    finalized_plus_one: AtomicU64,
+    /// Whether the last exchange with the upstream succeeded.
+    pub connected: AtomicBool,
+    /// Unix milliseconds of the last exchange that succeeded.
+    pub last_contact_unix_ms: AtomicU64,
+    /// Unix milliseconds of the last block appended.
+    pub last_block_unix_ms: AtomicU64,
+    /// Blocks that failed preparation or verification (never stored).
+    pub refused_blocks: AtomicU64,
+    /// Reorgs followed by a rollback.
+    pub reorgs: AtomicU64,
+    /// Blocks appended since start.
+    pub appended_blocks: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl IngestStatus {
+    /// The upstream's `safe` height, if it has one.
+    pub fn safe(&self) -> Option<u64> {
+        self.safe_plus_one.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// The upstream's `finalized` height, if it has one.
+    pub fn finalized(&self) -> Option<u64> {
+        self.finalized_plus_one
+            .load(Ordering::Relaxed)
+            .checked_sub(1)
+    }
+
+    /// The last error the follower hit, if the last sync failed.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn contact(&self, ok: bool) {
+        self.connected.store(ok, Ordering::Relaxed);
+        if ok {
+            self.last_contact_unix_ms
+                .store(unix_ms(), Ordering::Relaxed);
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Why a sync step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// A call to the upstream failed.
+    #[error("{step}: {source}")]
+    Rpc {
+        /// What was being done.
+        step: &'static str,
+        /// The error.
+        source: RpcError,
+    },
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The upstream sent a block that is not consistent or does not verify;
+    /// it was not stored and will be fetched again.
+    #[error("block {height} refused: {reason}")]
+    Refused {
+        /// Its height.
+        height: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The upstream does not have a block it announced (behind, or pruned).
+    #[error("the upstream has no block {0}")]
+    Missing(u64),
+    /// The stored chain and the upstream's share no block within the depth.
+    #[error("no common ancestor within {depth} blocks below {from}: refusing to roll back further")]
+    ReorgTooDeep {
+        /// The configured depth.
+        depth: u64,
+        /// Where the search started.
+        from: u64,
+    },
+}
+
+fn rpc(step: &'static str) -> impl FnOnce(RpcError) -> IngestError {
+    move |source| IngestError::Rpc { step, source }
+}
+
+impl IngestError {
+    /// Whether the same step may succeed later without anyone acting.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            IngestError::Rpc { .. } | IngestError::Refused { .. } | IngestError::Missing(_) => true,
+            IngestError::Store(_) | IngestError::ReorgTooDeep { .. } => false,
+        }
+    }
+}
+
+/// What one sync step did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// The upstream's head.
+    pub head: u64,
+    /// Blocks appended.
+    pub appended: u64,
+    /// The height rolled back to, if a reorg was followed.
+    pub rolled_back_to: Option<u64>,
+    /// Whether the store now reaches the head.
+    pub caught_up: bool,
+}
+
+/// Follows one upstream into one store.
+pub struct Follower {
+    client: RpcClient,
+    store: Store,
+    caps: Capabilities,
+    config: IngestConfig,
+    status: Arc<IngestStatus>,
+}
+
+#[derive(Deserialize)]
+struct HashAndNumber {
+    hash: alloy_primitives::B256,
+    number: String,
+}
+
+impl Follower {
+    /// Probes the upstream (chain id, genesis hash, capabilities) and opens
+    /// the store for that chain; a store of another chain is refused.
+    pub async fn connect(
+        client: RpcClient,
+        store_dir: &Path,
+        store_config: StoreConfig,
+        config: IngestConfig,
+    ) -> Result<Follower, IngestError> {
+        let chain_id: String = client
+            .call("eth_chainId", ())
+            .await
+            .map_err(rpc("eth_chainId"))?;
+        let chain_id = parse_quantity(&chain_id).ok_or_else(|| IngestError::Refused {
+            height: 0,
+            reason: format!("eth_chainId returned {chain_id:?}"),
+        })?;
+        let genesis: Option<HashAndNumber> = client
+            .call("eth_getBlockByNumber", ("0x0", false))
+            .await
+            .map_err(rpc("fetching the genesis block"))?;
+        let genesis = genesis.ok_or(IngestError::Missing(0))?;
+        let identity = Identity {
+            chain_id,
+            genesis_hash: genesis.hash.0,
+        };
+        let store = Store::open(store_dir, identity, store_config)?;
+        let caps = probe(&client).await;
+        tracing::info!(chain_id, ?caps, url = client.url(), "upstream probed");
+        let status = Arc::new(IngestStatus::default());
+        status.contact(true);
+        Ok(Follower {
+            client,
+            store,
+            caps,
+            config,
+            status,
+        })
+    }
+
+    /// What the probe found.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// A reader of the store this follower writes.
+    pub fn reader(&self) -> Reader {
+        self.store.reader()
+    }
+
+    /// The live counters.
+    pub fn status(&self) -> Arc<IngestStatus> {
+        self.status.clone()
+    }
+
+    /// The store's identity (chain id, genesis).
+    pub fn identity(&self) -> Identity {
+        self.store.identity()
+    }
+
+    /// Brings the store up to the upstream's head: backfills from the floor
+    /// or the stored tip, checking each block's parent hash; on a mismatch at
+    /// the tip, rolls back to the common ancestor (the next call re-ingests).
+    pub async fn sync_once(&mut self) -> Result<SyncOutcome, IngestError> {
+        let result = self.sync_step().await;
+        let mut last_error = self
+            .status
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *last_error = result.as_ref().err().map(ToString::to_string);
+        drop(last_error);
+        if let Err(IngestError::Rpc { source, .. }) = &result {
+            self.status.contact(!source.is_transient());
+        }
+        result
+    }
+
+    async fn sync_step(&mut self) -> Result<SyncOutcome, IngestError> {
+        let head: String = self
+            .client
+            .call("eth_blockNumber", ())
+            .await
+            .map_err(rpc("eth_blockNumber"))?;
+        let head = parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?;
+        self.status.contact(true);
+        self.status.upstream_head.store(head, Ordering::Relaxed);
+        let diverged = self.refresh_tags(head).await;
+        if diverged {
+            let keep = self.roll_back_to_common_ancestor().await?;
+            return Ok(SyncOutcome {
+                head,
+                rolled_back_to: Some(keep),
+                ..SyncOutcome::default()
+            });
+        }
+
+        let stats = self.store.stats();
+        let mut next = match stats.max_contiguous_height {
+            Some(max) => max + 1,
+            None => match self.config.floor {
+                Floor::Height(h) => h,
+                Floor::Tip => head,
+                Floor::Retention => self
+                    .config
+                    .retain_blocks
+                    .map_or(0, |keep| head.saturating_sub(keep.saturating_sub(1))),
+            },
+        };
+        let mut outcome = SyncOutcome {
+            head,
+            ..SyncOutcome::default()
+        };
+        // An upstream behind neve (restarted, or catching up) is waited
+        // for, not followed backwards.
+        while next <= head {
+            let end = head.min(next + self.config.append_batch as u64 - 1);
+            let client = self.client.clone();
+            let caps = self.caps;
+            let fetched: Vec<Result<PreparedBlock, IngestError>> = stream::iter(next..=end)
+                .map(|height| fetch_verified(client.clone(), caps, height))
+                .buffered(self.config.fetch_concurrency.max(1))
+                .collect()
+                .await;
+            let mut tip = self.tip_hash();
+            let mut batch = Vec::with_capacity(fetched.len());
+            let mut stop: Option<IngestError> = None;
+            let mut reorg = false;
+            for result in fetched {
+                match result {
+                    Ok(block) => {
+                        if tip.is_some_and(|hash| hash != block.parent_hash) {
+                            // The first block after the stored tip not linking
+                            // means the upstream reorged under us; later in the
+                            // batch it means a reorg during the fetch: store
+                            // the consistent prefix and look again.
+                            reorg = batch.is_empty();
+                            break;
+                        }
+                        tip = Some(block.hash);
+                        batch.push(block);
+                    }
+                    Err(error) => {
+                        if let IngestError::Refused { height, reason } = &error {
+                            self.status.refused_blocks.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(height, %reason, "refused a block from the upstream");
+                        }
+                        stop = Some(error);
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                let views: Vec<_> = batch.iter().map(|b| b.as_new()).collect();
+                self.store.append(&views)?;
+                outcome.appended += batch.len() as u64;
+                self.status
+                    .appended_blocks
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                self.status
+                    .last_block_unix_ms
+                    .store(unix_ms(), Ordering::Relaxed);
+                next += batch.len() as u64;
+            }
+            if reorg {
+                outcome.rolled_back_to = Some(self.roll_back_to_common_ancestor().await?);
+                return Ok(outcome);
+            }
+            if let Some(error) = stop {
+                return Err(error);
+            }
+            if next <= end {
+                // A reorg happened mid-batch: look again from the new tip.
+                return Ok(outcome);
+            }
+        }
+        outcome.caught_up = self.store.stats().max_contiguous_height >= Some(head);
+        Ok(outcome)
+    }
+
+    fn tip_hash(&self) -> Option<[u8; 32]> {
+        let reader = self.store.reader();
+        let max = reader.stats().max_contiguous_height?;
+        reader.block(max).map(|b| b.hash())
+    }
+
+    /// Updates `safe` and `finalized`, and tells whether the upstream's
+    /// block at `min(head, stored tip)` differs from ours: a reorg onto a
+    /// chain no longer than ours shows there, not as a parent mismatch.
+    async fn refresh_tags(&self, head: u64) -> bool {
+        let reader = self.store.reader();
+        let check = reader
+            .stats()
+            .max_contiguous_height
+            .map(|max| max.min(head));
+        let mut calls = vec![
+            ("eth_getBlockByNumber", (String::from("safe"), false)),
+            ("eth_getBlockByNumber", (String::from("finalized"), false)),
+        ];
+        if let Some(height) = check {
+            calls.push(("eth_getBlockByNumber", (quantity(height), false)));
+        }
+        let Ok(items) = self.client.batch(&calls).await else {
+            return false;
+        };
+        let decode = |item: &Result<Box<RawValue>, RpcError>| {
+            item.as_ref().ok().and_then(|raw| {
+                serde_json::from_str::<Option<HashAndNumber>>(raw.get())
+                    .ok()
+                    .flatten()
+            })
+        };
+        for (item, slot) in items
+            .iter()
+            .zip([&self.status.safe_plus_one, &self.status.finalized_plus_one])
+        {
+            let height = decode(item).and_then(|b| parse_quantity(&b.number));
+            slot.store(height.map_or(0, |h| h + 1), Ordering::Relaxed);
+        }
+        match (check, items.get(2).and_then(decode)) {
+            (Some(height), Some(upstream)) => reader
+                .block(height)
+                .is_some_and(|ours| ours.hash() != upstream.hash.0),
+            _ => false,
+        }
+    }
+
+    /// Walks down from the stored tip to the highest height whose hash the
+    /// upstream agrees with, and rolls the store back to it.
+    async fn roll_back_to_common_ancestor(&mut self) -> Result<u64, IngestError> {
+        let reader = self.store.reader();
+        let stats = reader.stats();
+        let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
+            return Ok(0);
+        };
+        let lowest = max.saturating_sub(self.config.max_reorg_depth).max(min);
+        let heights: Vec<u64> = (lowest..=max).collect();
+        let calls: Vec<(&str, (String, bool))> = heights
+            .iter()
+            .map(|h| ("eth_getBlockByNumber", (quantity(*h), false)))
+            .collect();
+        let items = self
+            .client
+            .batch(&calls)
+            .await
+            .map_err(rpc("finding the common ancestor"))?;
+        let ancestor = heights.iter().zip(&items).rev().find_map(|(height, item)| {
+            let upstream = item.as_ref().ok().and_then(|raw| {
+                serde_json::from_str::<Option<HashAndNumber>>(raw.get())
+                    .ok()
+                    .flatten()
+            })?;
+            (reader.block(*height)?.hash() == upstream.hash.0).then_some(*height)
+        });
+        let keep = match ancestor {
+            Some(height) => height,
+            // The whole stored tail is off the upstream's chain.
+            None if lowest == min => min.saturating_sub(1),
+            None => {
+                return Err(IngestError::ReorgTooDeep {
+                    depth: self.config.max_reorg_depth,
+                    from: max,
+                });
+            }
+        };
+        tracing::warn!(
+            from = max,
+            to = keep,
+            "reorg: rolling back to the common ancestor"
+        );
+        self.store.rollback(keep)?;
+        self.status.reorgs.fetch_add(1, Ordering::Relaxed);
+        Ok(keep)
+    }
+
+    /// Runs [`Follower::sync_once`] until `shutdown` turns true: right away
+    /// while behind, on `wake` (new heads) or every `poll` when caught up,
+    /// backing off exponentially (to 5 s) after errors.
+    pub async fn run(
+        mut self,
+        wake: Arc<tokio::sync::Notify>,
+        poll: Duration,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let pause = match self.sync_once().await {
+                Ok(outcome) if !outcome.caught_up => Duration::ZERO,
+                Ok(_) => {
+                    backoff = Duration::from_millis(100);
+                    poll
+                }
+                Err(error) => {
+                    tracing::warn!(%error, retry_in = ?backoff, "sync step failed");
+                    let pause = backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    pause
+                }
+            };
+            if pause.is_zero() {
+                continue;
+            }
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+}
+
+/// Finds what the upstream offers by trying each optional method once.
+async fn probe(client: &RpcClient) -> Capabilities {
+    let calls = [
+        ("eth_getBlockReceipts", json!(["0x0"])),
+        ("debug_getRawHeader", json!(["0x0"])),
+        ("debug_getRawBlock", json!(["0x0"])),
+        ("debug_getRawReceipts", json!(["0x0"])),
+    ];
+    match client.batch(&calls).await {
+        Ok(items) => Capabilities {
+            block_receipts: items[0].is_ok(),
+            raw: items[1..].iter().all(Result::is_ok),
+        },
+        Err(_) => Capabilities::default(),
+    }
+}
+
+/// Fetches block `height` with its receipts (and raw RLP when offered) in
+/// one batch, prepares and verifies it off the async workers.
+async fn fetch_verified(
+    client: RpcClient,
+    caps: Capabilities,
+    height: u64,
+) -> Result<PreparedBlock, IngestError> {
+    let number = quantity(height);
+    let mut calls: Vec<(&str, Value)> = vec![("eth_getBlockByNumber", json!([number, true]))];
+    if caps.block_receipts {
+        calls.push(("eth_getBlockReceipts", json!([number])));
+    }
+    if caps.raw {
+        for method in [
+            "debug_getRawHeader",
+            "debug_getRawBlock",
+            "debug_getRawReceipts",
+        ] {
+            calls.push((method, json!([number])));
+        }
+    }
+    let mut items = client
+        .batch(&calls)
+        .await
+        .map_err(rpc("fetching a block"))?
+        .into_iter();
+    let block = items
+        .next()
+        .expect("one item per call")
+        .map_err(rpc("eth_getBlockByNumber"))?;
+    if block.get() == "null" {
+        return Err(IngestError::Missing(height));
+    }
+    let receipts = if caps.block_receipts {
+        items
+            .next()
+            .expect("one item per call")
+            .map_err(rpc("eth_getBlockReceipts"))?
+            .get()
+            .to_owned()
+    } else {
+        receipts_one_by_one(&client, &block).await?
+    };
+    let raw = if caps.raw {
+        let mut next = || -> Result<Vec<u8>, IngestError> {
+            let item = items
+                .next()
+                .expect("one item per call")
+                .map_err(rpc("debug_getRaw*"))?;
+            Ok(item.get().as_bytes().to_vec())
+        };
+        RawParts {
+            header: next()?,
+            block: next()?,
+            receipts: next()?,
+        }
+    } else {
+        RawParts::default()
+    };
+    let full = block.get().to_owned();
+    tokio::task::spawn_blocking(move || {
+        let prepared =
+            prepare(&full, &receipts, raw).map_err(|e: PrepareError| IngestError::Refused {
+                height,
+                reason: e.to_string(),
+            })?;
+        if prepared.height != height {
+            return Err(IngestError::Refused {
+                height,
+                reason: format!("asked for {height}, got {}", prepared.height),
+            });
+        }
+        verify(&prepared).map_err(|e: VerifyError| IngestError::Refused {
+            height,
+            reason: e.to_string(),
+        })?;
+        Ok(prepared)
+    })
+    .await
+    .expect("preparation does not panic")
+}
+
+/// For upstreams without `eth_getBlockReceipts`: one batch of
+/// `eth_getTransactionReceipt`, joined into the array that method returns.
+async fn receipts_one_by_one(client: &RpcClient, block: &RawValue) -> Result<String, IngestError> {
+    #[derive(Deserialize)]
+    struct Txs<'a> {
+        #[serde(borrow)]
+        transactions: Vec<TxHash<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct TxHash<'a> {
+        #[serde(borrow)]
+        hash: &'a str,
+    }
+    let txs: Txs<'_> = serde_json::from_str(block.get()).map_err(|e| IngestError::Refused {
+        height: 0,
+        reason: format!("block JSON: {e}"),
+    })?;
+    if txs
+        .transactions
+        .iter()
+        .any(|t| fixed_hex::<32>(t.hash).is_none())
+    {
+        return Err(IngestError::Refused {
+            height: 0,
+            reason: "transaction hash malformed".into(),
+        });
+    }
+    let calls: Vec<(&str, [&str; 1])> = txs
+        .transactions
+        .iter()
+        .map(|t| ("eth_getTransactionReceipt", [t.hash]))
+        .collect();
+    let items = client
+        .batch(&calls)
+        .await
+        .map_err(rpc("eth_getTransactionReceipt"))?;
+    let mut out = String::from("[");
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.map_err(rpc("eth_getTransactionReceipt"))?.get());
+    }
+    out.push(']');
+    Ok(out)
+}

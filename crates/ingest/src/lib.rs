@@ -1,0 +1,21 @@
+//! ingest: follows an upstream node and feeds the store.
+//!
+//! Owns everything between the upstream's JSON-RPC and the store's append:
+//! probing the upstream (chain id, genesis, which methods it has), fetching
+//! a block with its receipts and raw RLP in one batch, preparing the record
+//! ([`prepare`]: bytes as received plus spans), verifying it ([`verify`]:
+//! header hash, transaction hashes and roots) and appending it in order;
+//! backfill with concurrent fetches, parent-hash continuity, and rollback to
+//! the common ancestor on a reorg. It never serves and knows nothing of HTTP
+//! serving; serving reads what it wrote through the store.
+//!
+//! Start at [`Follower::connect`] and [`Follower::sync_once`].
+
+mod follow;
+pub mod prepare;
+pub mod rawrlp;
+pub mod verify;
+
+pub use follow::{
+    Capabilities, Floor, Follower, IngestConfig, IngestError, IngestStatus, SyncOutcome,
+};

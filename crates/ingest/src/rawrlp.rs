@@ -1,0 +1,97 @@
+//! Finding each transaction's EIP-2718 encoding inside a raw RLP block, so
+//! `debug_getRawTransaction` can be served as a slice of the stored block.
+
+use alloy_rlp::Header;
+use neve_store::Span;
+
+fn offset(outer: &[u8], inner: &[u8]) -> usize {
+    inner.as_ptr() as usize - outer.as_ptr() as usize
+}
+
+/// Spans of the transactions of an RLP block `[header, [txs…], …]`: a legacy
+/// transaction is its whole RLP list; a typed one is the payload of the RLP
+/// string that wraps it (type byte and payload: its EIP-2718 encoding).
+pub fn transaction_spans(block: &[u8]) -> Result<Vec<Span>, String> {
+    let rlp_error = |e: alloy_rlp::Error| e.to_string();
+    let mut rest = block;
+    let outer = Header::decode(&mut rest).map_err(rlp_error)?;
+    if !outer.list || outer.payload_length > rest.len() {
+        return Err("not an RLP list".into());
+    }
+    let mut items = &rest[..outer.payload_length];
+    // Skip the header.
+    let header = Header::decode(&mut items).map_err(rlp_error)?;
+    if !header.list || header.payload_length > items.len() {
+        return Err("first item is not a header list".into());
+    }
+    items = &items[header.payload_length..];
+    let txs = Header::decode(&mut items).map_err(rlp_error)?;
+    if !txs.list || txs.payload_length > items.len() {
+        return Err("second item is not a transaction list".into());
+    }
+    let mut list = &items[..txs.payload_length];
+    let mut spans = Vec::new();
+    while !list.is_empty() {
+        let item_start = offset(block, list);
+        let item = Header::decode(&mut list).map_err(rlp_error)?;
+        if item.payload_length > list.len() {
+            return Err("transaction runs past the list".into());
+        }
+        let payload_start = offset(block, list);
+        let span = if item.list {
+            Span::new(
+                item_start as u32,
+                (payload_start - item_start + item.payload_length) as u32,
+            )
+        } else {
+            Span::new(payload_start as u32, item.payload_length as u32)
+        };
+        spans.push(span);
+        list = &list[item.payload_length..];
+    }
+    Ok(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_rlp::Encodable;
+
+    #[test]
+    fn legacy_items_are_whole_lists_and_typed_items_are_string_payloads() {
+        // header: [0x01], txs: [ [0x05], "\x02\xaa" ], uncles: []
+        let legacy = vec![0xc1, 0x05];
+        let typed: &[u8] = &[0x02, 0xaa];
+        let mut txs_payload = legacy.clone();
+        typed.encode(&mut txs_payload);
+        let mut txs = Vec::new();
+        Header {
+            list: true,
+            payload_length: txs_payload.len(),
+        }
+        .encode(&mut txs);
+        txs.extend_from_slice(&txs_payload);
+        let mut payload = vec![0xc1, 0x01];
+        payload.extend_from_slice(&txs);
+        payload.push(0xc0);
+        let mut block = Vec::new();
+        Header {
+            list: true,
+            payload_length: payload.len(),
+        }
+        .encode(&mut block);
+        block.extend_from_slice(&payload);
+
+        let spans = transaction_spans(&block).unwrap();
+        let bytes = |s: Span| &block[s.offset as usize..(s.offset + s.len) as usize];
+        assert_eq!(bytes(spans[0]), &legacy[..]);
+        assert_eq!(bytes(spans[1]), typed);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(transaction_spans(&[]).is_err());
+        assert!(transaction_spans(&[0xc5, 0x01]).is_err());
+        assert!(transaction_spans(&[0x82, 0x01, 0x02]).is_err());
+    }
+}

@@ -1,0 +1,227 @@
+//! Checking a prepared block before it may be stored: the header fields in
+//! the JSON hash to the block hash (geth's header schema through Osaka via
+//! alloy, avalanchego's C-chain header with its extra fields by hand), the
+//! raw header (when given) hashes to it too, every transaction re-encodes to
+//! its hash, and the transactions and receipts rebuild the header's roots.
+
+use alloy_consensus::proofs::{calculate_receipt_root, calculate_transaction_root};
+use alloy_consensus::{Header, ReceiptEnvelope, TxEnvelope};
+use alloy_eips::eip2718::Encodable2718;
+use alloy_primitives::{Address, B64, B256, Bloom, Bytes, Log, U64, U256, keccak256};
+use alloy_rlp::Encodable;
+use serde::Deserialize;
+
+use crate::prepare::PreparedBlock;
+
+/// Why a block failed verification. Such a block is never stored.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum VerifyError {
+    /// The header fields could not be read.
+    #[error("header fields do not decode: {0}")]
+    Header(String),
+    /// The header fields hash to something else than the block's hash.
+    #[error("header hashes to {computed}, block claims {claimed}")]
+    BlockHash {
+        /// keccak256(RLP(header)).
+        computed: B256,
+        /// The `hash` field.
+        claimed: B256,
+    },
+    /// The raw header does not hash to the block hash.
+    #[error("raw header hashes to {0}, not the block hash")]
+    RawHeader(B256),
+    /// Transactions could not be decoded.
+    #[error("transactions do not decode: {0}")]
+    Transactions(String),
+    /// A transaction's encoding hashes to something else than its hash.
+    #[error("transaction {index} encodes to {computed}, claims {claimed}")]
+    TxHash {
+        /// Its index.
+        index: usize,
+        /// keccak256 of its EIP-2718 encoding.
+        computed: B256,
+        /// Its `hash` field.
+        claimed: B256,
+    },
+    /// The transactions do not rebuild `transactionsRoot`.
+    #[error("transactions root {computed} differs from the header's {expected}")]
+    TransactionsRoot {
+        /// Rebuilt.
+        computed: B256,
+        /// In the header.
+        expected: B256,
+    },
+    /// Receipts could not be decoded.
+    #[error("receipts do not decode: {0}")]
+    Receipts(String),
+    /// The receipts do not rebuild `receiptsRoot`.
+    #[error("receipts root {computed} differs from the header's {expected}")]
+    ReceiptsRoot {
+        /// Rebuilt.
+        computed: B256,
+        /// In the header.
+        expected: B256,
+    },
+}
+
+/// The C-chain header of avalanchego (coreth): Ethereum's fields through the
+/// nonce, then `extDataHash`, then optional fields in this order (the last
+/// two arrived with avalanchego 1.14's Granite upgrade).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AvalancheHeader {
+    parent_hash: B256,
+    sha3_uncles: B256,
+    miner: Address,
+    state_root: B256,
+    transactions_root: B256,
+    receipts_root: B256,
+    logs_bloom: Bloom,
+    difficulty: U256,
+    number: U256,
+    gas_limit: U64,
+    gas_used: U64,
+    timestamp: U64,
+    extra_data: Bytes,
+    mix_hash: B256,
+    nonce: B64,
+    ext_data_hash: B256,
+    base_fee_per_gas: Option<U256>,
+    ext_data_gas_used: Option<U256>,
+    block_gas_cost: Option<U256>,
+    blob_gas_used: Option<U64>,
+    excess_blob_gas: Option<U64>,
+    parent_beacon_block_root: Option<B256>,
+    timestamp_milliseconds: Option<U64>,
+    min_delay_excess: Option<U64>,
+}
+
+impl AvalancheHeader {
+    fn hash(&self) -> B256 {
+        let mut fields: Vec<u8> = Vec::new();
+        self.parent_hash.encode(&mut fields);
+        self.sha3_uncles.encode(&mut fields);
+        self.miner.encode(&mut fields);
+        self.state_root.encode(&mut fields);
+        self.transactions_root.encode(&mut fields);
+        self.receipts_root.encode(&mut fields);
+        self.logs_bloom.encode(&mut fields);
+        self.difficulty.encode(&mut fields);
+        self.number.encode(&mut fields);
+        self.gas_limit.encode(&mut fields);
+        self.gas_used.encode(&mut fields);
+        self.timestamp.encode(&mut fields);
+        self.extra_data.encode(&mut fields);
+        self.mix_hash.encode(&mut fields);
+        self.nonce.encode(&mut fields);
+        self.ext_data_hash.encode(&mut fields);
+        // RLP "optional" fields: present up to the last one that is set;
+        // an unset one before a set one is encoded as its zero value.
+        let optionals: [Option<Vec<u8>>; 8] = [
+            self.base_fee_per_gas.map(alloy_rlp::encode),
+            self.ext_data_gas_used.map(alloy_rlp::encode),
+            self.block_gas_cost.map(alloy_rlp::encode),
+            self.blob_gas_used.map(alloy_rlp::encode),
+            self.excess_blob_gas.map(alloy_rlp::encode),
+            self.parent_beacon_block_root.map(alloy_rlp::encode),
+            self.timestamp_milliseconds.map(alloy_rlp::encode),
+            self.min_delay_excess.map(alloy_rlp::encode),
+        ];
+        let zero: [Vec<u8>; 8] = [
+            alloy_rlp::encode(U256::ZERO),
+            alloy_rlp::encode(U256::ZERO),
+            alloy_rlp::encode(U256::ZERO),
+            alloy_rlp::encode(U64::ZERO),
+            alloy_rlp::encode(U64::ZERO),
+            alloy_rlp::encode(B256::ZERO),
+            alloy_rlp::encode(U64::ZERO),
+            alloy_rlp::encode(U64::ZERO),
+        ];
+        let last = optionals.iter().rposition(Option::is_some);
+        if let Some(last) = last {
+            for i in 0..=last {
+                fields.extend_from_slice(optionals[i].as_ref().unwrap_or(&zero[i]));
+            }
+        }
+        let mut out = Vec::with_capacity(fields.len() + 4);
+        alloy_rlp::Header {
+            list: true,
+            payload_length: fields.len(),
+        }
+        .encode(&mut out);
+        out.extend_from_slice(&fields);
+        keccak256(out)
+    }
+}
+
+#[derive(Deserialize)]
+struct Transactions {
+    transactions: Vec<TxEnvelope>,
+}
+
+/// Verifies `block`; `Ok` means every check passed.
+pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
+    let full = block.full_json();
+    let claimed = B256::from(block.hash);
+    let is_avalanche = full.contains("\"extDataHash\"");
+    let (computed, transactions_root, receipts_root) = if is_avalanche {
+        let header: AvalancheHeader =
+            serde_json::from_str(full).map_err(|e| VerifyError::Header(e.to_string()))?;
+        (
+            header.hash(),
+            header.transactions_root,
+            header.receipts_root,
+        )
+    } else {
+        let header: Header =
+            serde_json::from_str(full).map_err(|e| VerifyError::Header(e.to_string()))?;
+        (
+            header.hash_slow(),
+            header.transactions_root,
+            header.receipts_root,
+        )
+    };
+    if computed != claimed {
+        return Err(VerifyError::BlockHash { computed, claimed });
+    }
+    if !block.raw_header_json().is_empty() {
+        let header = crate::prepare::decode_hex_json(block.raw_header_json())
+            .map_err(VerifyError::Header)?;
+        let raw = keccak256(header);
+        if raw != claimed {
+            return Err(VerifyError::RawHeader(raw));
+        }
+    }
+
+    let txs: Transactions =
+        serde_json::from_str(full).map_err(|e| VerifyError::Transactions(e.to_string()))?;
+    for (index, (tx, entry)) in txs.transactions.iter().zip(&block.as_new().txs).enumerate() {
+        let computed = keccak256(tx.encoded_2718());
+        let claimed = B256::from(entry.hash);
+        if computed != claimed {
+            return Err(VerifyError::TxHash {
+                index,
+                computed,
+                claimed,
+            });
+        }
+    }
+    let computed = calculate_transaction_root(&txs.transactions);
+    if computed != transactions_root {
+        return Err(VerifyError::TransactionsRoot {
+            computed,
+            expected: transactions_root,
+        });
+    }
+
+    let receipts: Vec<ReceiptEnvelope<Log>> = serde_json::from_str(block.receipts_json())
+        .map_err(|e| VerifyError::Receipts(e.to_string()))?;
+    let computed = calculate_receipt_root(&receipts);
+    if computed != receipts_root {
+        return Err(VerifyError::ReceiptsRoot {
+            computed,
+            expected: receipts_root,
+        });
+    }
+    Ok(())
+}
