@@ -11,7 +11,7 @@
 //!
 //! Start at [`Follower::connect`] and [`Follower::sync_once`].
 
-mod follow;
+pub mod follow;
 pub mod prepare;
 pub mod rawrlp;
 pub mod verify;

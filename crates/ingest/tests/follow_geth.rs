@@ -115,33 +115,60 @@ async fn tampered_blocks_fail_verification() {
     use neve_ingest::prepare::{RawParts, prepare};
     use neve_ingest::verify::{VerifyError, verify};
 
-    let geth = GethConformance::start(&fixtures_dir()).await.expect("geth on the conformance chain");
+    let geth = GethConformance::start(&fixtures_dir())
+        .await
+        .expect("geth on the conformance chain");
     let client = RpcClient::new(geth.http_url()).unwrap();
     // A block with several transactions and logs.
     let mut chosen = None;
     for height in 1..=0x36u64 {
-        let block: serde_json::Value =
-            client.call("eth_getBlockByNumber", (neve_upstream::quantity(height), true)).await.unwrap();
+        let block: serde_json::Value = client
+            .call(
+                "eth_getBlockByNumber",
+                (neve_upstream::quantity(height), true),
+            )
+            .await
+            .unwrap();
         if block["transactions"].as_array().unwrap().len() >= 2 {
             chosen = Some(height);
             break;
         }
     }
     let number = neve_upstream::quantity(chosen.expect("a block with transactions"));
-    let full = client.call_raw("eth_getBlockByNumber", (&number, true)).await.unwrap().get().to_owned();
-    let receipts = client.call_raw("eth_getBlockReceipts", [&number]).await.unwrap().get().to_owned();
-    let check = |full: &str, receipts: &str| verify(&prepare(full, receipts, RawParts::default()).unwrap());
+    let full = client
+        .call_raw("eth_getBlockByNumber", (&number, true))
+        .await
+        .unwrap()
+        .get()
+        .to_owned();
+    let receipts = client
+        .call_raw("eth_getBlockReceipts", [&number])
+        .await
+        .unwrap()
+        .get()
+        .to_owned();
+    let check =
+        |full: &str, receipts: &str| verify(&prepare(full, receipts, RawParts::default()).unwrap());
     assert_eq!(check(&full, &receipts), Ok(()));
 
     let mut block: serde_json::Value = serde_json::from_str(&full).unwrap();
     block["gasUsed"] = "0x1".into();
-    assert!(matches!(check(&block.to_string(), &receipts), Err(VerifyError::BlockHash { .. })));
+    assert!(matches!(
+        check(&block.to_string(), &receipts),
+        Err(VerifyError::BlockHash { .. })
+    ));
 
     let mut block: serde_json::Value = serde_json::from_str(&full).unwrap();
     block["transactions"][1]["value"] = "0x7777".into();
-    assert!(matches!(check(&block.to_string(), &receipts), Err(VerifyError::TxHash { index: 1, .. })));
+    assert!(matches!(
+        check(&block.to_string(), &receipts),
+        Err(VerifyError::TxHash { index: 1, .. })
+    ));
 
     let mut parsed: serde_json::Value = serde_json::from_str(&receipts).unwrap();
     parsed[0]["cumulativeGasUsed"] = "0x1".into();
-    assert!(matches!(check(&full, &parsed.to_string()), Err(VerifyError::ReceiptsRoot { .. })));
+    assert!(matches!(
+        check(&full, &parsed.to_string()),
+        Err(VerifyError::ReceiptsRoot { .. })
+    ));
 }

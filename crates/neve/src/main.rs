@@ -6,6 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod serve_cmd;
+
 #[derive(Parser)]
 #[command(name = "neve", version, about = "A read-only mirror for EVM chains")]
 struct Cli {
@@ -15,6 +17,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Follow an upstream node into a local store and serve it over JSON-RPC.
+    Serve(serve_cmd::ServeArgs),
     /// Fund accounts on a node and send it a realistic mix of signed transactions.
     Load(LoadArgs),
     /// Start a local geth dev chain, feed it traffic and show the chain growing.
@@ -55,11 +59,17 @@ struct DemoArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     match cli.command {
+        Command::Serve(args) => runtime.block_on(serve_cmd::serve(args)),
         Command::Load(args) => runtime.block_on(load(args)),
         Command::Demo(args) => runtime.block_on(demo(args)),
     }

@@ -81,3 +81,125 @@ pub async fn transfer_logs(client: &RpcClient) -> Vec<Value> {
         .await
         .unwrap()
 }
+
+/// A running `neve serve`, killed on drop.
+pub struct Neve {
+    child: std::process::Child,
+    pub url: String,
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Neve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Neve {
+    /// Starts `neve serve --upstream UPSTREAM EXTRA…` on a free port with a
+    /// fresh data dir, and waits until its store reaches `height`.
+    pub async fn start(upstream: &str, extra: &[&str], height: u64) -> Neve {
+        let dir = tempfile::tempdir().unwrap();
+        let [port] = neve_devnet::free_ports();
+        let addr = format!("127.0.0.1:{port}");
+        let mut args = vec![
+            "serve".to_string(),
+            "--upstream".into(),
+            upstream.into(),
+            "--listen".into(),
+            addr.clone(),
+            "--data-dir".into(),
+            dir.path().join("store").display().to_string(),
+            "--durability".into(),
+            "os".into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let log = std::fs::File::create(dir.path().join("neve.log")).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_neve"))
+            .args(&args)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let neve = Neve {
+            child,
+            url: format!("http://{addr}"),
+            addr,
+            _dir: dir,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(health) = neve.health()
+                && health["blocks"]["max_contiguous_height"]
+                    .as_u64()
+                    .is_some_and(|h| h >= height)
+            {
+                return neve;
+            }
+            if std::time::Instant::now() > deadline {
+                let log =
+                    std::fs::read_to_string(neve._dir.path().join("neve.log")).unwrap_or_default();
+                panic!("neve did not reach height {height}:\n{log}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `GET path` → (status, body).
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(&self.addr, path)
+    }
+
+    /// `/health` parsed.
+    pub fn health(&self) -> Option<Value> {
+        let (status, body) = self.get("/health")?;
+        (status == 200)
+            .then(|| serde_json::from_str(&body).ok())
+            .flatten()
+    }
+}
+
+/// A plain HTTP/1.1 GET over a fresh connection.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Some((status, body))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}

@@ -1,0 +1,271 @@
+//! `neve serve`: follow an upstream into the store and serve it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use neve_ingest::{Floor, Follower, IngestConfig, IngestStatus};
+use neve_serve::{ChainView, ServeConfig, UpstreamHealth};
+use neve_store::{Durability, StoreConfig};
+use neve_upstream::RpcClient;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum UpstreamKind {
+    /// Any EVM JSON-RPC node: the URL is its RPC endpoint.
+    Evm,
+    /// avalanchego: the URL is the node's base; the C-chain RPC is derived.
+    Avalanchego,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The upstream node's URL (see --upstream-kind).
+    #[arg(long)]
+    upstream: String,
+    /// How to read --upstream.
+    #[arg(long, value_enum, default_value_t = UpstreamKind::Evm)]
+    upstream_kind: UpstreamKind,
+    /// Where the store lives.
+    #[arg(long, default_value = "neve-data")]
+    data_dir: PathBuf,
+    /// Address to serve JSON-RPC, health and metrics on.
+    #[arg(long, default_value = "127.0.0.1:8545")]
+    listen: SocketAddr,
+    /// Where an empty store starts: a height, `tip`, or (default) the retention window back from the head.
+    #[arg(long)]
+    floor: Option<String>,
+    /// Keep at least this many newest blocks.
+    #[arg(long)]
+    retain_blocks: Option<u64>,
+    /// Keep the store under this many bytes (whole segments are dropped).
+    #[arg(long)]
+    retain_bytes: Option<u64>,
+    /// Deepest reorg followed by rolling back.
+    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_MAX_REORG_DEPTH)]
+    max_reorg_depth: u64,
+    /// Blocks fetched at once while backfilling.
+    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_FETCH_CONCURRENCY)]
+    fetch_concurrency: usize,
+    /// How often to ask the upstream for its head, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    poll_ms: u64,
+    /// fsync every append (default) or leave durability to the OS (survives a crash of neve, not of the machine).
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
+    durability: DurabilityArg,
+    /// Forward misses to this full node instead of answering 421.
+    #[arg(long)]
+    fallback: Option<String>,
+    /// Blocks the stored tip may trail the upstream while `latest` is still answered.
+    #[arg(long, default_value_t = 0)]
+    latest_lag: u64,
+    /// /health/ready is 200 only within this many blocks of the upstream's head.
+    #[arg(long, default_value_t = 2)]
+    max_behind: u64,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// Most elements in one batch.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BATCH)]
+    max_batch: usize,
+    /// Most open connections.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Most blocks one eth_getLogs may span.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RANGE)]
+    logs_max_range: u64,
+    /// Most logs one eth_getLogs may return.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RESULTS)]
+    logs_max_results: usize,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DurabilityArg {
+    /// fdatasync before an append is acknowledged.
+    Fsync,
+    /// Written to the OS only.
+    Os,
+}
+
+/// The upstream URL with any `user:password@` removed, for display.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+struct IngestView {
+    status: Arc<IngestStatus>,
+    url: String,
+}
+
+fn age_seconds(unix_ms: u64) -> Option<f64> {
+    if unix_ms == 0 {
+        return None;
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    Some(now.saturating_sub(unix_ms) as f64 / 1000.0)
+}
+
+impl ChainView for IngestView {
+    fn upstream_head(&self) -> Option<u64> {
+        (self.status.last_contact_unix_ms.load(Ordering::Relaxed) != 0)
+            .then(|| self.status.upstream_head.load(Ordering::Relaxed))
+    }
+    fn safe(&self) -> Option<u64> {
+        self.status.safe()
+    }
+    fn finalized(&self) -> Option<u64> {
+        self.status.finalized()
+    }
+    fn upstream_health(&self) -> UpstreamHealth {
+        UpstreamHealth {
+            url: self.url.clone(),
+            connected: self.status.connected.load(Ordering::Relaxed),
+            last_contact_age_seconds: age_seconds(
+                self.status.last_contact_unix_ms.load(Ordering::Relaxed),
+            ),
+            last_block_age_seconds: age_seconds(
+                self.status.last_block_unix_ms.load(Ordering::Relaxed),
+            ),
+        }
+    }
+    fn render_metrics(&self, out: &mut String) {
+        let s = &self.status;
+        for (name, help, kind, value) in [
+            (
+                "neve_ingest_upstream_head",
+                "The upstream's head at the last sync.",
+                "gauge",
+                s.upstream_head.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_ingest_appended_blocks_total",
+                "Blocks stored since start.",
+                "counter",
+                s.appended_blocks.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_ingest_refused_blocks_total",
+                "Blocks that failed verification and were not stored.",
+                "counter",
+                s.refused_blocks.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_ingest_reorgs_total",
+                "Reorgs followed by a rollback.",
+                "counter",
+                s.reorgs.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_ingest_upstream_connected",
+                "1 when the last exchange with the upstream succeeded.",
+                "gauge",
+                s.connected.load(Ordering::Relaxed) as u64,
+            ),
+        ] {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            ));
+        }
+    }
+}
+
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    let rpc_url = match args.upstream_kind {
+        UpstreamKind::Evm => args.upstream.clone(),
+        UpstreamKind::Avalanchego => {
+            format!("{}/ext/bc/C/rpc", args.upstream.trim_end_matches('/'))
+        }
+    };
+    let floor = match args.floor.as_deref() {
+        None => Floor::Retention,
+        Some("tip") => Floor::Tip,
+        Some(height) => Floor::Height(height.parse().context("--floor takes a height or `tip`")?),
+    };
+    let client = RpcClient::new(&rpc_url).context("--upstream")?;
+    let store_config = StoreConfig {
+        retain_blocks: args.retain_blocks,
+        retain_bytes: args.retain_bytes,
+        durability: match args.durability {
+            DurabilityArg::Fsync => Durability::Fsync,
+            DurabilityArg::Os => Durability::OsBuffered,
+        },
+        ..StoreConfig::default()
+    };
+    let ingest_config = IngestConfig {
+        floor,
+        retain_blocks: args.retain_blocks,
+        max_reorg_depth: args.max_reorg_depth,
+        fetch_concurrency: args.fetch_concurrency,
+        ..IngestConfig::default()
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let follower = Follower::connect(client, &args.data_dir, store_config, ingest_config)
+        .await
+        .with_context(|| {
+            format!(
+                "connecting to {} and opening {}",
+                redact(&rpc_url),
+                args.data_dir.display()
+            )
+        })?;
+    let identity = follower.identity();
+    let view = Arc::new(IngestView {
+        status: follower.status(),
+        url: redact(&rpc_url),
+    });
+    let reader = follower.reader();
+    tracing::info!(listen = %args.listen, chain_id = identity.chain_id, upstream = %redact(&rpc_url), "serving");
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let ingest =
+        tokio::spawn(follower.run(wake, Duration::from_millis(args.poll_ms), stopped.clone()));
+    let config = ServeConfig {
+        max_body_bytes: args.max_body_bytes,
+        max_batch: args.max_batch,
+        max_connections: args.max_connections,
+        logs_max_range: args.logs_max_range,
+        logs_max_results: args.logs_max_results,
+        latest_lag: args.latest_lag,
+        max_behind: args.max_behind,
+        retain_blocks: args.retain_blocks,
+        fallback: args.fallback,
+        ..ServeConfig::default()
+    };
+    let server = tokio::spawn(neve_serve::serve(
+        listener,
+        reader,
+        view,
+        identity.chain_id,
+        config,
+        stopped,
+    ));
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
+    let _ = ingest.await;
+    server.await.context("server task")?.context("server")?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,90 @@
+//! The conformance judge through neve: mirroring geth's import of the
+//! execution-apis chain from genesis, neve passes every case of the methods
+//! it serves, answers 421 for the rest, and with `--fallback` to that geth
+//! answers every case exactly as geth does.
+
+mod support;
+
+use neve_devnet::GethConformance;
+use neve_devnet::conformance::{BLOCK_TAIL_METHODS, fixtures_dir, load_cases, matches, run_all};
+use neve_upstream::RpcClient;
+use support::*;
+
+fn all_methods() -> Vec<String> {
+    let mut methods: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    methods.sort();
+    methods
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn neve_passes_every_case_of_the_methods_it_serves_and_421s_the_rest() {
+    let geth = GethConformance::start(&fixtures_dir())
+        .await
+        .expect("geth on the conformance chain");
+    let neve = Neve::start(geth.http_url(), &["--floor", "0"], 0x36).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+
+    let served = load_cases(&fixtures_dir(), BLOCK_TAIL_METHODS).unwrap();
+    let report = run_all(&client, &served).await;
+    eprint!("{}", report.render());
+    assert!(report.failed.is_empty(), "{}", report.render());
+
+    // Every case of a method neve does not serve: HTTP 421 with -32601.
+    let others: Vec<String> = all_methods()
+        .into_iter()
+        .filter(|m| !BLOCK_TAIL_METHODS.contains(&m.as_str()))
+        .collect();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    for case in load_cases(&fixtures_dir(), &others).unwrap() {
+        let (status, body) = client
+            .post(case.exchanges[0].request.clone().into())
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status.as_u16(), 421, "{}: {body}", case.name);
+        assert_eq!(body["error"]["code"], -32601, "{}", case.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_fallback_every_case_is_answered_as_geth_answers_it() {
+    // Two geths on the same chain: one answers directly, one sits behind
+    // neve, so state-changing cases cannot leak from one run to the other.
+    let direct = GethConformance::start(&fixtures_dir()).await.expect("geth");
+    let behind = GethConformance::start(&fixtures_dir()).await.expect("geth");
+    let neve = Neve::start(
+        behind.http_url(),
+        &["--floor", "0", "--fallback", behind.http_url()],
+        0x36,
+    )
+    .await;
+    let methods = all_methods();
+    let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+    let cases = load_cases(&fixtures_dir(), &methods).unwrap();
+    let geth_report = run_all(&RpcClient::new(direct.http_url()).unwrap(), &cases).await;
+    let neve_report = run_all(&RpcClient::new(&neve.url).unwrap(), &cases).await;
+    eprintln!(
+        "geth alone: {} passed, {} failed",
+        geth_report.passed.len(),
+        geth_report.failed.len()
+    );
+    let geth_passes: std::collections::BTreeSet<_> = geth_report.passed.iter().collect();
+    let neve_passes: std::collections::BTreeSet<_> = neve_report.passed.iter().collect();
+    let missing: Vec<_> = geth_passes.difference(&neve_passes).collect();
+    assert!(
+        missing.is_empty(),
+        "geth passes but neve+fallback fails: {missing:?}\n{}",
+        neve_report.render()
+    );
+    assert!(
+        geth_report.passed.len() > 150,
+        "the suite ran: {}",
+        geth_report.passed.len()
+    );
+    let _ = matches; // the harness's rule, used by run_all
+}

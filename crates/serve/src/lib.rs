@@ -1,0 +1,643 @@
+//! serve: the block tail over JSON-RPC, from prepared bytes.
+//!
+//! Owns the HTTP side of neve on one socket: `POST /` JSON-RPC (single and
+//! batch), `GET /health`, `GET /health/ready`, `GET /metrics` and
+//! `GET /blocks?from=&to=` (NDJSON export). A call is: parse the small
+//! request, look the answer up in the store, write the envelope and the
+//! stored bytes — no JSON tree of stored data, no re-parsing of responses.
+//!
+//! # The 421 contract
+//!
+//! - A lookup neve cannot answer with authority (a height, hash or
+//!   transaction outside the tail or not yet ingested, a tag it cannot
+//!   resolve, a log range not fully stored) is answered with HTTP 421 and
+//!   `{"jsonrpc":"2.0","id":…,"result":null}`.
+//! - A method neve does not serve: HTTP 421 with error -32601.
+//! - A batch is answered element by element; its status is 421 when any
+//!   element is a miss, so a front end can retry the whole batch elsewhere.
+//! - With a fallback node configured, misses are forwarded to it instead and
+//!   its answers returned in their place.
+//! - Bad input never reaches the store: -32700 (not JSON), -32600 (not a
+//!   request, empty or oversized batch), -32602 (bad parameters, naming
+//!   which), 413 (body over the limit), 503 (connection limit or shutting
+//!   down); slow clients are cut off by timeouts.
+//!
+//! It reads the store only through `neve_store::Reader` and learns about the
+//! upstream only through [`ChainView`]; it does not depend on ingest.
+//! Start at [`serve`].
+
+mod body;
+mod logs;
+mod metrics;
+pub mod params;
+mod rpc;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use neve_store::Reader;
+use neve_upstream::RpcClient;
+use serde_json::value::RawValue;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+pub use body::Chunks;
+pub use metrics::Metrics;
+pub use rpc::Outcome;
+
+use rpc::{Call, Context, Reply};
+
+/// What serving needs to know about the upstream, provided by whoever runs
+/// the ingest (the binary wires it); serve never talks to ingest directly.
+pub trait ChainView: Send + Sync + 'static {
+    /// The upstream's head, if known.
+    fn upstream_head(&self) -> Option<u64>;
+    /// The upstream's `safe` height, if it has one.
+    fn safe(&self) -> Option<u64>;
+    /// The upstream's `finalized` height, if it has one.
+    fn finalized(&self) -> Option<u64>;
+    /// The upstream as `/health` shows it.
+    fn upstream_health(&self) -> UpstreamHealth;
+    /// Extra Prometheus text (ingest counters) appended to `/metrics`.
+    fn render_metrics(&self, _out: &mut String) {}
+}
+
+/// The upstream's state for `/health`.
+#[derive(Clone, Debug, Default)]
+pub struct UpstreamHealth {
+    /// Its URL, without credentials.
+    pub url: String,
+    /// Whether the last exchange with it succeeded.
+    pub connected: bool,
+    /// Seconds since the last exchange that succeeded.
+    pub last_contact_age_seconds: Option<f64>,
+    /// Seconds since the last block was stored.
+    pub last_block_age_seconds: Option<f64>,
+}
+
+/// Largest request body. Large enough for a 1,000-element batch of log
+/// filters; larger bodies get 413 before being read. Default is 5 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 5 << 20;
+/// Most elements in one batch; a larger batch gets -32600 without any
+/// element being answered (a batch bomb costs one parse). Default is 1,000.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
+/// Most open connections; the next one gets 503 and is closed. Default is 4,096.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// A connection that sends no complete request header for this long is
+/// closed (idle keep-alive and slow-header clients alike). Default is 60 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time to receive a request body once its headers arrived. Default is 30 s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most blocks one `eth_getLogs` may span; the error names a range that
+/// fits. Default is 10,000.
+pub const DEFAULT_LOGS_MAX_RANGE: u64 = 10_000;
+/// Most logs one `eth_getLogs` may return; the error names a range that
+/// fits. Default is 10,000.
+pub const DEFAULT_LOGS_MAX_RESULTS: usize = 10_000;
+
+/// How the server behaves; every limit is documented at its default constant.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// See [`DEFAULT_MAX_BODY_BYTES`].
+    pub max_body_bytes: usize,
+    /// See [`DEFAULT_MAX_BATCH`].
+    pub max_batch: usize,
+    /// See [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// See [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// See [`DEFAULT_BODY_TIMEOUT`].
+    pub body_timeout: Duration,
+    /// See [`DEFAULT_LOGS_MAX_RANGE`].
+    pub logs_max_range: u64,
+    /// See [`DEFAULT_LOGS_MAX_RESULTS`].
+    pub logs_max_results: usize,
+    /// How far the stored tip may trail the upstream's head while `latest`
+    /// (and `eth_blockNumber`) are still answered from it. Default is 0:
+    /// `latest` is a miss until the newest block is stored.
+    pub latest_lag: u64,
+    /// `/health/ready` is 200 only within this many blocks of the upstream's
+    /// head. Default is 2.
+    pub max_behind: u64,
+    /// The store's block retention, shown by `/health`.
+    pub retain_blocks: Option<u64>,
+    /// A full node to forward misses to instead of answering 421.
+    pub fallback: Option<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_batch: DEFAULT_MAX_BATCH,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            logs_max_range: DEFAULT_LOGS_MAX_RANGE,
+            logs_max_results: DEFAULT_LOGS_MAX_RESULTS,
+            latest_lag: 0,
+            max_behind: 2,
+            retain_blocks: None,
+            fallback: None,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The fallback URL is not usable.
+    #[error("fallback: {0}")]
+    Fallback(#[from] neve_upstream::RpcError),
+}
+
+struct Server {
+    ctx: Context,
+    metrics: Arc<Metrics>,
+    shutting_down: AtomicBool,
+    fallback: Option<RpcClient>,
+    started: Instant,
+}
+
+const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
+
+/// Serves until `shutdown` turns true: stops accepting, answers readiness
+/// with 503 from then on, and lets open connections finish their request.
+pub async fn serve(
+    listener: TcpListener,
+    reader: Reader,
+    chain: Arc<dyn ChainView>,
+    chain_id: u64,
+    config: ServeConfig,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
+    let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let server = Arc::new(Server {
+        ctx: Context {
+            reader,
+            chain,
+            chain_id: Bytes::from(format!("\"0x{chain_id:x}\"")),
+            net_version: Bytes::from(format!("\"{chain_id}\"")),
+            config,
+        },
+        metrics: Arc::new(Metrics::default()),
+        shutting_down: AtomicBool::new(false),
+        fallback,
+        started: Instant::now(),
+    });
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors and the like: pause, don't spin.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => {
+                server.shutting_down.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            server
+                .metrics
+                .refused_connections
+                .fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+            continue;
+        };
+        let server = server.clone();
+        tokio::spawn(async move {
+            server.metrics.connections.fetch_add(1, Ordering::Relaxed);
+            let service = service_fn(|request| {
+                let server = server.clone();
+                async move { Ok::<_, Infallible>(server.handle(request).await) }
+            });
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(server.ctx.config.idle_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+}
+
+fn response(status: StatusCode, content_type: &'static str, body: Chunks) -> Response<Chunks> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn json_response(status: StatusCode, chunks: Vec<Bytes>) -> Response<Chunks> {
+    response(status, "application/json", Chunks::new(chunks))
+}
+
+/// An error element with a null id (the request could not be read).
+fn error_element(code: i64, message: &str) -> Vec<Bytes> {
+    envelope(b"null", Reply::Error(code, message.into()))
+}
+
+/// The envelope around one reply.
+fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
+    let mut head = BytesMut::with_capacity(PREFIX.len() + id.len() + 12);
+    head.extend_from_slice(PREFIX);
+    head.extend_from_slice(id);
+    match reply {
+        Reply::Result(mut chunks) => {
+            head.extend_from_slice(b",\"result\":");
+            chunks.insert(0, head.freeze());
+            chunks.push(Bytes::from_static(b"}"));
+            chunks
+        }
+        Reply::Miss => {
+            head.extend_from_slice(b",\"result\":null}");
+            vec![head.freeze()]
+        }
+        Reply::Unsupported => {
+            head.extend_from_slice(b",\"error\":{\"code\":-32601,\"message\":\"the method does not exist/is not available\"}}");
+            vec![head.freeze()]
+        }
+        Reply::Error(code, message) => {
+            let message = serde_json::to_string(&message).expect("strings serialise");
+            head.extend_from_slice(
+                format!(",\"error\":{{\"code\":{code},\"message\":{message}}}}}").as_bytes(),
+            );
+            vec![head.freeze()]
+        }
+    }
+}
+
+impl Server {
+    async fn handle(&self, request: Request<Incoming>) -> Response<Chunks> {
+        match (request.method(), request.uri().path()) {
+            (&Method::POST, "/") => self.rpc(request).await,
+            (&Method::GET, "/health") => {
+                json_response(StatusCode::OK, vec![Bytes::from(self.health())])
+            }
+            (&Method::GET, "/health/ready") => self.ready(),
+            (&Method::GET, "/metrics") => {
+                let mut text = String::with_capacity(8192);
+                self.metrics.render(&mut text);
+                self.ctx.chain.render_metrics(&mut text);
+                let stats = self.ctx.reader.stats();
+                for (name, help, value) in [
+                    ("neve_store_bytes", "Bytes of segment files.", stats.bytes),
+                    (
+                        "neve_store_segments",
+                        "Segment files.",
+                        stats.segments as u64,
+                    ),
+                    (
+                        "neve_store_min_height",
+                        "Lowest stored height.",
+                        stats.min_height.unwrap_or(0),
+                    ),
+                    (
+                        "neve_store_max_height",
+                        "Highest stored height.",
+                        stats.max_contiguous_height.unwrap_or(0),
+                    ),
+                    (
+                        "neve_store_corrupt_reads_total",
+                        "Reads answered as misses because a record failed its checksum.",
+                        stats.corrupt_reads,
+                    ),
+                ] {
+                    let kind = if name.ends_with("_total") {
+                        "counter"
+                    } else {
+                        "gauge"
+                    };
+                    text.push_str(&format!(
+                        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+                    ));
+                }
+                response(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4",
+                    Chunks::new(vec![Bytes::from(text)]),
+                )
+            }
+            (&Method::GET, "/blocks") => self.export(request.uri().query().unwrap_or("")),
+            (_, "/") => json_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                error_element(-32600, "JSON-RPC requests are POSTed"),
+            ),
+            _ => response(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                Chunks::new(vec![Bytes::from_static(b"not found\n")]),
+            ),
+        }
+    }
+
+    async fn rpc(&self, request: Request<Incoming>) -> Response<Chunks> {
+        let declared = request
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let limit = self.ctx.config.max_body_bytes;
+        if declared.is_some_and(|len| len > limit as u64) {
+            return self.too_large();
+        }
+        let read = tokio::time::timeout(
+            self.ctx.config.body_timeout,
+            Limited::new(request.into_body(), limit).collect(),
+        );
+        let body = match read.await {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(error))
+                if error
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                return self.too_large();
+            }
+            Ok(Err(_)) | Err(_) => {
+                return json_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    error_element(-32600, "request body not received in time"),
+                );
+            }
+        };
+        let text = body.trim_ascii_start();
+        if text.first() == Some(&b'[') {
+            self.batch(&body).await
+        } else {
+            self.single(&body).await
+        }
+    }
+
+    fn too_large(&self) -> Response<Chunks> {
+        self.metrics.too_large.fetch_add(1, Ordering::Relaxed);
+        let message = format!(
+            "request body larger than {} bytes",
+            self.ctx.config.max_body_bytes
+        );
+        json_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            error_element(-32600, &message),
+        )
+    }
+
+    /// Answers one element; returns its chunks and outcome.
+    fn element(&self, raw: &RawValue) -> (Vec<Bytes>, Outcome) {
+        let call: Call<'_> = match serde_json::from_str(raw.get()) {
+            Ok(call) => call,
+            Err(_) => return (error_element(-32600, "invalid request"), Outcome::Error),
+        };
+        let id = call.id.map_or(&b"null"[..], |id| id.get().as_bytes());
+        let started = Instant::now();
+        let reply = self.ctx.call(&call.method, call.params);
+        let outcome = reply.outcome();
+        self.metrics
+            .record(&call.method, outcome, started.elapsed());
+        (envelope(id, reply), outcome)
+    }
+
+    async fn single(&self, body: &Bytes) -> Response<Chunks> {
+        let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
+            return json_response(StatusCode::OK, error_element(-32700, "parse error"));
+        };
+        let (chunks, outcome) = self.element(raw);
+        if outcome == Outcome::Miss {
+            if let Some(fallback) = &self.fallback {
+                return match fallback.post(body.clone()).await {
+                    Ok((status, answer)) => json_response(status, vec![answer]),
+                    Err(_) => json_response(StatusCode::MISDIRECTED_REQUEST, chunks),
+                };
+            }
+            return json_response(StatusCode::MISDIRECTED_REQUEST, chunks);
+        }
+        json_response(StatusCode::OK, chunks)
+    }
+
+    async fn batch(&self, body: &Bytes) -> Response<Chunks> {
+        let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
+            return json_response(StatusCode::OK, error_element(-32700, "parse error"));
+        };
+        if elements.is_empty() {
+            return json_response(StatusCode::OK, error_element(-32600, "empty batch"));
+        }
+        if elements.len() > self.ctx.config.max_batch {
+            self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
+            let message = format!(
+                "batch of {} exceeds the limit of {}",
+                elements.len(),
+                self.ctx.config.max_batch
+            );
+            return json_response(StatusCode::OK, error_element(-32600, &message));
+        }
+        let mut answers: Vec<(Vec<Bytes>, Outcome)> =
+            elements.iter().map(|raw| self.element(raw)).collect();
+        let misses: Vec<usize> = (0..answers.len())
+            .filter(|i| answers[*i].1 == Outcome::Miss)
+            .collect();
+        if let Some(fallback) = &self.fallback
+            && !misses.is_empty()
+            && let Some(filled) = forward_misses(fallback, &elements, &misses).await
+        {
+            for (index, answer) in misses.iter().zip(filled) {
+                answers[*index] = (vec![answer], Outcome::Ok);
+            }
+        }
+        let any_miss = answers.iter().any(|(_, outcome)| *outcome == Outcome::Miss);
+        let mut chunks = Vec::with_capacity(answers.len() * 3 + 2);
+        chunks.push(Bytes::from_static(b"["));
+        for (i, (answer, _)) in answers.into_iter().enumerate() {
+            if i > 0 {
+                chunks.push(Bytes::from_static(b","));
+            }
+            chunks.extend(answer);
+        }
+        chunks.push(Bytes::from_static(b"]"));
+        let status = if any_miss {
+            StatusCode::MISDIRECTED_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        json_response(status, chunks)
+    }
+
+    fn behind(&self) -> Option<u64> {
+        let max = self.ctx.reader.stats().max_contiguous_height?;
+        Some(self.ctx.chain.upstream_head()?.saturating_sub(max))
+    }
+
+    fn ready(&self) -> Response<Chunks> {
+        let upstream = self.ctx.chain.upstream_health();
+        let fresh = upstream
+            .last_contact_age_seconds
+            .is_some_and(|age| age < 30.0);
+        let ready = !self.shutting_down.load(Ordering::Relaxed)
+            && upstream.connected
+            && fresh
+            && self
+                .behind()
+                .is_some_and(|behind| behind <= self.ctx.config.max_behind);
+        let (status, text) = if ready {
+            (StatusCode::OK, "ready\n")
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+        };
+        response(
+            status,
+            "text/plain",
+            Chunks::new(vec![Bytes::from_static(text.as_bytes())]),
+        )
+    }
+
+    fn health(&self) -> String {
+        let stats = self.ctx.reader.stats();
+        let upstream = self.ctx.chain.upstream_health();
+        let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
+        let optf = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
+        let behind = self.behind();
+        let status = if self.shutting_down.load(Ordering::Relaxed) {
+            "stopping"
+        } else if stats.max_contiguous_height.is_none() {
+            "starting"
+        } else if behind.is_some_and(|b| b > self.ctx.config.max_behind) || !upstream.connected {
+            "degraded"
+        } else {
+            "ok"
+        };
+        let chain_id = std::str::from_utf8(&self.ctx.net_version)
+            .unwrap_or("\"0\"")
+            .trim_matches('"')
+            .to_string();
+        format!(
+            "{{\"status\":\"{status}\",\"chain_id\":{chain_id},\"version\":\"{}\",\"uptime_seconds\":{:.0},\
+             \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
+             \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{}}},\
+             \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{}}},\
+             \"memory\":{{\"rss_bytes\":{}}}}}",
+            env!("CARGO_PKG_VERSION"),
+            self.started.elapsed().as_secs_f64(),
+            opt(stats.min_height),
+            opt(stats.max_contiguous_height),
+            opt(stats.high_water),
+            opt(self.ctx.chain.safe()),
+            opt(self.ctx.chain.finalized()),
+            opt(behind),
+            serde_json::to_string(&upstream.url).expect("strings serialise"),
+            upstream.connected,
+            opt(self.ctx.chain.upstream_head()),
+            optf(upstream.last_contact_age_seconds),
+            optf(upstream.last_block_age_seconds),
+            stats.bytes,
+            stats.segments,
+            opt(self.ctx.config.retain_blocks),
+            stats.corrupt_reads,
+            opt(rss_bytes()),
+        )
+    }
+
+    fn export(&self, query: &str) -> Response<Chunks> {
+        let stats = self.ctx.reader.stats();
+        let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
+            return response(StatusCode::OK, "application/x-ndjson", Chunks::empty());
+        };
+        let mut from = min;
+        let mut to = max;
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let parsed = if let Some(hex) = value.strip_prefix("0x") {
+                u64::from_str_radix(hex, 16)
+            } else {
+                value.parse()
+            };
+            match (key, parsed) {
+                ("from", Ok(v)) => from = v.max(min),
+                ("to", Ok(v)) => to = v.min(max),
+                ("from" | "to", Err(_)) => {
+                    return response(
+                        StatusCode::BAD_REQUEST,
+                        "text/plain",
+                        Chunks::new(vec![Bytes::from_static(b"from and to are heights\n")]),
+                    );
+                }
+                _ => {}
+            }
+        }
+        response(
+            StatusCode::OK,
+            "application/x-ndjson",
+            Chunks::blocks(self.ctx.reader.clone(), from, to),
+        )
+    }
+}
+
+/// Sends the missed elements of a batch to the fallback and returns their
+/// answers in the same order, matched by id; `None` when that fails.
+async fn forward_misses(
+    fallback: &RpcClient,
+    elements: &[&RawValue],
+    misses: &[usize],
+) -> Option<Vec<Bytes>> {
+    let mut body = Vec::from(&b"["[..]);
+    for (i, index) in misses.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(elements[*index].get().as_bytes());
+    }
+    body.push(b']');
+    let (_, answer) = fallback.post(Bytes::from(body)).await.ok()?;
+    let answers: Vec<&RawValue> = serde_json::from_slice(&answer).ok()?;
+    #[derive(serde::Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+    }
+    let id_of = |raw: &RawValue| {
+        serde_json::from_str::<Id<'_>>(raw.get())
+            .ok()?
+            .id
+            .map(|id| id.get().to_string())
+    };
+    misses
+        .iter()
+        .map(|index| {
+            let wanted = id_of(elements[*index])?;
+            answers
+                .iter()
+                .find(|a| id_of(a).as_deref() == Some(wanted.as_str()))
+                .map(|a| Bytes::copy_from_slice(a.get().as_bytes()))
+        })
+        .collect()
+}
+
+/// Resident set size from `/proc/self/statm` (one small read).
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}

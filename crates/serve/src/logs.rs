@@ -1,0 +1,203 @@
+//! `eth_getLogs` over the stored tail: blooms skip blocks, the log table
+//! matches address and topics without parsing, and matching logs are the
+//! stored bytes joined into an array.
+
+use alloy_primitives::{Bloom, BloomInput};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::params::{self, BlockTag};
+use crate::rpc::{Context, Reply};
+
+/// One-or-many, as the filter's `address` and topic positions allow.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany<'a> {
+    One(#[serde(borrow)] &'a str),
+    Many(#[serde(borrow)] Vec<Option<&'a str>>),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FilterShape<'a> {
+    #[serde(borrow)]
+    from_block: Option<&'a str>,
+    #[serde(borrow)]
+    to_block: Option<&'a str>,
+    #[serde(borrow)]
+    block_hash: Option<&'a str>,
+    #[serde(borrow)]
+    address: Option<OneOrMany<'a>>,
+    #[serde(borrow)]
+    topics: Option<Vec<Option<OneOrMany<'a>>>>,
+}
+
+/// A parsed filter: alternatives per position, empty meaning "any".
+struct Filter {
+    addresses: Vec<[u8; 20]>,
+    topics: Vec<Vec<[u8; 32]>>,
+    address_blooms: Vec<Bloom>,
+    topic_blooms: Vec<Vec<Bloom>>,
+}
+
+fn bloom_of(bytes: &[u8]) -> Bloom {
+    let mut bloom = Bloom::default();
+    bloom.accrue(BloomInput::Raw(bytes));
+    bloom
+}
+
+impl Filter {
+    fn parse(shape: &FilterShape<'_>) -> Result<Filter, String> {
+        let addresses = match &shape.address {
+            None => Vec::new(),
+            Some(OneOrMany::One(a)) => vec![params::address(a)?],
+            Some(OneOrMany::Many(list)) => list
+                .iter()
+                .flatten()
+                .map(|a| params::address(a))
+                .collect::<Result<_, _>>()?,
+        };
+        let mut topics = Vec::new();
+        for position in shape.topics.iter().flatten() {
+            topics.push(match position {
+                None => Vec::new(),
+                Some(OneOrMany::One(t)) => vec![params::hash(t)?],
+                Some(OneOrMany::Many(list)) => list
+                    .iter()
+                    .flatten()
+                    .map(|t| params::hash(t))
+                    .collect::<Result<_, _>>()?,
+            });
+        }
+        if topics.len() > 4 {
+            return Err("too many topics, at most 4".into());
+        }
+        Ok(Filter {
+            address_blooms: addresses.iter().map(|a| bloom_of(a)).collect(),
+            topic_blooms: topics
+                .iter()
+                .map(|alts| alts.iter().map(|t| bloom_of(t)).collect())
+                .collect(),
+            addresses,
+            topics,
+        })
+    }
+
+    /// Whether a block with this bloom may hold a matching log.
+    fn may_match(&self, block_bloom: &Bloom) -> bool {
+        let any =
+            |blooms: &[Bloom]| blooms.is_empty() || blooms.iter().any(|b| block_bloom.contains(b));
+        any(&self.address_blooms) && self.topic_blooms.iter().all(|alts| any(alts))
+    }
+
+    fn matches(&self, address: &[u8; 20], topics: &[[u8; 32]]) -> bool {
+        if !self.addresses.is_empty() && !self.addresses.contains(address) {
+            return false;
+        }
+        // As geth: more filter positions than log topics never match.
+        if self.topics.len() > topics.len() {
+            return false;
+        }
+        self.topics
+            .iter()
+            .zip(topics)
+            .all(|(alts, topic)| alts.is_empty() || alts.contains(topic))
+    }
+}
+
+fn invalid(message: impl Into<String>) -> Reply {
+    Reply::Error(-32602, message.into())
+}
+
+pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
+    let shape: FilterShape<'_> = match serde_json::from_str(raw.get()) {
+        Ok(shape) => shape,
+        Err(e) => return invalid(format!("invalid argument 0: {e}")),
+    };
+    let filter = match Filter::parse(&shape) {
+        Ok(filter) => filter,
+        Err(e) => return invalid(format!("invalid argument 0: {e}")),
+    };
+    let (from, to) = if let Some(hash) = shape.block_hash {
+        if shape.from_block.is_some() || shape.to_block.is_some() {
+            return invalid(
+                "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
+            );
+        }
+        let hash = match params::hash(hash) {
+            Ok(hash) => hash,
+            Err(e) => return invalid(format!("invalid argument 0: {e}")),
+        };
+        match ctx.reader.block_by_hash(&hash) {
+            Some(block) => (block.height(), block.height()),
+            None => return Reply::Miss,
+        }
+    } else {
+        let tag = |text: Option<&str>| text.map_or(Ok(BlockTag::Latest), params::block_tag);
+        let (from_tag, to_tag) = match (tag(shape.from_block), tag(shape.to_block)) {
+            (Ok(f), Ok(t)) => (f, t),
+            (Err(e), _) | (_, Err(e)) => return invalid(format!("invalid argument 0: {e}")),
+        };
+        // Past the upstream's own head is wrong everywhere, not just here.
+        if let (Some(head), BlockTag::Number(n)) = (ctx.chain.upstream_head(), to_tag)
+            && n > head
+        {
+            return invalid("block range extends beyond current head block");
+        }
+        let (Some(from), Some(to)) = (ctx.resolve(from_tag), ctx.resolve(to_tag)) else {
+            return Reply::Miss;
+        };
+        if from > to {
+            return invalid("invalid block range params");
+        }
+        (from, to)
+    };
+    let max_range = ctx.config.logs_max_range;
+    if to - from >= max_range {
+        return Reply::Error(
+            -32005,
+            format!(
+                "block range too large: at most {max_range} blocks per query; try [0x{from:x}, 0x{:x}]",
+                from + max_range - 1
+            ),
+        );
+    }
+    let mut chunks = vec![Bytes::from_static(b"[")];
+    let mut found = 0usize;
+    for height in from..=to {
+        let Some(block) = ctx.reader.block(height) else {
+            return Reply::Miss;
+        };
+        if block.log_count() == 0 || !filter.may_match(&Bloom::from_slice(block.logs_bloom())) {
+            continue;
+        }
+        for log in block.logs() {
+            let topics: Vec<[u8; 32]> = log.topics().to_vec();
+            if !filter.matches(&log.address, &topics) {
+                continue;
+            }
+            found += 1;
+            if found > ctx.config.logs_max_results {
+                let hint = if height > from {
+                    format!("; try [0x{from:x}, 0x{:x}]", height - 1)
+                } else {
+                    String::new()
+                };
+                return Reply::Error(
+                    -32005,
+                    format!(
+                        "query returned more than {} results{hint}",
+                        ctx.config.logs_max_results
+                    ),
+                );
+            }
+            if found > 1 {
+                chunks.push(Bytes::from_static(b","));
+            }
+            chunks.push(log.bytes);
+        }
+    }
+    chunks.push(Bytes::from_static(b"]"));
+    Reply::Result(chunks)
+}

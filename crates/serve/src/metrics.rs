@@ -1,0 +1,161 @@
+//! Counters and latency histograms, rendered as Prometheus text.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::rpc::{Outcome, SERVED};
+
+/// Upper bounds of the latency buckets, in seconds: fine below a
+/// millisecond, where neve's answers live, coarse above.
+const BUCKETS: [f64; 12] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5,
+];
+
+#[derive(Default)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+/// What `/metrics` reports from the serving side.
+pub struct Metrics {
+    /// Per method (the served ones, then "other"): ok, miss, error.
+    calls: Vec<[AtomicU64; 3]>,
+    latency: Vec<Histogram>,
+    /// Bodies over the size limit.
+    pub(crate) too_large: AtomicU64,
+    /// Connections refused at the connection limit.
+    pub(crate) refused_connections: AtomicU64,
+    /// Open connections.
+    pub(crate) connections: AtomicU64,
+    /// Batches over the element limit.
+    pub(crate) batch_too_large: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            calls: (0..=SERVED.len()).map(|_| Default::default()).collect(),
+            latency: (0..=SERVED.len()).map(|_| Histogram::default()).collect(),
+            too_large: AtomicU64::new(0),
+            refused_connections: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            batch_too_large: AtomicU64::new(0),
+        }
+    }
+}
+
+fn method_index(method: &str) -> usize {
+    SERVED
+        .iter()
+        .position(|m| *m == method)
+        .unwrap_or(SERVED.len())
+}
+
+impl Metrics {
+    /// Books one call.
+    pub(crate) fn record(&self, method: &str, outcome: Outcome, elapsed: Duration) {
+        let index = method_index(method);
+        let slot = match outcome {
+            Outcome::Ok => 0,
+            Outcome::Miss => 1,
+            Outcome::Error => 2,
+        };
+        self.calls[index][slot].fetch_add(1, Ordering::Relaxed);
+        let histogram = &self.latency[index];
+        let seconds = elapsed.as_secs_f64();
+        if let Some(bucket) = BUCKETS.iter().position(|b| seconds <= *b) {
+            histogram.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        }
+        histogram.count.fetch_add(1, Ordering::Relaxed);
+        histogram
+            .sum_nanos
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Appends the serving metrics in Prometheus text format.
+    pub(crate) fn render(&self, out: &mut String) {
+        let name = |i: usize| SERVED.get(i).copied().unwrap_or("other");
+        out.push_str("# HELP neve_rpc_requests_total JSON-RPC calls by method and outcome (ok, miss = HTTP 421, error).\n");
+        out.push_str("# TYPE neve_rpc_requests_total counter\n");
+        for (i, counts) in self.calls.iter().enumerate() {
+            for (slot, outcome) in ["ok", "miss", "error"].iter().enumerate() {
+                let n = counts[slot].load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "neve_rpc_requests_total{{method=\"{}\",outcome=\"{outcome}\"}} {n}",
+                        name(i)
+                    );
+                }
+            }
+        }
+        out.push_str("# HELP neve_rpc_duration_seconds Time to answer one call, from parsed request to prepared response.\n");
+        out.push_str("# TYPE neve_rpc_duration_seconds histogram\n");
+        for (i, histogram) in self.latency.iter().enumerate() {
+            let count = histogram.count.load(Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let mut cumulative = 0;
+            for (b, bound) in BUCKETS.iter().enumerate() {
+                cumulative += histogram.buckets[b].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "neve_rpc_duration_seconds_bucket{{method=\"{}\",le=\"{bound}\"}} {cumulative}",
+                    name(i)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "neve_rpc_duration_seconds_bucket{{method=\"{}\",le=\"+Inf\"}} {count}",
+                name(i)
+            );
+            let sum = histogram.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(
+                out,
+                "neve_rpc_duration_seconds_sum{{method=\"{}\"}} {sum}",
+                name(i)
+            );
+            let _ = writeln!(
+                out,
+                "neve_rpc_duration_seconds_count{{method=\"{}\"}} {count}",
+                name(i)
+            );
+        }
+        for (metric, help, kind, value) in [
+            (
+                "neve_http_body_too_large_total",
+                "Requests refused with 413.",
+                "counter",
+                &self.too_large,
+            ),
+            (
+                "neve_http_batch_too_large_total",
+                "Batches refused for exceeding the element limit.",
+                "counter",
+                &self.batch_too_large,
+            ),
+            (
+                "neve_http_connections_refused_total",
+                "Connections refused with 503 at the connection limit.",
+                "counter",
+                &self.refused_connections,
+            ),
+            (
+                "neve_http_connections",
+                "Open connections.",
+                "gauge",
+                &self.connections,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+    }
+}

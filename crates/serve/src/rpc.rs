@@ -1,0 +1,281 @@
+//! One JSON-RPC call: parse the small request, look up, answer with stored
+//! bytes. The 421 decision is made here, where the miss is known.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use neve_store::{Block, Reader};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::params::{BlockRef, BlockTag, ParamError, Params};
+use crate::{ChainView, ServeConfig, logs};
+
+/// How a call ended, for the HTTP status and the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered from the store.
+    Ok,
+    /// Not answerable with authority: HTTP 421.
+    Miss,
+    /// A JSON-RPC error (bad request or parameters).
+    Error,
+}
+
+/// The answer to one call, before the envelope.
+pub(crate) enum Reply {
+    /// A result, as chunks of JSON.
+    Result(Vec<Bytes>),
+    /// Cannot answer with authority.
+    Miss,
+    /// A method neve does not serve: 421 with -32601.
+    Unsupported,
+    /// A JSON-RPC error.
+    Error(i64, String),
+}
+
+impl Reply {
+    fn json(text: impl Into<String>) -> Reply {
+        Reply::Result(vec![Bytes::from(text.into())])
+    }
+
+    fn bytes(bytes: Bytes) -> Reply {
+        Reply::Result(vec![bytes])
+    }
+
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self {
+            Reply::Result(_) => Outcome::Ok,
+            Reply::Miss | Reply::Unsupported => Outcome::Miss,
+            Reply::Error(..) => Outcome::Error,
+        }
+    }
+}
+
+impl From<ParamError> for Reply {
+    fn from(error: ParamError) -> Self {
+        Reply::Error(-32602, error.0)
+    }
+}
+
+/// What a call needs: the store, the upstream's view, the limits.
+pub(crate) struct Context {
+    pub(crate) reader: Reader,
+    pub(crate) chain: Arc<dyn ChainView>,
+    pub(crate) config: ServeConfig,
+    pub(crate) chain_id: Bytes,
+    pub(crate) net_version: Bytes,
+}
+
+/// A request object, borrowed from the body.
+#[derive(Deserialize)]
+pub(crate) struct Call<'a> {
+    #[serde(borrow, default)]
+    pub(crate) id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(crate) method: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub(crate) params: Option<&'a RawValue>,
+}
+
+/// Methods counted by name in the metrics; anything else is "other".
+pub(crate) const SERVED: &[&str] = &[
+    "eth_chainId",
+    "net_version",
+    "web3_clientVersion",
+    "eth_syncing",
+    "eth_blockNumber",
+    "eth_getBlockByNumber",
+    "eth_getBlockByHash",
+    "eth_getBlockTransactionCountByNumber",
+    "eth_getBlockTransactionCountByHash",
+    "eth_getTransactionByBlockNumberAndIndex",
+    "eth_getTransactionByBlockHashAndIndex",
+    "eth_getTransactionByHash",
+    "eth_getTransactionReceipt",
+    "eth_getBlockReceipts",
+    "eth_getLogs",
+    "eth_getUncleCountByBlockNumber",
+    "eth_getUncleCountByBlockHash",
+    "eth_getUncleByBlockNumberAndIndex",
+    "eth_getUncleByBlockHashAndIndex",
+    "debug_getRawBlock",
+    "debug_getRawHeader",
+    "debug_getRawReceipts",
+    "debug_getRawTransaction",
+];
+
+fn hex_quantity(value: u64) -> String {
+    format!("\"0x{value:x}\"")
+}
+
+impl Context {
+    /// The height a tag stands for, if neve can answer for it.
+    pub(crate) fn resolve(&self, tag: BlockTag) -> Option<u64> {
+        let stats = self.reader.stats();
+        let (min, max) = (stats.min_height?, stats.max_contiguous_height?);
+        let height = match tag {
+            BlockTag::Number(n) => n,
+            // `latest` is ours only while we hold the upstream's head.
+            BlockTag::Latest => {
+                let head = self.chain.upstream_head().unwrap_or(max);
+                if head > max + self.config.latest_lag {
+                    return None;
+                }
+                max
+            }
+            BlockTag::Earliest => 0,
+            BlockTag::Safe => self.chain.safe()?,
+            BlockTag::Finalized => self.chain.finalized()?,
+            BlockTag::Pending => return None,
+        };
+        (min..=max).contains(&height).then_some(height)
+    }
+
+    fn block(&self, reference: BlockRef) -> Option<Block> {
+        match reference {
+            BlockRef::Tag(tag) => self.reader.block(self.resolve(tag)?),
+            BlockRef::Hash(hash) => self.reader.block_by_hash(&hash),
+        }
+    }
+
+    /// Answers one call.
+    pub(crate) fn call(&self, method: &str, params: Option<&RawValue>) -> Reply {
+        let params = match Params::new(params) {
+            Ok(params) => params,
+            Err(error) => return error.into(),
+        };
+        match self.dispatch(method, &params) {
+            Ok(reply) => reply,
+            Err(error) => error.into(),
+        }
+    }
+
+    fn dispatch(&self, method: &str, p: &Params<'_>) -> Result<Reply, ParamError> {
+        Ok(match method {
+            "eth_chainId" => Reply::bytes(self.chain_id.clone()),
+            "net_version" => Reply::bytes(self.net_version.clone()),
+            "web3_clientVersion" => Reply::json(format!("\"neve/v{}\"", env!("CARGO_PKG_VERSION"))),
+            "eth_syncing" => self.syncing(),
+            "eth_blockNumber" => match self.resolve(BlockTag::Latest) {
+                Some(height) => Reply::json(hex_quantity(height)),
+                None => Reply::Miss,
+            },
+            "eth_getBlockByNumber" => {
+                p.at_most(2)?;
+                let full = p.bool_or(1, false)?;
+                self.block_reply(self.block(BlockRef::Tag(p.block_tag(0)?)), full)
+            }
+            "eth_getBlockByHash" => {
+                p.at_most(2)?;
+                let full = p.bool_or(1, false)?;
+                self.block_reply(self.block(BlockRef::Hash(p.hash(0)?)), full)
+            }
+            "eth_getBlockTransactionCountByNumber" => {
+                count(self.block(BlockRef::Tag(p.block_tag(0)?)), Block::tx_count)
+            }
+            "eth_getBlockTransactionCountByHash" => {
+                count(self.block(BlockRef::Hash(p.hash(0)?)), Block::tx_count)
+            }
+            "eth_getUncleCountByBlockNumber" => {
+                count(self.block(BlockRef::Tag(p.block_tag(0)?)), |_| 0)
+            }
+            "eth_getUncleCountByBlockHash" => count(self.block(BlockRef::Hash(p.hash(0)?)), |_| 0),
+            "eth_getUncleByBlockNumberAndIndex" => {
+                let block = self.block(BlockRef::Tag(p.block_tag(0)?));
+                p.quantity(1)?;
+                block.map_or(Reply::Miss, |_| Reply::json("null"))
+            }
+            "eth_getUncleByBlockHashAndIndex" => {
+                let block = self.block(BlockRef::Hash(p.hash(0)?));
+                p.quantity(1)?;
+                block.map_or(Reply::Miss, |_| Reply::json("null"))
+            }
+            "eth_getTransactionByBlockNumberAndIndex" => {
+                let block = self.block(BlockRef::Tag(p.block_tag(0)?));
+                by_index(block, p.quantity(1)?, Block::transaction)
+            }
+            "eth_getTransactionByBlockHashAndIndex" => {
+                let block = self.block(BlockRef::Hash(p.hash(0)?));
+                by_index(block, p.quantity(1)?, Block::transaction)
+            }
+            "eth_getTransactionByHash" => match self.reader.transaction(&p.hash(0)?) {
+                Some((block, index)) => block.transaction(index).map_or(Reply::Miss, Reply::bytes),
+                None => Reply::Miss,
+            },
+            "eth_getTransactionReceipt" => match self.reader.transaction(&p.hash(0)?) {
+                Some((block, index)) => block.receipt(index).map_or(Reply::Miss, Reply::bytes),
+                None => Reply::Miss,
+            },
+            "eth_getBlockReceipts" => self
+                .block(p.block_ref(0)?)
+                .map_or(Reply::Miss, |b| Reply::bytes(b.receipts())),
+            "eth_getLogs" => logs::get_logs(self, p.object(0)?),
+            "debug_getRawHeader" => raw(self.block(p.block_ref(0)?), Block::raw_header),
+            "debug_getRawBlock" => raw(self.block(p.block_ref(0)?), Block::raw_block),
+            "debug_getRawReceipts" => raw(self.block(p.block_ref(0)?), Block::raw_receipts),
+            "debug_getRawTransaction" => match self.reader.transaction(&p.hash(0)?) {
+                Some((block, index)) => match block.raw_transaction(index) {
+                    Some(hex) if !hex.is_empty() => Reply::Result(vec![
+                        Bytes::from_static(b"\"0x"),
+                        hex,
+                        Bytes::from_static(b"\""),
+                    ]),
+                    _ => Reply::Miss,
+                },
+                None => Reply::Miss,
+            },
+            _ => Reply::Unsupported,
+        })
+    }
+
+    fn block_reply(&self, block: Option<Block>, full: bool) -> Reply {
+        match block {
+            Some(block) if full => Reply::bytes(block.full()),
+            Some(block) => Reply::bytes(block.hashes_only()),
+            None => Reply::Miss,
+        }
+    }
+
+    fn syncing(&self) -> Reply {
+        let stats = self.reader.stats();
+        match (self.chain.upstream_head(), stats.max_contiguous_height) {
+            (Some(head), Some(max)) if head > max + self.config.latest_lag => Reply::json(format!(
+                "{{\"startingBlock\":{},\"currentBlock\":{},\"highestBlock\":{}}}",
+                hex_quantity(stats.min_height.unwrap_or(max)),
+                hex_quantity(max),
+                hex_quantity(head)
+            )),
+            (_, Some(_)) => Reply::json("false"),
+            // Nothing stored yet: still syncing from the start.
+            (head, None) => Reply::json(format!(
+                "{{\"startingBlock\":\"0x0\",\"currentBlock\":\"0x0\",\"highestBlock\":{}}}",
+                hex_quantity(head.unwrap_or(0))
+            )),
+        }
+    }
+}
+
+fn count(block: Option<Block>, f: impl Fn(&Block) -> u32) -> Reply {
+    block.map_or(Reply::Miss, |b| Reply::json(hex_quantity(f(&b) as u64)))
+}
+
+/// A transaction or receipt by index: the block is ours, so an index past
+/// its end is an authoritative `null`.
+fn by_index(block: Option<Block>, index: u64, f: impl Fn(&Block, u32) -> Option<Bytes>) -> Reply {
+    let Some(block) = block else {
+        return Reply::Miss;
+    };
+    match u32::try_from(index).ok().and_then(|i| f(&block, i)) {
+        Some(bytes) => Reply::bytes(bytes),
+        None => Reply::json("null"),
+    }
+}
+
+/// Raw data as the upstream sent it; a block stored without it is a miss.
+fn raw(block: Option<Block>, f: impl Fn(&Block) -> Bytes) -> Reply {
+    match block.map(|b| f(&b)) {
+        Some(bytes) if !bytes.is_empty() => Reply::bytes(bytes),
+        _ => Reply::Miss,
+    }
+}
