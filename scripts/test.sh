@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "installing pinned nodes"
+step "installing pinned nodes and Debian packages"
 scripts/install-tools.sh
+scripts/install-deps.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -375,6 +375,8 @@ impl Follower {
                 self.status
                     .last_block_unix_ms
                     .store(unix_ms(), Ordering::Relaxed);
+                // Fetching the batch was an exchange with the upstream too.
+                self.status.contact(true);
                 next += batch.len() as u64;
             }
             if reorg {

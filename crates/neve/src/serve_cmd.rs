@@ -74,6 +74,9 @@ pub struct ServeArgs {
     /// Most open connections.
     #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Seconds a connection may go without sending a complete request header.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    idle_timeout: u64,
     /// Most blocks one eth_getLogs may span.
     #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RANGE)]
     logs_max_range: u64,
@@ -237,6 +240,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         max_body_bytes: args.max_body_bytes,
         max_batch: args.max_batch,
         max_connections: args.max_connections,
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         logs_max_range: args.logs_max_range,
         logs_max_results: args.logs_max_results,
         latest_lag: args.latest_lag,

@@ -31,6 +31,8 @@ mod logs;
 mod metrics;
 pub mod params;
 mod rpc;
+#[cfg(test)]
+mod tests;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -387,11 +389,15 @@ impl Server {
                 );
             }
         };
-        let text = body.trim_ascii_start();
-        if text.first() == Some(&b'[') {
-            self.batch(&body).await
+        self.respond(&body).await
+    }
+
+    /// Answers a JSON-RPC body (single or batch).
+    async fn respond(&self, body: &Bytes) -> Response<Chunks> {
+        if body.trim_ascii_start().first() == Some(&b'[') {
+            self.batch(body).await
         } else {
-            self.single(&body).await
+            self.single(body).await
         }
     }
 

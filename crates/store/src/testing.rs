@@ -19,7 +19,7 @@ pub struct SyntheticBlock {
     pub hashes_only: Vec<u8>,
     /// Receipts bytes.
     pub receipts: Vec<u8>,
-    /// Raw block bytes.
+    /// Raw block, as the JSON string `debug_getRawBlock` answers (`"0x…"`).
     pub raw_block: Vec<u8>,
     /// Transaction spans.
     pub txs: Vec<TxEntry>,
@@ -68,7 +68,9 @@ impl SyntheticBlock {
         let mut hashes_only =
             format!("{{\"number\":\"0x{height:x}\",\"transactions\":[").into_bytes();
         let mut receipts = b"[".to_vec();
-        let mut raw_block = vec![0xf9, 0, 0];
+        // Raw data is stored as the JSON values the upstream sent: the RLP
+        // block as a quoted hex string, transaction spans over its digits.
+        let mut raw_block = b"\"0xf90000".to_vec();
         let mut txs = Vec::new();
         let mut logs = Vec::new();
         for i in 0..tx_count {
@@ -94,7 +96,7 @@ impl SyntheticBlock {
             receipts.extend_from_slice(log.as_bytes());
             receipts.extend_from_slice(b"]}");
             let raw_start = raw_block.len();
-            raw_block.extend_from_slice(&tx_hash[..8]);
+            raw_block.extend_from_slice(hex(&tx_hash[..8]).as_bytes());
             txs.push(TxEntry {
                 hash: tx_hash,
                 full: tx_span,
@@ -102,7 +104,7 @@ impl SyntheticBlock {
                     receipt_start as u32,
                     (receipts.len() - receipt_start) as u32,
                 ),
-                raw: Span::new(raw_start as u32, 8),
+                raw: Span::new(raw_start as u32, 16),
             });
             logs.push(LogEntry {
                 tx_index: i,
@@ -116,6 +118,7 @@ impl SyntheticBlock {
         full.extend_from_slice(b"]}");
         hashes_only.extend_from_slice(b"]}");
         receipts.push(b']');
+        raw_block.push(b'"');
         SyntheticBlock {
             height,
             hash,
@@ -139,9 +142,9 @@ impl SyntheticBlock {
             full: &self.full,
             hashes_only: &self.hashes_only,
             receipts: &self.receipts,
-            raw_header: b"\xf9header",
+            raw_header: b"\"0xf9beef\"",
             raw_block: &self.raw_block,
-            raw_receipts: b"",
+            raw_receipts: b"[]",
             txs: self.txs.clone(),
             logs: self.logs.clone(),
         }

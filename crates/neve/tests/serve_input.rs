@@ -1,0 +1,244 @@
+//! Bad input gets a clear error and changes nothing; limits hold; health,
+//! readiness and metrics tell the truth. Against neve mirroring real geth.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use neve_devnet::GethConformance;
+use neve_devnet::conformance::fixtures_dir;
+use neve_upstream::RpcClient;
+use serde_json::{Value, json};
+use support::*;
+
+async fn post(client: &RpcClient, body: &str) -> (u16, Value) {
+    let (status, bytes) = client
+        .post(body.to_string().into())
+        .await
+        .expect("answered");
+    (
+        status.as_u16(),
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_clear_errors_and_limits_hold() {
+    let geth = GethConformance::start(&fixtures_dir()).await.expect("geth");
+    let neve = Neve::start(
+        geth.http_url(),
+        &[
+            "--floor",
+            "0",
+            "--max-body-bytes",
+            "4096",
+            "--max-batch",
+            "5",
+            "--max-connections",
+            "8",
+            "--logs-max-range",
+            "10",
+            "--idle-timeout",
+            "2",
+        ],
+        0x36,
+    )
+    .await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let before = neve.health().unwrap();
+
+    let (status, body) = post(&client, "{\"jsonrpc\":\"2.0\",").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_i64()),
+        (200, Some(-32700)),
+        "malformed JSON"
+    );
+    let (_, body) = post(&client, "[1,2").await;
+    assert_eq!(body["error"]["code"], -32700, "malformed batch");
+    let (_, body) = post(&client, "{\"id\":1}").await;
+    assert_eq!(body["error"]["code"], -32600, "no method");
+    let (_, body) = post(&client, "42").await;
+    assert_eq!(body["error"]["code"], -32600, "not an object");
+    let (_, body) = post(&client, "[]").await;
+    assert_eq!(body["error"]["code"], -32600, "empty batch");
+
+    let (status, body) = post(
+        &client,
+        r#"{"jsonrpc":"2.0","id":7,"method":"eth_getBlockByNumber","params":["0x1","yes"]}"#,
+    )
+    .await;
+    assert_eq!((status, body["id"].as_i64()), (200, Some(7)));
+    assert_eq!(body["error"]["code"], -32602);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("argument 1"),
+        "{body}"
+    );
+    let (_, body) = post(
+        &client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByHash","params":["0x12"]}"#,
+    )
+    .await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("argument 0"),
+        "{body}"
+    );
+    let (_, body) = post(
+        &client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByHash","params":"x"}"#,
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32602, "params not an array");
+
+    // A log range over the cap names one that works.
+    let (_, body) = post(&client, r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x30"}]}"#).await;
+    assert_eq!(body["error"]["code"], -32005);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[0x0, 0x9]"),
+        "{body}"
+    );
+
+    // Oversize body: 413 before reading it.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":["{}"]}}"#,
+        "a".repeat(8000)
+    );
+    let (status, _) = client.post(big.into()).await.unwrap();
+    assert_eq!(status.as_u16(), 413);
+
+    // Batch bomb: refused whole, nothing answered.
+    let bomb = format!(
+        "[{}]",
+        [r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#; 6].join(",")
+    );
+    let (status, body) = post(&client, &bomb).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_i64()),
+        (200, Some(-32600))
+    );
+
+    // A batch with one miss is 421 as a whole; elements answered in order.
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x999",false]},{"jsonrpc":"2.0","id":3,"method":"eth_getBalance","params":["0x0000000000000000000000000000000000000000","latest"]}]"#;
+    let (status, body) = post(&client, batch).await;
+    assert_eq!(status, 421);
+    assert_eq!(
+        body[0],
+        json!({"jsonrpc":"2.0","id":1,"result":"0xc72dd9d5e883e"})
+    );
+    assert_eq!(body[1], json!({"jsonrpc":"2.0","id":2,"result":null}));
+    assert_eq!(body[2]["error"]["code"], -32601);
+
+    // Too many connections: the ninth gets 503.
+    let idle: Vec<_> = (0..8)
+        .map(|_| std::net::TcpStream::connect(&neve.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut extra = std::net::TcpStream::connect(&neve.addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = extra.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+
+    // A slow client that never finishes its headers is cut off, not waited on forever.
+    let mut slow = std::net::TcpStream::connect(&neve.addr).unwrap();
+    slow.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(90)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "slow client held for {:?}",
+        started.elapsed()
+    );
+
+    // Nothing of it changed the store.
+    let after = neve.health().unwrap();
+    assert_eq!(before["blocks"], after["blocks"]);
+    assert_eq!(before["storage"]["bytes"], after["storage"]["bytes"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_readiness_metrics_and_export_tell_the_truth() {
+    let geth = GethConformance::start(&fixtures_dir()).await.expect("geth");
+    let neve = Neve::start(geth.http_url(), &["--floor", "0"], 0x36).await;
+    let health = neve.health().unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["chain_id"], 3503995874084926u64);
+    assert_eq!(health["blocks"]["min_height"], 0);
+    assert_eq!(health["blocks"]["max_contiguous_height"], 0x36);
+    assert_eq!(health["blocks"]["finalized"], 0x36);
+    assert_eq!(health["blocks"]["behind"], 0);
+    assert_eq!(health["upstream"]["connected"], true);
+    assert!(health["memory"]["rss_bytes"].as_u64().unwrap() > 0);
+    assert!(!health["upstream"]["url"].as_str().unwrap().is_empty());
+
+    assert_eq!(neve.get("/health/ready").unwrap().0, 200);
+
+    let client = RpcClient::new(&neve.url).unwrap();
+    let _ = post(
+        &client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",false]}"#,
+    )
+    .await;
+    let _ = post(
+        &client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1000",false]}"#,
+    )
+    .await;
+    let (status, metrics) = neve.get("/metrics").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        metrics
+            .contains(r#"neve_rpc_requests_total{method="eth_getBlockByNumber",outcome="ok"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains(r#"neve_rpc_requests_total{method="eth_getBlockByNumber",outcome="miss"} 1"#)
+    );
+    assert!(metrics.contains("neve_store_max_height 54"));
+    // An independent check of the exposition format.
+    let path = std::env::temp_dir().join(format!("neve-metrics-{}.txt", std::process::id()));
+    std::fs::write(&path, &metrics).unwrap();
+    let promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output();
+    let promtool =
+        promtool.expect("promtool is installed by scripts/test.sh (Debian's prometheus package)");
+    assert!(
+        promtool.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&promtool.stdout),
+        String::from_utf8_lossy(&promtool.stderr)
+    );
+
+    // NDJSON export: one parseable line per block, in order.
+    let (status, ndjson) = neve.get("/blocks?from=3&to=6").unwrap();
+    assert_eq!(status, 200);
+    let lines: Vec<Value> = ndjson
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["number"], format!("0x{:x}", 3 + i));
+        assert_eq!(line["block"]["number"], line["number"]);
+        assert!(line["receipts"].is_array());
+    }
+}

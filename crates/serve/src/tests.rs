@@ -1,0 +1,167 @@
+//! The request path fuzzed: any body gets a well-formed answer with a sane
+//! status, and never a panic. Runs the seed corpus, then generated bodies.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use neve_store::testing::SyntheticBlock;
+use neve_store::{Durability, Identity, Store, StoreConfig};
+use proptest::prelude::*;
+
+use super::*;
+
+struct FixedChain;
+
+impl ChainView for FixedChain {
+    fn upstream_head(&self) -> Option<u64> {
+        Some(9)
+    }
+    fn safe(&self) -> Option<u64> {
+        Some(8)
+    }
+    fn finalized(&self) -> Option<u64> {
+        Some(7)
+    }
+    fn upstream_health(&self) -> UpstreamHealth {
+        UpstreamHealth::default()
+    }
+}
+
+fn server() -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Identity {
+        chain_id: 5,
+        genesis_hash: [0; 32],
+    };
+    let mut store = Store::open(
+        dir.path(),
+        identity,
+        StoreConfig {
+            durability: Durability::OsBuffered,
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let blocks: Vec<_> = (0..10).map(|h| SyntheticBlock::new(0, h, 3, 200)).collect();
+    store
+        .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
+        .unwrap();
+    let server = Server {
+        ctx: Context {
+            reader: store.reader(),
+            chain: Arc::new(FixedChain),
+            config: ServeConfig {
+                logs_max_range: 5,
+                logs_max_results: 4,
+                ..ServeConfig::default()
+            },
+            chain_id: Bytes::from_static(b"\"0x5\""),
+            net_version: Bytes::from_static(b"\"5\""),
+        },
+        metrics: Arc::new(Metrics::default()),
+        shutting_down: AtomicBool::new(false),
+        fallback: None,
+        started: Instant::now(),
+    };
+    std::mem::forget(store); // keep the writer (and its lock) for the reader's lifetime
+    (server, dir)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+/// Answers `body` and checks the answer's shape.
+fn check(server: &Server, runtime: &tokio::runtime::Runtime, body: &[u8]) {
+    let response = runtime.block_on(server.respond(&Bytes::copy_from_slice(body)));
+    let status = response.status().as_u16();
+    assert!(
+        matches!(status, 200 | 421),
+        "status {status} for {:?}",
+        String::from_utf8_lossy(body)
+    );
+    let bytes = runtime
+        .block_on(response.into_body().collect())
+        .unwrap()
+        .to_bytes();
+    let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "answer is not JSON ({e}) for {:?}: {:?}",
+            String::from_utf8_lossy(body),
+            String::from_utf8_lossy(&bytes)
+        )
+    });
+    let elements = match &value {
+        serde_json::Value::Array(items) => items.clone(),
+        other => vec![other.clone()],
+    };
+    for element in elements {
+        assert_eq!(element["jsonrpc"], "2.0", "{element}");
+        assert!(
+            element.get("result").is_some() != element.get("error").is_some(),
+            "{element}"
+        );
+    }
+}
+
+#[test]
+fn the_seed_corpus_gets_well_formed_answers() {
+    let (server, _dir) = server();
+    let runtime = runtime();
+    let corpus = include_str!("../tests/corpus/seeds.txt");
+    for line in corpus.lines().filter(|l| !l.is_empty()) {
+        check(&server, &runtime, line.as_bytes());
+    }
+}
+
+fn json_ish() -> impl Strategy<Value = String> {
+    let method = prop::sample::select(
+        rpc::SERVED
+            .iter()
+            .map(|m| m.to_string())
+            .chain(["eth_call".into(), "".into()])
+            .collect::<Vec<_>>(),
+    );
+    let param = prop_oneof![
+        Just("\"latest\"".to_string()),
+        Just("true".to_string()),
+        Just("null".to_string()),
+        (0u64..20).prop_map(|n| format!("\"0x{n:x}\"")),
+        "[0-9a-fx]{0,70}".prop_map(|s| format!("\"{s}\"")),
+        Just(r#"{"fromBlock":"0x1","toBlock":"0x9","address":"0x0101010101010101010101010101010101010101"}"#.to_string()),
+        Just(r#"{"blockHash":"0x00","topics":[[]]}"#.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+    ];
+    (method, prop::collection::vec(param, 0..4), any::<bool>()).prop_map(
+        |(method, params, batch)| {
+            let call = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":[{}]}}"#,
+                params.join(",")
+            );
+            if batch {
+                format!("[{call},{call}]")
+            } else {
+                call
+            }
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_bytes_get_a_well_formed_answer(body in prop::collection::vec(any::<u8>(), 0..200)) {
+        let (server, _dir) = server();
+        check(&server, &runtime(), &body);
+    }
+
+    #[test]
+    fn json_shaped_requests_get_well_formed_answers(body in json_ish()) {
+        let (server, _dir) = server();
+        check(&server, &runtime(), body.as_bytes());
+    }
+}
