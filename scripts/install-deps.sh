@@ -3,8 +3,15 @@
 #   promtool (prometheus) — checks /metrics in a test,
 #   wrk — load for `scripts/bench-serve.sh`,
 #   nginx-light — the static-file ceiling in benchmarks.
-# Idempotent; needs root (or sudo) only when something is missing.
+#   ethers (npm) — the real client library in tests/clients.
+# Idempotent; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -d "$repo/tests/clients/node_modules/ethers" ]; then
+  echo "[install-deps] npm install in tests/clients" >&2
+  (cd "$repo/tests/clients" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)

@@ -96,6 +96,8 @@ pub struct IngestStatus {
     pub reorgs: AtomicU64,
     /// Blocks appended since start.
     pub appended_blocks: AtomicU64,
+    /// Notified after every append and rollback.
+    pub changed: Arc<tokio::sync::Notify>,
     last_error: Mutex<Option<String>>,
 }
 
@@ -377,6 +379,7 @@ impl Follower {
                     .store(unix_ms(), Ordering::Relaxed);
                 // Fetching the batch was an exchange with the upstream too.
                 self.status.contact(true);
+                self.status.changed.notify_waiters();
                 next += batch.len() as u64;
             }
             if reorg {
@@ -487,6 +490,7 @@ impl Follower {
         );
         self.store.rollback(keep)?;
         self.status.reorgs.fetch_add(1, Ordering::Relaxed);
+        self.status.changed.notify_waiters();
         Ok(keep)
     }
 

@@ -12,6 +12,7 @@
 //! Start at [`Follower::connect`] and [`Follower::sync_once`].
 
 pub mod follow;
+pub mod heads;
 pub mod prepare;
 pub mod rawrlp;
 pub mod verify;

@@ -26,6 +26,9 @@ pub struct ServeArgs {
     /// The upstream node's URL (see --upstream-kind).
     #[arg(long)]
     upstream: String,
+    /// The upstream's WebSocket URL for newHeads (default: derived from the RPC URL; `none` to poll only).
+    #[arg(long)]
+    ws_url: Option<String>,
     /// How to read --upstream.
     #[arg(long, value_enum, default_value_t = UpstreamKind::Evm)]
     upstream_kind: UpstreamKind,
@@ -142,6 +145,9 @@ impl ChainView for IngestView {
             ),
         }
     }
+    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.status.changed.clone())
+    }
     fn render_metrics(&self, out: &mut String) {
         let s = &self.status;
         for (name, help, kind, value) in [
@@ -234,6 +240,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let wake = Arc::new(tokio::sync::Notify::new());
+    let ws_url = args
+        .ws_url
+        .clone()
+        .unwrap_or_else(|| neve_ingest::heads::derive_ws_url(&rpc_url));
+    if ws_url != "none" {
+        tokio::spawn(neve_ingest::heads::follow_heads(
+            ws_url,
+            wake.clone(),
+            stopped.clone(),
+        ));
+    }
     let ingest =
         tokio::spawn(follower.run(wake, Duration::from_millis(args.poll_ms), stopped.clone()));
     let config = ServeConfig {

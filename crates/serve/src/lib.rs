@@ -27,12 +27,14 @@
 //! Start at [`serve`].
 
 mod body;
+mod events;
 mod logs;
 mod metrics;
 pub mod params;
 mod rpc;
 #[cfg(test)]
 mod tests;
+mod ws;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -72,6 +74,11 @@ pub trait ChainView: Send + Sync + 'static {
     fn upstream_health(&self) -> UpstreamHealth;
     /// Extra Prometheus text (ingest counters) appended to `/metrics`.
     fn render_metrics(&self, _out: &mut String) {}
+    /// Notified whenever the store's tip changes (append or rollback), so
+    /// subscribers hear of a block at once; without it the tip is polled.
+    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// The upstream's state for `/health`.
@@ -165,6 +172,7 @@ pub enum ServeError {
 
 struct Server {
     ctx: Context,
+    events: tokio::sync::broadcast::Sender<events::Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
     fallback: Option<RpcClient>,
@@ -185,7 +193,10 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
     let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
+    tokio::spawn(events::watch(reader.clone(), chain.clone(), events.clone()));
     let server = Arc::new(Server {
+        events,
         ctx: Context {
             reader,
             chain,
@@ -240,6 +251,7 @@ pub async fn serve(
                 .header_read_timeout(server.ctx.config.idle_timeout)
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
                 .await;
             server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
@@ -296,7 +308,10 @@ fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
 }
 
 impl Server {
-    async fn handle(&self, request: Request<Incoming>) -> Response<Chunks> {
+    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<Chunks> {
+        if is_websocket_upgrade(&request) {
+            return self.upgrade(request);
+        }
         match (request.method(), request.uri().path()) {
             (&Method::POST, "/") => self.rpc(request).await,
             (&Method::GET, "/health") => {
@@ -357,6 +372,48 @@ impl Server {
                 Chunks::new(vec![Bytes::from_static(b"not found\n")]),
             ),
         }
+    }
+
+    /// Accepts a WebSocket handshake and serves the socket on its own task.
+    fn upgrade(self: &Arc<Self>, mut request: Request<Incoming>) -> Response<Chunks> {
+        let key = request
+            .headers()
+            .get(hyper::header::SEC_WEBSOCKET_KEY)
+            .map(|k| k.as_bytes().to_vec());
+        let Some(key) = key else {
+            return response(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                Chunks::new(vec![Bytes::from_static(b"missing Sec-WebSocket-Key\n")]),
+            );
+        };
+        let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(&key);
+        let server = self.clone();
+        tokio::spawn(async move {
+            if let Ok(upgraded) = hyper::upgrade::on(&mut request).await {
+                ws::serve(server, upgraded).await;
+            }
+        });
+        let mut answer = response(
+            StatusCode::SWITCHING_PROTOCOLS,
+            "text/plain",
+            Chunks::empty(),
+        );
+        let headers = answer.headers_mut();
+        headers.remove(CONTENT_TYPE);
+        headers.insert(
+            hyper::header::UPGRADE,
+            HeaderValue::from_static("websocket"),
+        );
+        headers.insert(
+            hyper::header::CONNECTION,
+            HeaderValue::from_static("Upgrade"),
+        );
+        headers.insert(
+            hyper::header::SEC_WEBSOCKET_ACCEPT,
+            HeaderValue::from_str(&accept).expect("base64 is a header value"),
+        );
+        answer
     }
 
     async fn rpc(&self, request: Request<Incoming>) -> Response<Chunks> {
@@ -599,6 +656,14 @@ impl Server {
             Chunks::blocks(self.ctx.reader.clone(), from, to),
         )
     }
+}
+
+fn is_websocket_upgrade(request: &Request<Incoming>) -> bool {
+    request
+        .headers()
+        .get(hyper::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// Sends the missed elements of a batch to the fallback and returns their

@@ -34,7 +34,7 @@ struct FilterShape<'a> {
 }
 
 /// A parsed filter: alternatives per position, empty meaning "any".
-struct Filter {
+pub(crate) struct Filter {
     addresses: Vec<[u8; 20]>,
     topics: Vec<Vec<[u8; 32]>>,
     address_blooms: Vec<Bloom>,
@@ -82,6 +82,24 @@ impl Filter {
             addresses,
             topics,
         })
+    }
+
+    /// The address and topic part of a `logs` subscription's filter.
+    pub(crate) fn for_subscription(raw: &RawValue) -> Result<Filter, String> {
+        let shape: FilterShape<'_> =
+            serde_json::from_str(raw.get()).map_err(|e| format!("invalid argument 1: {e}"))?;
+        Filter::parse(&shape).map_err(|e| format!("invalid argument 1: {e}"))
+    }
+
+    /// The logs of `block` that match.
+    pub(crate) fn block_logs<'a>(
+        &'a self,
+        block: &'a neve_store::Block,
+    ) -> impl Iterator<Item = neve_store::Log> + 'a {
+        let may = block.log_count() > 0 && self.may_match(&Bloom::from_slice(block.logs_bloom()));
+        block
+            .logs()
+            .filter(move |log| may && self.matches(&log.address, log.topics()))
     }
 
     /// Whether a block with this bloom may hold a matching log.

@@ -48,6 +48,7 @@ fn server() -> (Server, tempfile::TempDir) {
         .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
         .unwrap();
     let server = Server {
+        events: tokio::sync::broadcast::channel(4).0,
         ctx: Context {
             reader: store.reader(),
             chain: Arc::new(FixedChain),

@@ -1,0 +1,224 @@
+//! JSON-RPC over WebSocket on the same port: every HTTP method, plus
+//! `eth_subscribe` / `eth_unsubscribe` for `newHeads`, `logs` (with
+//! `removed: true` after a reorg) and `newBlocks` (whole block and receipts:
+//! the stream mirrors follow).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::BodyExt;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+use crate::Server;
+use crate::events::Event;
+use crate::logs::Filter;
+
+enum Subscription {
+    NewHeads,
+    Logs(Filter),
+    NewBlocks,
+}
+
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    params: Option<Vec<&'a RawValue>>,
+}
+
+fn reply(id: Option<&RawValue>, result: &str) -> String {
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{result}}}",
+        id.map_or("null", |i| i.get())
+    )
+}
+
+fn error(id: Option<&RawValue>, code: i64, message: &str) -> String {
+    let message = serde_json::to_string(message).expect("strings serialise");
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{code},\"message\":{message}}}}}",
+        id.map_or("null", |i| i.get())
+    )
+}
+
+fn notification(subscription: &str, payload: &[Bytes]) -> Message {
+    let mut text = Vec::with_capacity(128 + payload.iter().map(|p| p.len()).sum::<usize>());
+    text.extend_from_slice(
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"eth_subscription\",\"params\":{\"subscription\":\"",
+    );
+    text.extend_from_slice(subscription.as_bytes());
+    text.extend_from_slice(b"\",\"result\":");
+    for part in payload {
+        text.extend_from_slice(part);
+    }
+    text.extend_from_slice(b"}}");
+    Message::Text(
+        String::from_utf8(text)
+            .expect("stored JSON is UTF-8")
+            .into(),
+    )
+}
+
+/// Runs one WebSocket connection until the client leaves, sends an
+/// oversized frame, or falls too far behind the chain.
+pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
+    let limit = server.ctx.config.max_body_bytes;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(limit))
+        .max_frame_size(Some(limit));
+    let mut ws =
+        WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+    let mut events = server.events.subscribe();
+    let mut subscriptions: HashMap<String, Subscription> = HashMap::new();
+    let mut next_id: u64 = rand_seed();
+    loop {
+        tokio::select! {
+            message = ws.next() => {
+                let text = match message {
+                    Some(Ok(Message::Text(text))) => text.to_string(),
+                    Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+                    // Closed, broken, or over the size limit: drop the socket.
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                };
+                let answer = match subscription_call(&text, &mut subscriptions, &mut next_id) {
+                    Some(answer) => answer,
+                    None => {
+                        let body = server.respond(&Bytes::from(text)).await.into_body();
+                        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                        String::from_utf8_lossy(&bytes).into_owned()
+                    }
+                };
+                if ws.send(Message::Text(answer.into())).await.is_err() {
+                    return;
+                }
+            }
+            event = events.recv(), if !subscriptions.is_empty() => {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
+                        let _ = ws.close(None).await;
+                        return;
+                    }
+                };
+                for (id, subscription) in &subscriptions {
+                    for message in notifications(id, subscription, &event) {
+                        if ws.feed(message).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                if ws.flush().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// Answers `eth_subscribe` / `eth_unsubscribe`; `None` for anything else.
+fn subscription_call(
+    text: &str,
+    subscriptions: &mut HashMap<String, Subscription>,
+    next_id: &mut u64,
+) -> Option<String> {
+    let request: Request<'_> = serde_json::from_str(text).ok()?;
+    let params = request.params.unwrap_or_default();
+    match request.method.as_ref() {
+        "eth_subscribe" => {
+            let kind: Option<&str> = params
+                .first()
+                .and_then(|p| serde_json::from_str(p.get()).ok());
+            let subscription = match kind {
+                Some("newHeads") => Subscription::NewHeads,
+                Some("newBlocks") => Subscription::NewBlocks,
+                Some("logs") => {
+                    let filter = match params.get(1) {
+                        Some(raw) => Filter::for_subscription(raw),
+                        None => Filter::for_subscription(
+                            &RawValue::from_string("{}".into()).expect("JSON"),
+                        ),
+                    };
+                    match filter {
+                        Ok(filter) => Subscription::Logs(filter),
+                        Err(message) => return Some(error(request.id, -32602, &message)),
+                    }
+                }
+                _ => {
+                    return Some(error(
+                        request.id,
+                        -32602,
+                        "unsupported subscription: newHeads, logs and newBlocks are served",
+                    ));
+                }
+            };
+            *next_id = next_id
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = format!("0x{:016x}", *next_id);
+            subscriptions.insert(id.clone(), subscription);
+            Some(reply(request.id, &format!("\"{id}\"")))
+        }
+        "eth_unsubscribe" => {
+            let id: Option<String> = params
+                .first()
+                .and_then(|p| serde_json::from_str(p.get()).ok());
+            let removed = id.is_some_and(|id| subscriptions.remove(&id).is_some());
+            Some(reply(request.id, if removed { "true" } else { "false" }))
+        }
+        _ => None,
+    }
+}
+
+fn notifications(id: &str, subscription: &Subscription, event: &Event) -> Vec<Message> {
+    match (subscription, event) {
+        (Subscription::NewHeads, Event::Added { head, .. }) => {
+            vec![notification(id, &[head.clone()])]
+        }
+        (Subscription::NewBlocks, Event::Added { block, .. }) => vec![notification(
+            id,
+            &[
+                Bytes::from_static(b"{\"block\":"),
+                block.full(),
+                Bytes::from_static(b",\"receipts\":"),
+                block.receipts(),
+                Bytes::from_static(b"}"),
+            ],
+        )],
+        (Subscription::Logs(filter), Event::Added { block, .. }) => filter
+            .block_logs(block)
+            .map(|log| notification(id, &[log.bytes]))
+            .collect(),
+        (Subscription::Logs(filter), Event::Removed { block }) => filter
+            .block_logs(block)
+            .map(|log| {
+                // The stored log says `"removed":false`; a reorg took it out.
+                let text = String::from_utf8_lossy(&log.bytes).replacen(
+                    "\"removed\":false",
+                    "\"removed\":true",
+                    1,
+                );
+                notification(id, &[Bytes::from(text)])
+            })
+            .collect(),
+        (Subscription::NewHeads | Subscription::NewBlocks, Event::Removed { .. }) => Vec::new(),
+    }
+}
