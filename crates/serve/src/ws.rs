@@ -191,7 +191,7 @@ fn subscription_call(
 fn notifications(id: &str, subscription: &Subscription, event: &Event) -> Vec<Message> {
     match (subscription, event) {
         (Subscription::NewHeads, Event::Added { head, .. }) => {
-            vec![notification(id, &[head.clone()])]
+            vec![notification(id, std::slice::from_ref(head))]
         }
         (Subscription::NewBlocks, Event::Added { block, .. }) => vec![notification(
             id,
