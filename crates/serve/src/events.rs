@@ -52,20 +52,20 @@ pub(crate) fn header_json(block: &Block) -> Bytes {
     Bytes::from(serde_json::to_vec(&fields).expect("a map serialises"))
 }
 
-/// Watches the tip and broadcasts events until every receiver is gone.
+/// Watches the tip and broadcasts events.
 pub(crate) async fn watch(
     reader: Reader,
     chain: Arc<dyn ChainView>,
     sender: broadcast::Sender<Event>,
 ) {
     let notify = chain.changes();
+    // Remember the stored tail from the start, so a reorg right after a
+    // client subscribes can still replay the logs it removes.
     let mut recent: VecDeque<Block> = VecDeque::new();
-    if let Some(block) = reader
-        .stats()
-        .max_contiguous_height
-        .and_then(|h| reader.block(h))
-    {
-        recent.push_back(block);
+    let stats = reader.stats();
+    if let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) {
+        let from = max.saturating_sub(REMEMBERED_BLOCKS as u64 - 1).max(min);
+        recent.extend((from..=max).filter_map(|h| reader.block(h)));
     }
     loop {
         match &notify {
@@ -74,14 +74,14 @@ pub(crate) async fn watch(
             }
             None => tokio::time::sleep(POLL).await,
         }
-        if sender.receiver_count() == 0 && sender.is_empty() {
-            // Nobody listens: just track the tip.
+        let stats = reader.stats();
+        let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
             recent.clear();
-        }
-        let Some(max) = reader.stats().max_contiguous_height else {
             continue;
         };
-        // Undo what is no longer on the stored chain.
+        let listening = sender.receiver_count() > 0;
+        // Undo what is no longer on the stored chain, newest first.
+        let mut lowest_removed = None;
         while let Some(top) = recent.back() {
             let still_there = top.height() <= max
                 && reader
@@ -91,22 +91,32 @@ pub(crate) async fn watch(
                 break;
             }
             let block = recent.pop_back().expect("checked");
-            let _ = sender.send(Event::Removed { block });
+            lowest_removed = Some(block.height());
+            if listening {
+                let _ = sender.send(Event::Removed { block });
+            }
         }
-        let mut next = recent.back().map_or(max, |b| b.height() + 1);
-        if recent.is_empty() {
-            next = max;
-        }
+        // Then announce what is new, from just above what is still known
+        // (or from the fork point when the reorg went deeper than memory).
+        let mut next = match recent.back() {
+            Some(block) => block.height() + 1,
+            None => lowest_removed.unwrap_or(max).max(min),
+        };
         while next <= max {
             let Some(block) = reader.block(next) else {
                 break;
             };
-            let head = header_json(&block);
-            recent.push_back(block.clone());
+            if listening {
+                let head = header_json(&block);
+                let _ = sender.send(Event::Added {
+                    block: block.clone(),
+                    head,
+                });
+            }
+            recent.push_back(block);
             if recent.len() > REMEMBERED_BLOCKS {
                 recent.pop_front();
             }
-            let _ = sender.send(Event::Added { block, head });
             next += 1;
         }
     }
