@@ -27,6 +27,13 @@ pub const DEFAULT_FETCH_CONCURRENCY: usize = 16;
 /// Blocks per store append (one fsync). Default is 64.
 pub const DEFAULT_APPEND_BATCH: usize = 64;
 
+/// A mirror this far behind another neve bootstraps from its `/blocks`
+/// stream instead of fetching block by block. Default is 128.
+pub const BOOTSTRAP_MIN_BLOCKS: u64 = 128;
+
+/// Lines of the `/blocks` stream verified together (split over the cores).
+const BOOTSTRAP_BATCH: usize = 512;
+
 /// Where a new store starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Floor {
@@ -52,6 +59,9 @@ pub struct IngestConfig {
     pub fetch_concurrency: usize,
     /// See [`DEFAULT_APPEND_BATCH`].
     pub append_batch: usize,
+    /// The upstream is another neve: identity, head and tags come from its
+    /// `/health`, and a long way behind is closed from its `/blocks` stream.
+    pub mirror: bool,
 }
 
 impl Default for IngestConfig {
@@ -62,6 +72,7 @@ impl Default for IngestConfig {
             max_reorg_depth: DEFAULT_MAX_REORG_DEPTH,
             fetch_concurrency: DEFAULT_FETCH_CONCURRENCY,
             append_batch: DEFAULT_APPEND_BATCH,
+            mirror: false,
         }
     }
 }
@@ -224,6 +235,34 @@ impl Follower {
         store_config: StoreConfig,
         config: IngestConfig,
     ) -> Result<Follower, IngestError> {
+        if config.mirror {
+            let health = neve_health(&client).await?;
+            let identity = Identity {
+                chain_id: health.chain_id,
+                genesis_hash: health.genesis_hash,
+            };
+            let store = Store::open(store_dir, identity, store_config)?;
+            // Another neve serves receipts per block and raw data (as null
+            // when its own upstream had none).
+            let caps = Capabilities {
+                block_receipts: true,
+                raw: true,
+            };
+            tracing::info!(
+                chain_id = identity.chain_id,
+                url = client.url(),
+                "mirroring another neve"
+            );
+            let status = Arc::new(IngestStatus::default());
+            status.contact(true);
+            return Ok(Follower {
+                client,
+                store,
+                caps,
+                config,
+                status,
+            });
+        }
         let chain_id: String = client
             .call("eth_chainId", ())
             .await
@@ -294,12 +333,23 @@ impl Follower {
     }
 
     async fn sync_step(&mut self) -> Result<SyncOutcome, IngestError> {
-        let head: String = self
-            .client
-            .call("eth_blockNumber", ())
-            .await
-            .map_err(rpc("eth_blockNumber"))?;
-        let head = parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?;
+        let head = if self.config.mirror {
+            let health = neve_health(&self.client).await?;
+            self.status
+                .safe_plus_one
+                .store(health.safe.map_or(0, |h| h + 1), Ordering::Relaxed);
+            self.status
+                .finalized_plus_one
+                .store(health.finalized.map_or(0, |h| h + 1), Ordering::Relaxed);
+            health.max.ok_or(IngestError::Missing(0))?
+        } else {
+            let head: String = self
+                .client
+                .call("eth_blockNumber", ())
+                .await
+                .map_err(rpc("eth_blockNumber"))?;
+            parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?
+        };
         self.status.contact(true);
         self.status.upstream_head.store(head, Ordering::Relaxed);
         let diverged = self.refresh_tags(head).await;
@@ -328,6 +378,11 @@ impl Follower {
             head,
             ..SyncOutcome::default()
         };
+        if self.config.mirror && head >= next && head - next + 1 >= BOOTSTRAP_MIN_BLOCKS {
+            outcome.appended = self.bootstrap(next, head).await?;
+            outcome.caught_up = self.store.stats().max_contiguous_height >= Some(head);
+            return Ok(outcome);
+        }
         // An upstream behind neve (restarted, or catching up) is waited
         // for, not followed backwards.
         while next <= head {
@@ -407,6 +462,75 @@ impl Follower {
     /// Updates `safe` and `finalized`, and tells whether the upstream's
     /// block at `min(head, stored tip)` differs from ours: a reorg onto a
     /// chain no longer than ours shows there, not as a parent mismatch.
+    /// Streams `from..=to` from another neve's `/blocks` export, verifies
+    /// every block (split over the cores) and appends them in order.
+    async fn bootstrap(&mut self, from: u64, to: u64) -> Result<u64, IngestError> {
+        let (status, mut stream) = self
+            .client
+            .get_stream(&format!("/blocks?from={from}&to={to}"))
+            .await
+            .map_err(rpc("streaming /blocks"))?;
+        if !status.is_success() {
+            return Err(IngestError::Refused {
+                height: from,
+                reason: format!("/blocks answered {status}"),
+            });
+        }
+        let started = std::time::Instant::now();
+        let mut bytes_read = 0u64;
+        let mut pending: Vec<u8> = Vec::new();
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        let mut appended = 0;
+        let mut ended = false;
+        while !ended {
+            match stream.next_chunk().await.map_err(rpc("reading /blocks"))? {
+                Some(chunk) => {
+                    bytes_read += chunk.len() as u64;
+                    pending.extend_from_slice(&chunk);
+                }
+                None => ended = true,
+            }
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                lines.push(line);
+            }
+            if lines.len() >= BOOTSTRAP_BATCH || (ended && !lines.is_empty()) {
+                let batch = std::mem::take(&mut lines);
+                let blocks = verify_lines(batch).await?;
+                let mut tip = self.tip_hash();
+                for block in &blocks {
+                    if tip.is_some_and(|hash| hash != block.parent_hash) {
+                        return Err(IngestError::Refused {
+                            height: block.height,
+                            reason: "does not link to the stored tip".into(),
+                        });
+                    }
+                    tip = Some(block.hash);
+                }
+                let views: Vec<_> = blocks.iter().map(|b| b.as_new()).collect();
+                self.store.append(&views)?;
+                appended += blocks.len() as u64;
+                self.status
+                    .appended_blocks
+                    .fetch_add(blocks.len() as u64, Ordering::Relaxed);
+                self.status
+                    .last_block_unix_ms
+                    .store(unix_ms(), Ordering::Relaxed);
+                self.status.contact(true);
+                self.status.changed.notify_waiters();
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64().max(1e-6);
+        tracing::info!(
+            blocks = appended,
+            seconds = format!("{seconds:.3}"),
+            blocks_per_second = format!("{:.0}", appended as f64 / seconds),
+            mb_per_second = format!("{:.1}", bytes_read as f64 / seconds / 1e6),
+            "bootstrapped from /blocks"
+        );
+        Ok(appended)
+    }
+
     async fn refresh_tags(&self, head: u64) -> bool {
         let reader = self.store.reader();
         let check = reader
@@ -599,7 +723,12 @@ async fn fetch_verified(
                 .next()
                 .expect("one item per call")
                 .map_err(rpc("debug_getRaw*"))?;
-            Ok(item.get().as_bytes().to_vec())
+            // Another neve answers null where its upstream gave no raw data.
+            Ok(if item.get() == "null" {
+                Vec::new()
+            } else {
+                item.get().as_bytes().to_vec()
+            })
         };
         RawParts {
             header: next()?,
@@ -630,6 +759,114 @@ async fn fetch_verified(
     })
     .await
     .expect("preparation does not panic")
+}
+
+/// What a mirror reads from another neve's `/health`.
+struct NeveHealth {
+    chain_id: u64,
+    genesis_hash: [u8; 32],
+    max: Option<u64>,
+    safe: Option<u64>,
+    finalized: Option<u64>,
+}
+
+async fn neve_health(client: &RpcClient) -> Result<NeveHealth, IngestError> {
+    #[derive(Deserialize)]
+    struct Blocks {
+        max_contiguous_height: Option<u64>,
+        safe: Option<u64>,
+        finalized: Option<u64>,
+    }
+    #[derive(Deserialize)]
+    struct Health {
+        chain_id: u64,
+        genesis_hash: String,
+        blocks: Blocks,
+    }
+    let (status, body) = client
+        .get("/health")
+        .await
+        .map_err(rpc("reading /health"))?;
+    let health: Health = serde_json::from_slice(&body).map_err(|e| IngestError::Refused {
+        height: 0,
+        reason: format!("/health answered {status} with no neve health document: {e}"),
+    })?;
+    let genesis_hash =
+        fixed_hex::<32>(&health.genesis_hash).ok_or_else(|| IngestError::Refused {
+            height: 0,
+            reason: "/health genesis_hash malformed".into(),
+        })?;
+    Ok(NeveHealth {
+        chain_id: health.chain_id,
+        genesis_hash,
+        max: health.blocks.max_contiguous_height,
+        safe: health.blocks.safe,
+        finalized: health.blocks.finalized,
+    })
+}
+
+/// Prepares and verifies `/blocks` lines on the blocking pool, two halves
+/// at once, and returns them in order.
+async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestError> {
+    fn one(line: &[u8]) -> Result<PreparedBlock, IngestError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Line<'a> {
+            #[serde(borrow)]
+            number: &'a str,
+            #[serde(borrow)]
+            block: &'a RawValue,
+            #[serde(borrow)]
+            receipts: &'a RawValue,
+            #[serde(borrow, default)]
+            raw_header: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            raw_block: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            raw_receipts: Option<&'a RawValue>,
+        }
+        let refused = |reason: String| IngestError::Refused { height: 0, reason };
+        let line: Line<'_> =
+            serde_json::from_slice(line).map_err(|e| refused(format!("/blocks line: {e}")))?;
+        let height =
+            parse_quantity(line.number).ok_or_else(|| refused("/blocks line number".into()))?;
+        let bytes =
+            |raw: Option<&RawValue>| raw.map_or(Vec::new(), |r| r.get().as_bytes().to_vec());
+        let raw = RawParts {
+            header: bytes(line.raw_header),
+            block: bytes(line.raw_block),
+            receipts: bytes(line.raw_receipts),
+        };
+        let prepared = prepare(line.block.get(), line.receipts.get(), raw).map_err(|e| {
+            IngestError::Refused {
+                height,
+                reason: e.to_string(),
+            }
+        })?;
+        if prepared.height != height {
+            return Err(IngestError::Refused {
+                height,
+                reason: "line number and block number differ".into(),
+            });
+        }
+        verify(&prepared).map_err(|e| IngestError::Refused {
+            height,
+            reason: e.to_string(),
+        })?;
+        Ok(prepared)
+    }
+    let middle = lines.len() / 2;
+    let mut first = lines;
+    let second = first.split_off(middle);
+    let run = |half: Vec<Vec<u8>>| {
+        tokio::task::spawn_blocking(move || {
+            half.iter().map(|l| one(l)).collect::<Result<Vec<_>, _>>()
+        })
+    };
+    let (a, b) = tokio::join!(run(first), run(second));
+    let mut blocks = a.expect("verification does not panic")?;
+    blocks.extend(b.expect("verification does not panic")?);
+    Ok(blocks)
 }
 
 /// For upstreams without `eth_getBlockReceipts`: one batch of

@@ -18,7 +18,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Follow an upstream node into a local store and serve it over JSON-RPC.
-    Serve(serve_cmd::ServeArgs),
+    Serve(Box<serve_cmd::ServeArgs>),
     /// Fund accounts on a node and send it a realistic mix of signed transactions.
     Load(LoadArgs),
     /// Start a local geth dev chain, feed it traffic and show the chain growing.
@@ -69,7 +69,7 @@ fn main() -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve_cmd::serve(args)),
+        Command::Serve(args) => runtime.block_on(serve_cmd::serve(*args)),
         Command::Load(args) => runtime.block_on(load(args)),
         Command::Demo(args) => runtime.block_on(demo(args)),
     }

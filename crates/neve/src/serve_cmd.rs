@@ -24,8 +24,11 @@ pub enum UpstreamKind {
 #[derive(Args)]
 pub struct ServeArgs {
     /// The upstream node's URL (see --upstream-kind).
-    #[arg(long)]
-    upstream: String,
+    #[arg(long, required_unless_present = "mirror_from")]
+    upstream: Option<String>,
+    /// Mirror another neve at this URL (its RPC, WebSocket, /health and /blocks).
+    #[arg(long, conflicts_with = "upstream")]
+    mirror_from: Option<String>,
     /// The upstream's WebSocket URL for newHeads (default: derived from the RPC URL; `none` to poll only).
     #[arg(long)]
     ws_url: Option<String>,
@@ -190,11 +193,13 @@ impl ChainView for IngestView {
 }
 
 pub async fn serve(args: ServeArgs) -> Result<()> {
-    let rpc_url = match args.upstream_kind {
-        UpstreamKind::Evm => args.upstream.clone(),
-        UpstreamKind::Avalanchego => {
-            format!("{}/ext/bc/C/rpc", args.upstream.trim_end_matches('/'))
+    let rpc_url = match (&args.mirror_from, &args.upstream, args.upstream_kind) {
+        (Some(neve), _, _) => neve.trim_end_matches('/').to_string(),
+        (None, Some(url), UpstreamKind::Evm) => url.clone(),
+        (None, Some(base), UpstreamKind::Avalanchego) => {
+            format!("{}/ext/bc/C/rpc", base.trim_end_matches('/'))
         }
+        (None, None, _) => anyhow::bail!("--upstream or --mirror-from is required"),
     };
     let floor = match args.floor.as_deref() {
         None => Floor::Retention,
@@ -216,6 +221,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         retain_blocks: args.retain_blocks,
         max_reorg_depth: args.max_reorg_depth,
         fetch_concurrency: args.fetch_concurrency,
+        mirror: args.mirror_from.is_some(),
         ..IngestConfig::default()
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -267,12 +273,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ..ServeConfig::default()
     };
     let server = tokio::spawn(neve_serve::serve(
-        listener,
-        reader,
-        view,
-        identity.chain_id,
-        config,
-        stopped,
+        listener, reader, view, identity, config, stopped,
     ));
     shutdown_signal().await;
     tracing::info!("shutting down");

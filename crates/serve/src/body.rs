@@ -52,6 +52,29 @@ impl Chunks {
     }
 }
 
+/// `"block":…,"receipts":…` and, when stored, `"rawHeader"`, `"rawBlock"`,
+/// `"rawReceipts"`: a whole record as JSON members, for the NDJSON export and
+/// the `newBlocks` subscription that mirrors read.
+pub(crate) fn record_fields(block: &neve_store::Block) -> Vec<Bytes> {
+    let mut parts = vec![
+        Bytes::from_static(b"\"block\":"),
+        block.full(),
+        Bytes::from_static(b",\"receipts\":"),
+        block.receipts(),
+    ];
+    for (name, value) in [
+        (&b",\"rawHeader\":"[..], block.raw_header()),
+        (&b",\"rawBlock\":"[..], block.raw_block()),
+        (&b",\"rawReceipts\":"[..], block.raw_receipts()),
+    ] {
+        if !value.is_empty() {
+            parts.push(Bytes::from_static(name));
+            parts.push(value);
+        }
+    }
+    parts
+}
+
 impl Body for Chunks {
     type Data = Bytes;
     type Error = Infallible;
@@ -75,13 +98,9 @@ impl Body for Chunks {
                     // A pruned or damaged height ends the export early; the
                     // client sees where it stopped from the last line.
                     if let Some(block) = reader.block(*next) {
-                        pending.extend([
-                            Bytes::from(format!("{{\"number\":\"0x{:x}\",\"block\":", *next)),
-                            block.full(),
-                            Bytes::from_static(b",\"receipts\":"),
-                            block.receipts(),
-                            Bytes::from_static(b"}\n"),
-                        ]);
+                        pending.push_back(Bytes::from(format!("{{\"number\":\"0x{:x}\",", *next)));
+                        pending.extend(record_fields(&block));
+                        pending.push_back(Bytes::from_static(b"}\n"));
                         *next += 1;
                     } else {
                         *next = *to + 1;

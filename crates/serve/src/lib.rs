@@ -187,7 +187,7 @@ pub async fn serve(
     listener: TcpListener,
     reader: Reader,
     chain: Arc<dyn ChainView>,
-    chain_id: u64,
+    identity: neve_store::Identity,
     config: ServeConfig,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
@@ -200,8 +200,13 @@ pub async fn serve(
         ctx: Context {
             reader,
             chain,
-            chain_id: Bytes::from(format!("\"0x{chain_id:x}\"")),
-            net_version: Bytes::from(format!("\"{chain_id}\"")),
+            chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
+            net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),
+            genesis_hash: identity
+                .genesis_hash
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
             config,
         },
         metrics: Arc::new(Metrics::default()),
@@ -597,11 +602,12 @@ impl Server {
             .trim_matches('"')
             .to_string();
         format!(
-            "{{\"status\":\"{status}\",\"chain_id\":{chain_id},\"version\":\"{}\",\"uptime_seconds\":{:.0},\
+            "{{\"status\":\"{status}\",\"chain_id\":{chain_id},\"genesis_hash\":\"0x{}\",\"version\":\"{}\",\"uptime_seconds\":{:.0},\
              \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
              \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{}}},\
              \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{}}},\
              \"memory\":{{\"rss_bytes\":{}}}}}",
+            self.ctx.genesis_hash,
             env!("CARGO_PKG_VERSION"),
             self.started.elapsed().as_secs_f64(),
             opt(stats.min_height),

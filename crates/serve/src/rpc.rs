@@ -65,6 +65,8 @@ pub(crate) struct Context {
     pub(crate) config: ServeConfig,
     pub(crate) chain_id: Bytes,
     pub(crate) net_version: Bytes,
+    /// Hex digits of the genesis hash, for `/health`.
+    pub(crate) genesis_hash: String,
 }
 
 /// A request object, borrowed from the body.

@@ -59,6 +59,7 @@ fn server() -> (Server, tempfile::TempDir) {
             },
             chain_id: Bytes::from_static(b"\"0x5\""),
             net_version: Bytes::from_static(b"\"5\""),
+            genesis_hash: "00".repeat(32),
         },
         metrics: Arc::new(Metrics::default()),
         shutting_down: AtomicBool::new(false),

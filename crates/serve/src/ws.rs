@@ -193,16 +193,12 @@ fn notifications(id: &str, subscription: &Subscription, event: &Event) -> Vec<Me
         (Subscription::NewHeads, Event::Added { head, .. }) => {
             vec![notification(id, std::slice::from_ref(head))]
         }
-        (Subscription::NewBlocks, Event::Added { block, .. }) => vec![notification(
-            id,
-            &[
-                Bytes::from_static(b"{\"block\":"),
-                block.full(),
-                Bytes::from_static(b",\"receipts\":"),
-                block.receipts(),
-                Bytes::from_static(b"}"),
-            ],
-        )],
+        (Subscription::NewBlocks, Event::Added { block, .. }) => {
+            let mut parts = vec![Bytes::from_static(b"{")];
+            parts.extend(crate::body::record_fields(block));
+            parts.push(Bytes::from_static(b"}"));
+            vec![notification(id, &parts)]
+        }
         (Subscription::Logs(filter), Event::Added { block, .. }) => filter
             .block_logs(block)
             .map(|log| notification(id, &[log.bytes]))

@@ -327,10 +327,98 @@ impl RpcClient {
             })?
     }
 
+    /// `GET path` on the same host (for another neve's `/health` and
+    /// `/blocks`), returning the status and a stream of body chunks. Only
+    /// the response headers are bounded by the client's timeout; the stream
+    /// is read at the caller's pace.
+    pub async fn get_stream(
+        &self,
+        path_and_query: &str,
+    ) -> Result<(StatusCode, BodyStream), RpcError> {
+        let mut parts = self.uri.clone().into_parts();
+        parts.path_and_query = Some(path_and_query.parse().map_err(
+            |e: hyper::http::uri::InvalidUri| RpcError::InvalidUrl {
+                url: path_and_query.to_owned(),
+                reason: e.to_string(),
+            },
+        )?);
+        let uri = Uri::from_parts(parts).map_err(|e| RpcError::InvalidUrl {
+            url: self.url.clone(),
+            reason: e.to_string(),
+        })?;
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(uri)
+            .body(Full::new(Bytes::new()))
+            .expect("request builds");
+        let response = tokio::time::timeout(self.timeout, self.http.request(request))
+            .await
+            .map_err(|_| RpcError::Timeout {
+                url: self.url.clone(),
+                timeout: self.timeout,
+            })?
+            .map_err(|e| self.transport(e))?;
+        let status = response.status();
+        Ok((
+            status,
+            BodyStream {
+                body: response.into_body(),
+                url: self.url.clone(),
+            },
+        ))
+    }
+
+    /// `GET path`, whole body (for small documents such as `/health`).
+    pub async fn get(&self, path_and_query: &str) -> Result<(StatusCode, Bytes), RpcError> {
+        let (status, mut stream) = self.get_stream(path_and_query).await?;
+        let mut body = Vec::new();
+        let read = async {
+            while let Some(chunk) = stream.next_chunk().await? {
+                body.extend_from_slice(&chunk);
+            }
+            Ok::<_, RpcError>(())
+        };
+        tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| RpcError::Timeout {
+                url: self.url.clone(),
+                timeout: self.timeout,
+            })??;
+        Ok((status, Bytes::from(body)))
+    }
+
     fn transport(&self, e: impl std::fmt::Display) -> RpcError {
         RpcError::Transport {
             url: self.url.clone(),
             reason: e.to_string(),
+        }
+    }
+}
+
+/// The body of a streamed GET, chunk by chunk.
+pub struct BodyStream {
+    body: hyper::body::Incoming,
+    url: String,
+}
+
+impl BodyStream {
+    /// The next chunk, or `None` at the end.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, RpcError> {
+        loop {
+            match self.body.frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => {
+                    return Err(RpcError::Transport {
+                        url: self.url.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
+            }
         }
     }
 }

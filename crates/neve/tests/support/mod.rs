@@ -101,13 +101,19 @@ impl Neve {
     /// Starts `neve serve --upstream UPSTREAM EXTRA…` on a free port with a
     /// fresh data dir, and waits until its store reaches `height`.
     pub async fn start(upstream: &str, extra: &[&str], height: u64) -> Neve {
+        let mut args = vec!["--upstream", upstream];
+        args.extend_from_slice(extra);
+        Neve::start_with(&args, height).await
+    }
+
+    /// Starts `neve serve ARGS…` on a free port with a fresh data dir, and
+    /// waits until its store reaches `height`.
+    pub async fn start_with(extra: &[&str], height: u64) -> Neve {
         let dir = tempfile::tempdir().unwrap();
         let [port] = neve_devnet::free_ports();
         let addr = format!("127.0.0.1:{port}");
         let mut args = vec![
             "serve".to_string(),
-            "--upstream".into(),
-            upstream.into(),
             "--listen".into(),
             addr.clone(),
             "--data-dir".into(),
@@ -202,4 +208,11 @@ fn dechunk(mut body: &str) -> String {
         body = rest[size..].trim_start_matches("\r\n");
     }
     out
+}
+
+impl Neve {
+    /// Starts `neve serve --mirror-from UPSTREAM` and waits for `height`.
+    pub async fn start_mirror(upstream: &str, height: u64) -> Neve {
+        Neve::start_with(&["--mirror-from", upstream, "--floor", "0"], height).await
+    }
 }

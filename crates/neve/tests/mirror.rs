@@ -1,0 +1,95 @@
+//! Mirrors of mirrors: geth → neve A → neve B (`--mirror-from A`) → neve C
+//! (`--mirror-from B`). B and C bootstrap A's tail in bulk from `/blocks`,
+//! verifying every block, then follow live; C answers every height as geth
+//! does.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use neve_devnet::{GethDev, GethDevOptions};
+use neve_upstream::{RpcClient, quantity};
+use serde_json::{Value, json};
+use support::*;
+
+async fn answer(client: &RpcClient, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params}).to_string();
+    let (_, bytes) = client.post(body.into()).await.unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+async fn assert_same_as_geth(
+    neve: &RpcClient,
+    geth: &RpcClient,
+    heights: std::ops::RangeInclusive<u64>,
+) {
+    for height in heights {
+        let h = quantity(height);
+        for (method, params) in [
+            ("eth_getBlockByNumber", json!([h, true])),
+            ("eth_getBlockByNumber", json!([h, false])),
+            ("eth_getBlockReceipts", json!([h])),
+            ("debug_getRawBlock", json!([h])),
+            ("debug_getRawReceipts", json!([h])),
+        ] {
+            assert_eq!(
+                answer(neve, method, params.clone()).await,
+                answer(geth, method, params.clone()).await,
+                "{method} {params}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_of_two_mirrors_bootstraps_in_bulk_and_follows_live() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(6));
+    config.accounts = 16;
+    config.tps = Some(700);
+    let report = neve_load::run(config, |_| {}).await.expect("load");
+    let head = report.last_block;
+    assert!(head >= 200, "a tail worth bootstrapping: {head}");
+
+    let a = Neve::start(
+        geth.http_url(),
+        &["--floor", "0", "--ws-url", geth.ws_url()],
+        head,
+    )
+    .await;
+    let started = Instant::now();
+    let b = Neve::start_mirror(&a.url, head).await;
+    let bootstrap = started.elapsed();
+    let c = Neve::start_mirror(&b.url, head).await;
+    eprintln!(
+        "B bootstrapped {} blocks from A in {:.2} s including process start: {:.0} blocks/s",
+        head + 1,
+        bootstrap.as_secs_f64(),
+        (head + 1) as f64 / bootstrap.as_secs_f64()
+    );
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let c_client = RpcClient::new(&c.url).unwrap();
+    assert_same_as_geth(&c_client, &geth_client, 0..=head).await;
+    assert_eq!(
+        c.health().unwrap()["genesis_hash"],
+        a.health().unwrap()["genesis_hash"]
+    );
+
+    // Live: more blocks flow geth → A → B → C.
+    let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(3));
+    config.accounts = 4;
+    config.tps = Some(100);
+    let report = neve_load::run(config, |_| {}).await.expect("more load");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.health().unwrap()["blocks"]["max_contiguous_height"]
+        .as_u64()
+        .unwrap()
+        < report.last_block
+    {
+        assert!(Instant::now() < deadline, "C did not follow live");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_same_as_geth(&c_client, &geth_client, head..=report.last_block).await;
+}
