@@ -13,6 +13,7 @@
 
 pub mod conformance;
 mod engine;
+pub mod faults;
 mod process;
 mod tools;
 

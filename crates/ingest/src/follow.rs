@@ -31,6 +31,12 @@ pub const DEFAULT_APPEND_BATCH: usize = 64;
 /// stream instead of fetching block by block. Default is 128.
 pub const BOOTSTRAP_MIN_BLOCKS: u64 = 128;
 
+/// Attempts at fetching one block before a sync step gives up on it: a
+/// transient failure (429, 5xx, timeout, garbage, a block that does not
+/// verify) is retried at once with a short backoff, so one bad answer does
+/// not cost a whole step. Default is 5.
+pub const FETCH_ATTEMPTS: u32 = 5;
+
 /// Lines of the `/blocks` stream verified together (split over the cores).
 const BOOTSTRAP_BATCH: usize = 512;
 
@@ -389,8 +395,9 @@ impl Follower {
             let end = head.min(next + self.config.append_batch as u64 - 1);
             let client = self.client.clone();
             let caps = self.caps;
+            let status = self.status.clone();
             let fetched: Vec<Result<PreparedBlock, IngestError>> = stream::iter(next..=end)
-                .map(|height| fetch_verified(client.clone(), caps, height))
+                .map(|height| fetch_verified(client.clone(), caps, height, status.clone()))
                 .buffered(self.config.fetch_concurrency.max(1))
                 .collect()
                 .await;
@@ -413,10 +420,7 @@ impl Follower {
                         batch.push(block);
                     }
                     Err(error) => {
-                        if let IngestError::Refused { height, reason } = &error {
-                            self.status.refused_blocks.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(height, %reason, "refused a block from the upstream");
-                        }
+                        // Already counted and logged by fetch_verified.
                         stop = Some(error);
                         break;
                     }
@@ -632,15 +636,33 @@ impl Follower {
             if *shutdown.borrow() {
                 return;
             }
-            let pause = match self.sync_once().await {
+            let before = self.status.appended_blocks.load(Ordering::Relaxed);
+            let result = self.sync_once().await;
+            if self.status.appended_blocks.load(Ordering::Relaxed) > before {
+                // Progress, even if the step then failed: no growing backoff.
+                backoff = Duration::from_millis(100);
+            }
+            let pause = match result {
                 Ok(outcome) if !outcome.caught_up => Duration::ZERO,
                 Ok(_) => {
                     backoff = Duration::from_millis(100);
                     poll
                 }
                 Err(error) => {
-                    tracing::warn!(%error, retry_in = ?backoff, "sync step failed");
-                    let pause = backoff;
+                    // A 429 says how long to stay away; honour at least that.
+                    let asked = match &error {
+                        IngestError::Rpc {
+                            source:
+                                RpcError::Http {
+                                    retry_after: Some(seconds),
+                                    ..
+                                },
+                            ..
+                        } => Duration::from_secs(*seconds),
+                        _ => Duration::ZERO,
+                    };
+                    let pause = backoff.max(asked);
+                    tracing::warn!(%error, retry_in = ?pause, "sync step failed");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     pause
                 }
@@ -676,7 +698,7 @@ async fn probe(client: &RpcClient) -> Capabilities {
 
 /// Fetches block `height` with its receipts (and raw RLP when offered) in
 /// one batch, prepares and verifies it off the async workers.
-async fn fetch_verified(
+async fn fetch_once(
     client: RpcClient,
     caps: Capabilities,
     height: u64,
@@ -867,6 +889,49 @@ async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestE
     let mut blocks = a.expect("verification does not panic")?;
     blocks.extend(b.expect("verification does not panic")?);
     Ok(blocks)
+}
+
+/// [`fetch_once`] with retries for transient failures; every refused block
+/// is counted and logged, also when a later attempt succeeds.
+async fn fetch_verified(
+    client: RpcClient,
+    caps: Capabilities,
+    height: u64,
+    status: Arc<IngestStatus>,
+) -> Result<PreparedBlock, IngestError> {
+    let mut delay = Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        let error = match fetch_once(client.clone(), caps, height).await {
+            Ok(block) => return Ok(block),
+            Err(error) => error,
+        };
+        if let IngestError::Refused { height, reason } = &error {
+            status.refused_blocks.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(height, %reason, "refused a block from the upstream");
+        }
+        // A missing block waits for the next step: the upstream is behind.
+        if !error.is_transient()
+            || matches!(error, IngestError::Missing(_))
+            || attempt >= FETCH_ATTEMPTS
+        {
+            return Err(error);
+        }
+        let asked = match &error {
+            IngestError::Rpc {
+                source:
+                    RpcError::Http {
+                        retry_after: Some(seconds),
+                        ..
+                    },
+                ..
+            } => Duration::from_secs(*seconds),
+            _ => Duration::ZERO,
+        };
+        tokio::time::sleep(delay.max(asked).min(Duration::from_secs(5))).await;
+        delay *= 2;
+        attempt += 1;
+    }
 }
 
 /// For upstreams without `eth_getBlockReceipts`: one batch of

@@ -56,6 +56,9 @@ pub struct ServeArgs {
     /// Blocks fetched at once while backfilling.
     #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_FETCH_CONCURRENCY)]
     fetch_concurrency: usize,
+    /// How long one exchange with the upstream may take, in milliseconds.
+    #[arg(long, default_value_t = neve_upstream::DEFAULT_TIMEOUT.as_millis() as u64)]
+    upstream_timeout_ms: u64,
     /// How often to ask the upstream for its head, in milliseconds.
     #[arg(long, default_value_t = 100)]
     poll_ms: u64,
@@ -206,7 +209,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         Some("tip") => Floor::Tip,
         Some(height) => Floor::Height(height.parse().context("--floor takes a height or `tip`")?),
     };
-    let client = RpcClient::new(&rpc_url).context("--upstream")?;
+    let client = RpcClient::new(&rpc_url)
+        .context("--upstream")?
+        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)));
     let store_config = StoreConfig {
         retain_blocks: args.retain_blocks,
         retain_bytes: args.retain_bytes,
@@ -227,15 +232,35 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    let follower = Follower::connect(client, &args.data_dir, store_config, ingest_config)
+    // An upstream that is not up yet, or busy, is waited for; a store of
+    // another chain or a broken data directory is not.
+    let mut backoff = Duration::from_millis(200);
+    let follower = loop {
+        match Follower::connect(
+            client.clone(),
+            &args.data_dir,
+            store_config.clone(),
+            ingest_config.clone(),
+        )
         .await
-        .with_context(|| {
-            format!(
-                "connecting to {} and opening {}",
-                redact(&rpc_url),
-                args.data_dir.display()
-            )
-        })?;
+        {
+            Ok(follower) => break follower,
+            Err(error) if error.is_transient() => {
+                tracing::warn!(%error, retry_in = ?backoff, "upstream not ready");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => {
+                return Err(error).with_context(|| {
+                    format!(
+                        "connecting to {} and opening {}",
+                        redact(&rpc_url),
+                        args.data_dir.display()
+                    )
+                });
+            }
+        }
+    };
     let identity = follower.identity();
     let view = Arc::new(IngestView {
         status: follower.status(),

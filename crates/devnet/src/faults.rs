@@ -1,0 +1,248 @@
+//! A fault-injecting HTTP proxy in front of a real node, for the faults a
+//! real node will not produce on demand: 429 with `Retry-After`, 5xx,
+//! answers slower than the client's timeout, truncated and garbage bodies,
+//! a tampered transaction inside a block, being down (a restart), and a head
+//! that lags (an upstream behind its follower after a restart).
+//!
+//! Faults follow a fixed schedule over the requests, so a test is repeatable.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use neve_upstream::RpcClient;
+
+/// What the proxy does to one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward it untouched.
+    Pass,
+    /// 429 with `Retry-After: 1`.
+    TooManyRequests,
+    /// 503.
+    ServerError,
+    /// Forward it, but answer after this long.
+    Slow(Duration),
+    /// Forward it and cut the answer in half.
+    Truncate,
+    /// Answer with something that is not JSON.
+    Garbage,
+    /// Forward it and change a transaction's `value` inside any block.
+    TamperBlock,
+}
+
+/// The proxy's switches.
+#[derive(Debug, Default)]
+pub struct Control {
+    requests: AtomicU64,
+    down: AtomicBool,
+    head_lag: AtomicU64,
+    faults_served: AtomicU64,
+}
+
+impl Control {
+    /// While set, every connection is closed without an answer.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::Relaxed);
+    }
+
+    /// Report `eth_blockNumber` this many blocks below the node's.
+    pub fn set_head_lag(&self, blocks: u64) {
+        self.head_lag.store(blocks, Ordering::Relaxed);
+    }
+
+    /// Requests seen.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Requests that got something other than [`Fault::Pass`].
+    pub fn faults_served(&self) -> u64 {
+        self.faults_served.load(Ordering::Relaxed)
+    }
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    url: String,
+    control: Arc<Control>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FaultProxy {
+    /// Listens on a free loopback port and forwards to `upstream`, applying
+    /// `schedule[i % len]` to the `i`th request.
+    pub async fn start(upstream: &str, schedule: Vec<Fault>) -> FaultProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let control = Arc::new(Control::default());
+        let state = Arc::new((
+            RpcClient::new(upstream).expect("upstream URL"),
+            schedule,
+            control.clone(),
+        ));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    if state.2.down.load(Ordering::Relaxed) {
+                        return; // dropped: connection closed, nothing answered
+                    }
+                    let service = service_fn(move |request| {
+                        let state = state.clone();
+                        async move {
+                            Ok::<_, Infallible>(handle(&state.0, &state.1, &state.2, request).await)
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FaultProxy { url, control, task }
+    }
+
+    /// The proxy's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Its switches.
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+}
+
+fn answer(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response
+}
+
+async fn handle(
+    client: &RpcClient,
+    schedule: &[Fault],
+    control: &Control,
+    request: Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    let index = control.requests.fetch_add(1, Ordering::Relaxed);
+    let fault = schedule
+        .get(index as usize % schedule.len().max(1))
+        .copied()
+        .unwrap_or(Fault::Pass);
+    if fault != Fault::Pass {
+        control.faults_served.fetch_add(1, Ordering::Relaxed);
+    }
+    let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return answer(StatusCode::BAD_REQUEST, "");
+    };
+    match fault {
+        Fault::TooManyRequests => {
+            let mut response = answer(StatusCode::TOO_MANY_REQUESTS, "slow down");
+            response.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static("1"),
+            );
+            return response;
+        }
+        Fault::ServerError => {
+            return answer(StatusCode::SERVICE_UNAVAILABLE, "upstream unavailable");
+        }
+        Fault::Garbage => return answer(StatusCode::OK, "<html>not json</html>"),
+        _ => {}
+    }
+    let Ok((status, forwarded)) = client.post(body.clone()).await else {
+        return answer(StatusCode::BAD_GATEWAY, "");
+    };
+    let mut forwarded = forwarded.to_vec();
+    let lag = control.head_lag.load(Ordering::Relaxed);
+    if lag > 0 && body.windows(15).any(|w| w == b"eth_blockNumber") {
+        forwarded = lag_head(&forwarded, lag);
+    }
+    match fault {
+        Fault::Slow(delay) => tokio::time::sleep(delay).await,
+        Fault::Truncate => forwarded.truncate(forwarded.len() / 2),
+        Fault::TamperBlock => forwarded = tamper(&forwarded),
+        _ => {}
+    }
+    answer(status, forwarded)
+}
+
+/// Rewrites every `eth_blockNumber` answer in a (batch) response `lag` lower.
+fn lag_head(body: &[u8], lag: u64) -> Vec<u8> {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return body.to_vec();
+    };
+    let lower = |item: &mut serde_json::Value| {
+        if let Some(head) = item
+            .get("result")
+            .and_then(|r| r.as_str())
+            .and_then(neve_upstream::parse_quantity)
+        {
+            if item
+                .get("result")
+                .and_then(|r| r.as_str())
+                .is_some_and(|r| r.len() < 18)
+            {
+                item["result"] = neve_upstream::quantity(head.saturating_sub(lag)).into();
+            }
+        }
+    };
+    match &mut value {
+        serde_json::Value::Array(items) => items.iter_mut().for_each(lower),
+        item => lower(item),
+    }
+    serde_json::to_vec(&value).expect("JSON serialises")
+}
+
+/// Changes the first transaction `value` in a body that carries full
+/// transactions, keeping the JSON valid: the block no longer verifies.
+fn tamper(body: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(body);
+    if !text.contains("\"transactions\":[{") {
+        return body.to_vec();
+    }
+    text.replacen("\"value\":\"0x", "\"value\":\"0x1", 1)
+        .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tampering_keeps_json_valid_and_changes_a_value() {
+        let body = br#"{"result":{"transactions":[{"value":"0x5"}]}}"#;
+        let tampered = tamper(body);
+        let value: serde_json::Value = serde_json::from_slice(&tampered).unwrap();
+        assert_eq!(value["result"]["transactions"][0]["value"], "0x15");
+        assert_eq!(tamper(br#"{"result":"0x1"}"#), br#"{"result":"0x1"}"#);
+    }
+
+    #[test]
+    fn lagging_rewrites_heads_in_batches() {
+        let body = br#"[{"id":1,"result":"0x10"},{"id":2,"result":{"a":1}}]"#;
+        let value: serde_json::Value = serde_json::from_slice(&lag_head(body, 3)).unwrap();
+        assert_eq!(value[0]["result"], "0xd");
+        assert_eq!(value[1]["result"]["a"], 1);
+    }
+}
