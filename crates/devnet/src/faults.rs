@@ -193,20 +193,17 @@ fn lag_head(body: &[u8], lag: u64) -> Vec<u8> {
         return body.to_vec();
     };
     let lower = |item: &mut serde_json::Value| {
-        if let Some(head) = item
+        // Only quantities (heads), not hashes or objects.
+        let head = item
             .get("result")
             .and_then(|r| r.as_str())
-            .and_then(neve_upstream::parse_quantity)
-        {
-            if item
-                .get("result")
-                .and_then(|r| r.as_str())
-                .is_some_and(|r| r.len() < 18)
-            {
-                item["result"] = neve_upstream::quantity(head.saturating_sub(lag)).into();
-            }
+            .filter(|r| r.len() < 18)
+            .and_then(neve_upstream::parse_quantity);
+        if let Some(head) = head {
+            item["result"] = neve_upstream::quantity(head.saturating_sub(lag)).into();
         }
     };
+
     match &mut value {
         serde_json::Value::Array(items) => items.iter_mut().for_each(lower),
         item => lower(item),
