@@ -282,6 +282,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             stopped.clone(),
         ));
     }
+    tokio::spawn(report_progress(
+        view.status.clone(),
+        reader.clone(),
+        stopped.clone(),
+    ));
     let ingest =
         tokio::spawn(follower.run(wake, Duration::from_millis(args.poll_ms), stopped.clone()));
     let config = ServeConfig {
@@ -314,5 +319,57 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// Backfill progress: a bar on a terminal, a log line every 10 s otherwise;
+/// quiet once caught up.
+async fn report_progress(
+    status: Arc<IngestStatus>,
+    reader: neve_store::Reader,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    /// Behind by more than this, the follower is backfilling.
+    const BACKFILLING: u64 = 100;
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:40}] {pos}/{len} blocks, {per_sec}, eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_message("backfill");
+        bar
+    });
+    let mut shown = false;
+    let mut last_log = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = stop.changed() => break,
+        }
+        let head = status.upstream_head.load(Ordering::Relaxed);
+        let stats = reader.stats();
+        let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
+            continue;
+        };
+        let behind = head.saturating_sub(max);
+        match &bar {
+            Some(bar) if behind > BACKFILLING || shown => {
+                shown = behind > 0;
+                bar.set_length(head.saturating_sub(min) + 1);
+                bar.set_position(max - min + 1);
+                if !shown {
+                    bar.finish_with_message("caught up");
+                }
+            }
+            None if behind > BACKFILLING && last_log.elapsed() >= Duration::from_secs(10) => {
+                tracing::info!(stored = max, head, behind, "backfilling");
+                last_log = std::time::Instant::now();
+            }
+            _ => {}
+        }
     }
 }
