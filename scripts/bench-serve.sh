@@ -12,54 +12,20 @@
 # sees any non-200 status, JSON-RPC error or null result is flagged: it
 # measured the reject path, not the work.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
 BLOCKS=${BLOCKS:-2000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 TPS=${TPS:-2200}
-export NEVE_TOOLS_DIR=${NEVE_TOOLS_DIR:-$repo/.tools}
+source "$(dirname "$0")/lib.sh"
 
-scripts/install-tools.sh geth >&2
-scripts/install-deps.sh >&2
-cargo build --release --locked -p neve >&2
-neve="${CARGO_TARGET_DIR:-$repo/target}/release/neve"
-geth="$NEVE_TOOLS_DIR/geth"
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-rpc() { curl -s -H 'content-type: application/json' -d "$2" "$1"; }
-GP=$(free_port); GW=$(free_port); GA=$(free_port); NP=$(free_port); SP=$(free_port)
-geth_url="http://127.0.0.1:$GP"; neve_url="http://127.0.0.1:$NP"
-
-# The same flags as neve-devnet's GethDev: archive dev chain, loopback only.
-"$geth" --dev --dev.period 0 --dev.gaslimit 60000000 --state.scheme hash --gcmode archive \
-  --datadir "$work/geth" --http --http.addr 127.0.0.1 --http.port "$GP" --http.api eth,net,web3,debug,txpool \
-  --ws --ws.addr 127.0.0.1 --ws.port "$GW" --ws.api eth,net,web3 --authrpc.addr 127.0.0.1 --authrpc.port "$GA" \
-  --nodiscover --maxpeers 0 --port 0 --ipcdisable --txpool.globalslots=200000 --txpool.accountslots=20000 \
-  --txpool.globalqueue=50000 --txpool.accountqueue=5000 --rpc.txfeecap=0 >"$work/geth.log" 2>&1 &
-pids+=($!)
-until rpc "$geth_url" '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}' | grep -q result; do sleep 0.2; done
-
-head() { python3 -c 'import json,sys; print(int(json.load(sys.stdin)["result"],16))' <<<"$(rpc "$1" '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}')"; }
-echo "growing a chain of $BLOCKS+ blocks with neve load at $TPS tx/s …" >&2
-while [ "$(head "$geth_url")" -lt "$BLOCKS" ]; do
-  "$neve" load --rpc "$geth_url" --seconds 10 --tps "$TPS" --accounts 64 2>/dev/null | sed -n 2p >&2
-done
-chain_head=$(head "$geth_url")
-
-"$neve" serve --upstream "$geth_url" --ws-url "ws://127.0.0.1:$GW" --floor 0 --listen "127.0.0.1:$NP" \
+start_geth_dev
+grow_chain "$BLOCKS" "$TPS"
+chain_head=$(head_of "$geth_url")
+NP=$(free_port); SP=$(free_port)
+neve_url="http://127.0.0.1:$NP"
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$NP" \
   --data-dir "$work/store" >"$work/neve.log" 2>&1 &
 neve_pid=$!; pids+=($neve_pid)
-until [ "$(curl -s "$neve_url/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["blocks"]["max_contiguous_height"] or 0)' 2>/dev/null || echo 0)" -ge "$chain_head" ]; do sleep 0.2; done
+until [ "$(stored_height "$neve_url")" -ge "$chain_head" ]; do sleep 0.2; done
 
 # Workloads from the chain itself: heights, transaction hashes, the token.
 mkdir -p "$work/static"
@@ -165,5 +131,5 @@ for workload in block_false block_true receipt logs; do
 done
 mib() { awk -v k="$1:" '$1 == k {printf "%d", $2 / 1024}' "/proc/$2/status"; }
 echo
-echo "RSS after the runs: neve $(mib VmRSS "$neve_pid") MiB (anonymous $(mib RssAnon "$neve_pid") MiB, mapped store files $(mib RssFile "$neve_pid") MiB); geth $(mib VmRSS "${pids[0]}") MiB"
+echo "RSS after the runs: neve $(mib VmRSS "$neve_pid") MiB (anonymous $(mib RssAnon "$neve_pid") MiB, mapped store files $(mib RssFile "$neve_pid") MiB); geth $(mib VmRSS "$geth_pid") MiB"
 [ -z "$flags" ] && echo "every answer was a 200 with a result" || printf "FLAGGED:\n$flags"

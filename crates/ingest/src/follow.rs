@@ -195,6 +195,21 @@ fn rpc(step: &'static str) -> impl FnOnce(RpcError) -> IngestError {
 }
 
 impl IngestError {
+    /// How long the upstream asked us to stay away (a 429's `Retry-After`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            IngestError::Rpc {
+                source:
+                    RpcError::Http {
+                        retry_after: Some(seconds),
+                        ..
+                    },
+                ..
+            } => Some(Duration::from_secs(*seconds)),
+            _ => None,
+        }
+    }
+
     /// Whether the same step may succeed later without anyone acting.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -427,18 +442,7 @@ impl Follower {
                 }
             }
             if !batch.is_empty() {
-                let views: Vec<_> = batch.iter().map(|b| b.as_new()).collect();
-                self.store.append(&views)?;
-                outcome.appended += batch.len() as u64;
-                self.status
-                    .appended_blocks
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                self.status
-                    .last_block_unix_ms
-                    .store(unix_ms(), Ordering::Relaxed);
-                // Fetching the batch was an exchange with the upstream too.
-                self.status.contact(true);
-                self.status.changed.notify_waiters();
+                outcome.appended += self.store_blocks(&batch)?;
                 next += batch.len() as u64;
             }
             if reorg {
@@ -543,17 +547,25 @@ impl Follower {
             }
             tip = Some(block.hash);
         }
+        self.store_blocks(&blocks)
+    }
+
+    /// Appends blocks already checked to continue the tip, and books it:
+    /// counters, contact with the upstream, a wake-up for subscribers.
+    fn store_blocks(&mut self, blocks: &[PreparedBlock]) -> Result<u64, IngestError> {
         let views: Vec<_> = blocks.iter().map(|b| b.as_new()).collect();
         self.store.append(&views)?;
+        let count = blocks.len() as u64;
         self.status
             .appended_blocks
-            .fetch_add(blocks.len() as u64, Ordering::Relaxed);
+            .fetch_add(count, Ordering::Relaxed);
         self.status
             .last_block_unix_ms
             .store(unix_ms(), Ordering::Relaxed);
+        // Fetching them was an exchange with the upstream too.
         self.status.contact(true);
         self.status.changed.notify_waiters();
-        Ok(blocks.len() as u64)
+        Ok(count)
     }
 
     async fn refresh_tags(&self, head: u64) -> bool {
@@ -671,17 +683,7 @@ impl Follower {
                 }
                 Err(error) => {
                     // A 429 says how long to stay away; honour at least that.
-                    let asked = match &error {
-                        IngestError::Rpc {
-                            source:
-                                RpcError::Http {
-                                    retry_after: Some(seconds),
-                                    ..
-                                },
-                            ..
-                        } => Duration::from_secs(*seconds),
-                        _ => Duration::ZERO,
-                    };
+                    let asked = error.retry_after().unwrap_or_default();
                     let pause = backoff.max(asked);
                     tracing::warn!(%error, retry_in = ?pause, "sync step failed");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -938,17 +940,7 @@ async fn fetch_verified(
         {
             return Err(error);
         }
-        let asked = match &error {
-            IngestError::Rpc {
-                source:
-                    RpcError::Http {
-                        retry_after: Some(seconds),
-                        ..
-                    },
-                ..
-            } => Duration::from_secs(*seconds),
-            _ => Duration::ZERO,
-        };
+        let asked = error.retry_after().unwrap_or_default();
         tokio::time::sleep(delay.max(asked).min(Duration::from_secs(5))).await;
         delay *= 2;
         attempt += 1;

@@ -12,12 +12,6 @@ use neve_upstream::{RpcClient, quantity};
 use serde_json::{Value, json};
 use support::*;
 
-async fn answer(client: &RpcClient, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params}).to_string();
-    let (_, bytes) = client.post(body.into()).await.unwrap();
-    serde_json::from_slice(&bytes).unwrap()
-}
-
 async fn assert_same_as_geth(
     neve: &RpcClient,
     geth: &RpcClient,

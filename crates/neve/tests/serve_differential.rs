@@ -15,12 +15,6 @@ use tokio_tungstenite::tungstenite::Message;
 
 const TRANSFER: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
 
-async fn answer(client: &RpcClient, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params}).to_string();
-    let (_, bytes) = client.post(body.into()).await.unwrap();
-    serde_json::from_slice(&bytes).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn every_method_at_every_height_answers_as_geth_does() {
     let geth = GethDev::start(GethDevOptions { period: 0 })

@@ -33,6 +33,15 @@ pub fn expect_success(output: &Output) -> String {
     stdout
 }
 
+/// The whole JSON-RPC answer (envelope included) to one call, whatever
+/// the HTTP status.
+pub async fn answer(client: &RpcClient, method: &str, params: Value) -> Value {
+    let body =
+        serde_json::json!({"jsonrpc":"2.0","id":1,"method":method,"params":params}).to_string();
+    let (_, bytes) = client.post(body.into()).await.unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
 pub async fn head(client: &RpcClient) -> u64 {
     let head: String = client.call("eth_blockNumber", ()).await.unwrap();
     parse_quantity(&head).unwrap()

@@ -1,0 +1,47 @@
+# Shared by the benchmark scripts: sourced, not run. Builds neve and the
+# pinned geth, cleans up on exit, and starts and grows a geth dev chain with
+# the same flags as neve-devnet's GethDev (archive, loopback only).
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+export NEVE_TOOLS_DIR=${NEVE_TOOLS_DIR:-$repo/.tools}
+scripts/install-tools.sh geth >&2
+scripts/install-deps.sh >&2
+cargo build --release --locked -p neve >&2
+neve="${CARGO_TARGET_DIR:-$repo/target}/release/neve"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+rpc() { curl -s -H 'content-type: application/json' -d "$2" "$1"; }
+head_of() { python3 -c 'import json,sys; print(int(json.load(sys.stdin)["result"],16))' <<<"$(rpc "$1" '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}')"; }
+stored_height() { curl -s "$1/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["blocks"]["max_contiguous_height"] or 0)' 2>/dev/null || echo 0; }
+
+# start_geth_dev: sets geth_url, geth_ws and geth_pid.
+start_geth_dev() {
+  local http ws auth
+  http=$(free_port); ws=$(free_port); auth=$(free_port)
+  "$NEVE_TOOLS_DIR/geth" --dev --dev.period 0 --dev.gaslimit 60000000 --state.scheme hash --gcmode archive \
+    --datadir "$work/geth" --http --http.addr 127.0.0.1 --http.port "$http" --http.api eth,net,web3,debug,txpool \
+    --ws --ws.addr 127.0.0.1 --ws.port "$ws" --ws.api eth,net,web3 --authrpc.addr 127.0.0.1 --authrpc.port "$auth" \
+    --nodiscover --maxpeers 0 --port 0 --ipcdisable --txpool.globalslots=200000 --txpool.accountslots=20000 \
+    --txpool.globalqueue=50000 --txpool.accountqueue=5000 --rpc.txfeecap=0 >"$work/geth.log" 2>&1 &
+  geth_pid=$!; pids+=("$geth_pid")
+  geth_url="http://127.0.0.1:$http"; geth_ws="ws://127.0.0.1:$ws"
+  until rpc "$geth_url" '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}' | grep -q result; do sleep 0.2; done
+}
+
+# grow_chain BLOCKS TPS: neve load until geth's head reaches BLOCKS.
+grow_chain() {
+  echo "growing a chain of $1+ blocks with neve load at $2 tx/s …" >&2
+  while [ "$(head_of "$geth_url")" -lt "$1" ]; do
+    "$neve" load --rpc "$geth_url" --seconds 10 --tps "$2" --accounts 64 2>/dev/null | sed -n 2p >&2
+  done
+}
