@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use neve_devnet::{GethDev, GethDevOptions};
 use neve_upstream::{RpcClient, quantity};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::*;
 
 async fn assert_same_as_geth(
