@@ -457,7 +457,8 @@ impl Follower {
                 return Ok(outcome);
             }
         }
-        outcome.caught_up = self.store.stats().max_contiguous_height >= Some(head);
+        // A floor above the head waits for the chain: nothing to do yet.
+        outcome.caught_up = next > head || self.store.stats().max_contiguous_height >= Some(head);
         Ok(outcome)
     }
 
@@ -564,7 +565,7 @@ impl Follower {
             .store(unix_ms(), Ordering::Relaxed);
         // Fetching them was an exchange with the upstream too.
         self.status.contact(true);
-        self.status.changed.notify_waiters();
+        self.status.changed.notify_one();
         Ok(count)
     }
 
@@ -625,14 +626,38 @@ impl Follower {
             .batch(&calls)
             .await
             .map_err(rpc("finding the common ancestor"))?;
-        let ancestor = heights.iter().zip(&items).rev().find_map(|(height, item)| {
-            let upstream = item.as_ref().ok().and_then(|raw| {
-                serde_json::from_str::<Option<HashAndNumber>>(raw.get())
-                    .ok()
-                    .flatten()
+        // Only definite answers count: an error, or a missing block the
+        // upstream should have (at or below its head), aborts the walk rather
+        // than reading as "disagrees", which could roll back everything.
+        let upstream_head = self.status.upstream_head.load(Ordering::Relaxed);
+        let mut upstream_hashes = Vec::with_capacity(heights.len());
+        for (height, item) in heights.iter().zip(&items) {
+            let raw = item.as_ref().map_err(|e| IngestError::Rpc {
+                step: "finding the common ancestor",
+                source: RpcError::Malformed {
+                    reason: e.to_string(),
+                    snippet: String::new(),
+                },
             })?;
-            (reader.block(*height)?.hash() == upstream.hash.0).then_some(*height)
-        });
+            let block: Option<HashAndNumber> =
+                serde_json::from_str(raw.get()).map_err(|e| IngestError::Refused {
+                    height: *height,
+                    reason: format!("block while walking back: {e}"),
+                })?;
+            match block {
+                Some(block) => upstream_hashes.push(Some(block.hash.0)),
+                None if *height > upstream_head => upstream_hashes.push(None),
+                None => return Err(IngestError::Missing(*height)),
+            }
+        }
+        let ancestor = heights
+            .iter()
+            .zip(&upstream_hashes)
+            .rev()
+            .find_map(|(height, upstream)| {
+                let upstream = (*upstream)?;
+                (reader.block(*height)?.hash() == upstream).then_some(*height)
+            });
         let keep = match ancestor {
             Some(height) => height,
             // The whole stored tail is off the upstream's chain.
@@ -651,7 +676,7 @@ impl Follower {
         );
         self.store.rollback(keep)?;
         self.status.reorgs.fetch_add(1, Ordering::Relaxed);
-        self.status.changed.notify_waiters();
+        self.status.changed.notify_one();
         Ok(keep)
     }
 

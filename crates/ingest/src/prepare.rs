@@ -196,6 +196,11 @@ pub fn prepare(full: &str, receipts: &str, raw: RawParts) -> Result<PreparedBloc
         vec![Span::EMPTY; txs.len()]
     } else {
         let block_rlp = decode_hex_json(&raw.block).map_err(PrepareError::Raw)?;
+        // The raw block must be this block: its header hashes to the hash.
+        let header = rawrlp::header_item(&block_rlp).map_err(PrepareError::Raw)?;
+        if alloy_primitives::keccak256(header).0 != hash {
+            return Err(PrepareError::Raw("the raw block is another block".into()));
+        }
         let spans = rawrlp::transaction_spans(&block_rlp).map_err(PrepareError::Raw)?;
         if spans.len() != txs.len() {
             return Err(PrepareError::Raw(format!(
@@ -257,6 +262,18 @@ pub fn prepare(full: &str, receipts: &str, raw: RawParts) -> Result<PreparedBloc
                     .ok_or_else(|| PrepareError::Receipts("log address malformed".into()))?,
                 topics,
             });
+        }
+        if !raw.block.is_empty() {
+            let span = raw_spans[index];
+            let hex = &raw.block[span.offset as usize..(span.offset + span.len) as usize];
+            let bytes =
+                alloy_primitives::hex::decode(hex).map_err(|e| PrepareError::Raw(e.to_string()))?;
+            if alloy_primitives::keccak256(bytes).0 != tx_hash {
+                return Err(PrepareError::Raw(format!(
+                    "raw transaction {index} is not {}",
+                    tx_shape.hash
+                )));
+            }
         }
         let tx_span = span_of(full, tx.get());
         entries.push(TxEntry {

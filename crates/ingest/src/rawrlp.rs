@@ -8,6 +8,24 @@ fn offset(outer: &[u8], inner: &[u8]) -> usize {
     inner.as_ptr() as usize - outer.as_ptr() as usize
 }
 
+/// The header item (list header included) of an RLP block `[header, …]`.
+pub fn header_item(block: &[u8]) -> Result<&[u8], String> {
+    let rlp_error = |e: alloy_rlp::Error| e.to_string();
+    let mut rest = block;
+    let outer = Header::decode(&mut rest).map_err(rlp_error)?;
+    if !outer.list || outer.payload_length > rest.len() {
+        return Err("not an RLP list".into());
+    }
+    let start = offset(block, rest);
+    let mut items = &rest[..outer.payload_length];
+    let header = Header::decode(&mut items).map_err(rlp_error)?;
+    if !header.list || header.payload_length > items.len() {
+        return Err("first item is not a header list".into());
+    }
+    let end = offset(block, items) + header.payload_length;
+    Ok(&block[start..end])
+}
+
 /// Spans of the transactions of an RLP block `[header, [txs…], …]`: a legacy
 /// transaction is its whole RLP list; a typed one is the payload of the RLP
 /// string that wraps it (type byte and payload: its EIP-2718 encoding).

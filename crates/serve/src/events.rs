@@ -67,12 +67,15 @@ pub(crate) async fn watch(
         let from = max.saturating_sub(REMEMBERED_BLOCKS as u64 - 1).max(min);
         recent.extend((from..=max).filter_map(|h| reader.block(h)));
     }
+    let mut again = false;
     loop {
-        match &notify {
-            Some(notify) => {
-                let _ = tokio::time::timeout(Duration::from_secs(1), notify.notified()).await;
+        if !std::mem::take(&mut again) {
+            match &notify {
+                Some(notify) => {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), notify.notified()).await;
+                }
+                None => tokio::time::sleep(POLL).await,
             }
-            None => tokio::time::sleep(POLL).await,
         }
         let stats = reader.stats();
         let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
@@ -106,6 +109,14 @@ pub(crate) async fn watch(
             let Some(block) = reader.block(next) else {
                 break;
             };
+            // A reorg between the check above and this read: undo first.
+            if recent
+                .back()
+                .is_some_and(|top| top.height() + 1 == next && top.hash() != block.parent_hash())
+            {
+                again = true;
+                break;
+            }
             if listening {
                 let head = header_json(&block);
                 let _ = sender.send(Event::Added {

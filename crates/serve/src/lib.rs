@@ -179,6 +179,10 @@ struct Server {
     started: Instant,
 }
 
+/// The error code a miss gets over a WebSocket, where no HTTP 421 can be
+/// sent: -32001, "resource unavailable" in the JSON-RPC server range.
+pub const MISS_OVER_WS: i64 = -32001;
+
 const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 
 /// Serves until `shutdown` turns true: stops accepting, answers readiness
@@ -456,10 +460,15 @@ impl Server {
 
     /// Answers a JSON-RPC body (single or batch).
     async fn respond(&self, body: &Bytes) -> Response<Chunks> {
+        self.respond_over(body, false).await
+    }
+
+    /// Answers a JSON-RPC body; over a WebSocket, misses are errors.
+    async fn respond_over(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         if body.trim_ascii_start().first() == Some(&b'[') {
-            self.batch(body).await
+            self.batch(body, over_ws).await
         } else {
-            self.single(body).await
+            self.single(body, over_ws).await
         }
     }
 
@@ -476,7 +485,7 @@ impl Server {
     }
 
     /// Answers one element; returns its chunks and outcome.
-    fn element(&self, raw: &RawValue) -> (Vec<Bytes>, Outcome) {
+    fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
         let call: Call<'_> = match serde_json::from_str(raw.get()) {
             Ok(call) => call,
             Err(_) => return (error_element(-32600, "invalid request"), Outcome::Error),
@@ -485,16 +494,24 @@ impl Server {
         let started = Instant::now();
         let reply = self.ctx.call(&call.method, call.params);
         let outcome = reply.outcome();
+        // A WebSocket has no HTTP status to carry 421: say it in the answer.
+        let reply = match reply {
+            Reply::Miss if over_ws => Reply::Error(
+                MISS_OVER_WS,
+                "not available from this mirror; ask a full node".into(),
+            ),
+            other => other,
+        };
         self.metrics
             .record(&call.method, outcome, started.elapsed());
         (envelope(id, reply), outcome)
     }
 
-    async fn single(&self, body: &Bytes) -> Response<Chunks> {
+    async fn single(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
             return json_response(StatusCode::OK, error_element(-32700, "parse error"));
         };
-        let (chunks, outcome) = self.element(raw);
+        let (chunks, outcome) = self.element(raw, over_ws);
         if outcome == Outcome::Miss {
             if let Some(fallback) = &self.fallback {
                 return match fallback.post(body.clone()).await {
@@ -507,7 +524,7 @@ impl Server {
         json_response(StatusCode::OK, chunks)
     }
 
-    async fn batch(&self, body: &Bytes) -> Response<Chunks> {
+    async fn batch(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
             return json_response(StatusCode::OK, error_element(-32700, "parse error"));
         };
@@ -523,8 +540,10 @@ impl Server {
             );
             return json_response(StatusCode::OK, error_element(-32600, &message));
         }
-        let mut answers: Vec<(Vec<Bytes>, Outcome)> =
-            elements.iter().map(|raw| self.element(raw)).collect();
+        let mut answers: Vec<(Vec<Bytes>, Outcome)> = elements
+            .iter()
+            .map(|raw| self.element(raw, over_ws))
+            .collect();
         let misses: Vec<usize> = (0..answers.len())
             .filter(|i| answers[*i].1 == Outcome::Miss)
             .collect();
@@ -700,13 +719,16 @@ async fn forward_misses(
             .id
             .map(|id| id.get().to_string())
     };
+    // Each answer is used once, so repeated ids get their own answers.
+    let mut unused: Vec<Option<&RawValue>> = answers.into_iter().map(Some).collect();
     misses
         .iter()
         .map(|index| {
             let wanted = id_of(elements[*index])?;
-            answers
-                .iter()
-                .find(|a| id_of(a).as_deref() == Some(wanted.as_str()))
+            let slot = unused
+                .iter_mut()
+                .find(|a| a.is_some_and(|a| id_of(a).as_deref() == Some(wanted.as_str())))?;
+            slot.take()
                 .map(|a| Bytes::copy_from_slice(a.get().as_bytes()))
         })
         .collect()

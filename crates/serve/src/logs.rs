@@ -54,8 +54,10 @@ impl Filter {
             Some(OneOrMany::One(a)) => vec![params::address(a)?],
             Some(OneOrMany::Many(list)) => list
                 .iter()
-                .flatten()
-                .map(|a| params::address(a))
+                .map(|a| {
+                    a.ok_or_else(|| "null is not an address".to_string())
+                        .and_then(params::address)
+                })
                 .collect::<Result<_, _>>()?,
         };
         let mut topics = Vec::new();
@@ -63,6 +65,8 @@ impl Filter {
             topics.push(match position {
                 None => Vec::new(),
                 Some(OneOrMany::One(t)) => vec![params::hash(t)?],
+                // As geth: a null alternative makes the position match anything.
+                Some(OneOrMany::Many(list)) if list.iter().any(Option::is_none) => Vec::new(),
                 Some(OneOrMany::Many(list)) => list
                     .iter()
                     .flatten()
@@ -137,7 +141,7 @@ pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
         Ok(filter) => filter,
         Err(e) => return invalid(format!("invalid argument 0: {e}")),
     };
-    let (from, to) = if let Some(hash) = shape.block_hash {
+    let (from, to, by_hash) = if let Some(hash) = shape.block_hash {
         if shape.from_block.is_some() || shape.to_block.is_some() {
             return invalid(
                 "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
@@ -148,7 +152,7 @@ pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
             Err(e) => return invalid(format!("invalid argument 0: {e}")),
         };
         match ctx.reader.block_by_hash(&hash) {
-            Some(block) => (block.height(), block.height()),
+            Some(block) => (block.height(), block.height(), Some(block)),
             None => return Reply::Miss,
         }
     } else {
@@ -169,7 +173,7 @@ pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
         if from > to {
             return invalid("invalid block range params");
         }
-        (from, to)
+        (from, to, None)
     };
     let max_range = ctx.config.logs_max_range;
     if to - from >= max_range {
@@ -184,7 +188,9 @@ pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
     let mut chunks = vec![Bytes::from_static(b"[")];
     let mut found = 0usize;
     for height in from..=to {
-        let Some(block) = ctx.reader.block(height) else {
+        // By hash, the block found is the one searched: a reorg between the
+        // lookup and a re-read by height cannot swap it.
+        let Some(block) = by_hash.clone().or_else(|| ctx.reader.block(height)) else {
             return Reply::Miss;
         };
         if block.log_count() == 0 || !filter.may_match(&Bloom::from_slice(block.logs_bloom())) {

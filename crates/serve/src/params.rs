@@ -66,6 +66,11 @@ pub fn hash(text: &str) -> Result<[u8; 32], String> {
     let digits = text
         .strip_prefix("0x")
         .ok_or("hex string without 0x prefix")?;
+    // Byte slicing below needs ASCII: a multi-byte character is an error,
+    // not a panic.
+    if !digits.is_ascii() {
+        return Err("invalid hex string".into());
+    }
     if digits.len() != 64 {
         return Err(format!("hex string has length {}, want 64", digits.len()));
     }
@@ -82,6 +87,11 @@ pub fn address(text: &str) -> Result<[u8; 20], String> {
     let digits = text
         .strip_prefix("0x")
         .ok_or("hex string without 0x prefix")?;
+    // Byte slicing below needs ASCII: a multi-byte character is an error,
+    // not a panic.
+    if !digits.is_ascii() {
+        return Err("invalid hex string".into());
+    }
     if digits.len() != 40 {
         return Err(format!("hex string has length {}, want 40", digits.len()));
     }
@@ -264,6 +274,14 @@ mod tests {
                 .is_err()
         );
         assert!(params(r#"[7]"#).block_ref(0).is_err());
+    }
+
+    #[test]
+    fn non_ascii_hex_is_an_error_not_a_panic() {
+        let sneaky = format!("0xa{}a", "é".repeat(31));
+        assert_eq!(sneaky.len(), 66);
+        assert!(hash(&sneaky).is_err());
+        assert!(address(&format!("0xa{}a", "é".repeat(19))).is_err());
     }
 
     #[test]

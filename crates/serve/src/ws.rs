@@ -22,6 +22,11 @@ use crate::Server;
 use crate::events::Event;
 use crate::logs::Filter;
 
+/// Subscriptions one connection may hold; more get -32005. Each one costs
+/// a message per event, so this bounds a connection's work per block.
+/// Default is 64.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+
 enum Subscription {
     NewHeads,
     Logs(Filter),
@@ -77,7 +82,9 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
     let limit = server.ctx.config.max_body_bytes;
     let config = WebSocketConfig::default()
         .max_message_size(Some(limit))
-        .max_frame_size(Some(limit));
+        .max_frame_size(Some(limit))
+        // A client that stops reading cannot make us buffer without bound.
+        .max_write_buffer_size(16 * limit);
     let mut ws =
         WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
     let mut events = server.events.subscribe();
@@ -93,16 +100,22 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
                     // Closed, broken, or over the size limit: drop the socket.
                     Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
                 };
+                let had_subscriptions = !subscriptions.is_empty();
                 let answer = match subscription_call(&text, &mut subscriptions, &mut next_id) {
                     Some(answer) => answer,
                     None => {
-                        let body = server.respond(&Bytes::from(text)).await.into_body();
+                        let body = server.respond_over(&Bytes::from(text), true).await.into_body();
                         let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
                         String::from_utf8_lossy(&bytes).into_owned()
                     }
                 };
                 if ws.send(Message::Text(answer.into())).await.is_err() {
                     return;
+                }
+                if !had_subscriptions && !subscriptions.is_empty() {
+                    // The first subscription starts from now, not from
+                    // whatever queued while none was open.
+                    events = events.resubscribe();
                 }
             }
             event = events.recv(), if !subscriptions.is_empty() => {
@@ -144,6 +157,13 @@ fn subscription_call(
     let params = request.params.unwrap_or_default();
     match request.method.as_ref() {
         "eth_subscribe" => {
+            if subscriptions.len() >= MAX_SUBSCRIPTIONS {
+                return Some(error(
+                    request.id,
+                    -32005,
+                    &format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection"),
+                ));
+            }
             let kind: Option<&str> = params
                 .first()
                 .and_then(|p| serde_json::from_str(p.get()).ok());

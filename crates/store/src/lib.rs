@@ -830,6 +830,18 @@ impl Store {
             }
             return Ok(());
         }
+        // The kept block's hash becomes the tip new blocks must link to; a
+        // rollback to a block that cannot be read is refused before anything
+        // is written, rather than leaving the tip unknown.
+        let kept_hash = self
+            .reader()
+            .block(keep_up_to)
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "block {keep_up_to} is unreadable; cannot roll back to it"
+                ))
+            })?
+            .hash();
         let keep_segment = state
             .segment_for(keep_up_to)
             .expect("within min..=max")
@@ -891,8 +903,7 @@ impl Store {
         }
         active.end += self.scratch.len() as u64;
         active.count = keep;
-        let kept = active.segment.read(keep_up_to).ok().flatten();
-        self.tip = kept.map(|b| (keep_up_to, b.hash()));
+        self.tip = Some((keep_up_to, kept_hash));
         self.publish(|state| state.max = Some(keep_up_to));
         Ok(())
     }
