@@ -286,8 +286,10 @@ fn raw(block: Option<Block>, f: impl Fn(&Block) -> Bytes) -> Reply {
 }
 
 /// The block, if it has no uncles. neve stores no uncle headers, so uncle
-/// answers are authoritative only for blocks with an empty uncle list (every
-/// block since the merge); others are misses.
+/// answers are authoritative only for blocks whose `sha3Uncles` is the hash
+/// of the empty list (every block since the merge); others are misses.
 fn uncle_free(block: Option<Block>) -> Option<Block> {
-    block.filter(|b| b.hashes_only().windows(12).any(|w| w == b"\"uncles\":[]"))
+    const EMPTY: &[u8] =
+        b"\"sha3Uncles\":\"0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347\"";
+    block.filter(|b| b.hashes_only().windows(EMPTY.len()).any(|w| w == EMPTY))
 }
