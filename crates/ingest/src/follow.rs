@@ -113,12 +113,22 @@ pub struct IngestStatus {
     pub reorgs: AtomicU64,
     /// Blocks appended since start.
     pub appended_blocks: AtomicU64,
+    /// Set once a sync step has read the upstream's head.
+    head_known: AtomicBool,
     /// Notified after every append and rollback.
     pub changed: Arc<tokio::sync::Notify>,
     last_error: Mutex<Option<String>>,
 }
 
 impl IngestStatus {
+    /// The upstream's head as of the last sync; `None` until one has read
+    /// it (after a restart, the stored tip must not pass for the head).
+    pub fn head(&self) -> Option<u64> {
+        self.head_known
+            .load(Ordering::Relaxed)
+            .then(|| self.upstream_head.load(Ordering::Relaxed))
+    }
+
     /// The upstream's `safe` height, if it has one.
     pub fn safe(&self) -> Option<u64> {
         self.safe_plus_one.load(Ordering::Relaxed).checked_sub(1)
@@ -373,6 +383,7 @@ impl Follower {
         };
         self.status.contact(true);
         self.status.upstream_head.store(head, Ordering::Relaxed);
+        self.status.head_known.store(true, Ordering::Relaxed);
         let diverged = self.refresh_tags(head).await;
         if diverged {
             let keep = self.roll_back_to_common_ancestor().await?;

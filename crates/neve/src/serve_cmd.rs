@@ -130,8 +130,7 @@ fn age_seconds(unix_ms: u64) -> Option<f64> {
 
 impl ChainView for IngestView {
     fn upstream_head(&self) -> Option<u64> {
-        (self.status.last_contact_unix_ms.load(Ordering::Relaxed) != 0)
-            .then(|| self.status.upstream_head.load(Ordering::Relaxed))
+        self.status.head()
     }
     fn safe(&self) -> Option<u64> {
         self.status.safe()

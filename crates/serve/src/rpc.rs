@@ -120,7 +120,8 @@ impl Context {
             BlockTag::Number(n) => n,
             // `latest` is ours only while we hold the upstream's head.
             BlockTag::Latest => {
-                let head = self.chain.upstream_head().unwrap_or(max);
+                // Unknown until ingest has read it: then `latest` is not ours to say.
+                let head = self.chain.upstream_head()?;
                 if head > max + self.config.latest_lag {
                     return None;
                 }
