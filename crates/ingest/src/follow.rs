@@ -820,26 +820,29 @@ async fn fetch_once(
         RawParts::default()
     };
     let full = block.get().to_owned();
-    tokio::task::spawn_blocking(move || {
-        let prepared =
-            prepare(&full, &receipts, raw).map_err(|e: PrepareError| IngestError::Refused {
-                height,
-                reason: e.to_string(),
-            })?;
-        if prepared.height != height {
-            return Err(IngestError::Refused {
-                height,
-                reason: format!("asked for {height}, got {}", prepared.height),
-            });
-        }
-        verify(&prepared).map_err(|e: VerifyError| IngestError::Refused {
-            height,
-            reason: e.to_string(),
-        })?;
-        Ok(prepared)
-    })
-    .await
-    .expect("preparation does not panic")
+    tokio::task::spawn_blocking(move || prepare_verified(height, &full, &receipts, raw))
+        .await
+        .expect("preparation does not panic")
+}
+
+/// Prepares block `height` and verifies it; any failure is a refusal.
+fn prepare_verified(
+    height: u64,
+    full: &str,
+    receipts: &str,
+    raw: RawParts,
+) -> Result<PreparedBlock, IngestError> {
+    let refused = |reason: String| IngestError::Refused { height, reason };
+    let prepared =
+        prepare(full, receipts, raw).map_err(|e: PrepareError| refused(e.to_string()))?;
+    if prepared.height != height {
+        return Err(refused(format!(
+            "asked for {height}, got {}",
+            prepared.height
+        )));
+    }
+    verify(&prepared).map_err(|e: VerifyError| refused(e.to_string()))?;
+    Ok(prepared)
 }
 
 /// What a mirror reads from another neve's `/health`.
@@ -918,23 +921,7 @@ async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestE
             block: bytes(line.raw_block),
             receipts: bytes(line.raw_receipts),
         };
-        let prepared = prepare(line.block.get(), line.receipts.get(), raw).map_err(|e| {
-            IngestError::Refused {
-                height,
-                reason: e.to_string(),
-            }
-        })?;
-        if prepared.height != height {
-            return Err(IngestError::Refused {
-                height,
-                reason: "line number and block number differ".into(),
-            });
-        }
-        verify(&prepared).map_err(|e| IngestError::Refused {
-            height,
-            reason: e.to_string(),
-        })?;
-        Ok(prepared)
+        prepare_verified(height, line.block.get(), line.receipts.get(), raw)
     }
     let middle = lines.len() / 2;
     let mut first = lines;
