@@ -61,8 +61,8 @@ pub fn quantity(text: &str) -> Result<u64, String> {
     u64::from_str_radix(digits, 16).map_err(|_| "invalid hex string".to_string())
 }
 
-/// Parses `0x` + 64 hex digits.
-pub fn hash(text: &str) -> Result<[u8; 32], String> {
+/// Parses `0x` + exactly `2 * N` hex digits.
+fn fixed_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
     let digits = text
         .strip_prefix("0x")
         .ok_or("hex string without 0x prefix")?;
@@ -71,10 +71,14 @@ pub fn hash(text: &str) -> Result<[u8; 32], String> {
     if !digits.is_ascii() {
         return Err("invalid hex string".into());
     }
-    if digits.len() != 64 {
-        return Err(format!("hex string has length {}, want 64", digits.len()));
+    if digits.len() != 2 * N {
+        return Err(format!(
+            "hex string has length {}, want {}",
+            digits.len(),
+            2 * N
+        ));
     }
-    let mut out = [0u8; 32];
+    let mut out = [0u8; N];
     for (i, byte) in out.iter_mut().enumerate() {
         *byte = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16)
             .map_err(|_| "invalid hex string".to_string())?;
@@ -82,25 +86,14 @@ pub fn hash(text: &str) -> Result<[u8; 32], String> {
     Ok(out)
 }
 
+/// Parses `0x` + 64 hex digits.
+pub fn hash(text: &str) -> Result<[u8; 32], String> {
+    fixed_hex(text)
+}
+
 /// Parses `0x` + 40 hex digits.
 pub fn address(text: &str) -> Result<[u8; 20], String> {
-    let digits = text
-        .strip_prefix("0x")
-        .ok_or("hex string without 0x prefix")?;
-    // Byte slicing below needs ASCII: a multi-byte character is an error,
-    // not a panic.
-    if !digits.is_ascii() {
-        return Err("invalid hex string".into());
-    }
-    if digits.len() != 40 {
-        return Err(format!("hex string has length {}, want 40", digits.len()));
-    }
-    let mut out = [0u8; 20];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16)
-            .map_err(|_| "invalid hex string".to_string())?;
-    }
-    Ok(out)
+    fixed_hex(text)
 }
 
 /// A height or tag.

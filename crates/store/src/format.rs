@@ -62,11 +62,11 @@ pub enum Section {
     HashesOnly = 1,
     /// The block's receipts array, as the upstream sent it.
     Receipts = 2,
-    /// RLP header (may be empty).
+    /// Raw header, as the upstream's JSON value (may be empty).
     RawHeader = 3,
-    /// RLP block (may be empty).
+    /// Raw block, as the upstream's JSON value (may be empty).
     RawBlock = 4,
-    /// RLP receipts array (may be empty).
+    /// Raw receipts, as the upstream's JSON value (may be empty).
     RawReceipts = 5,
 }
 

@@ -3,7 +3,7 @@
 //! Owns the files under one directory: a `META` identity file and a run of
 //! segment files, each holding consecutive block records that carry the
 //! bytes serving needs (the block as the upstream sent it, its hashes-only
-//! form, receipts, raw RLP) plus tables of byte spans for every transaction,
+//! form, receipts, raw data) plus tables of byte spans for every transaction,
 //! receipt and log. It knows nothing of HTTP or JSON-RPC and never parses
 //! JSON: what goes in is already prepared ([`NewBlock`]), what comes out is
 //! [`Bytes`] sliced from a memory map, ready for a socket.
@@ -122,11 +122,11 @@ pub struct NewBlock<'a> {
     pub hashes_only: &'a [u8],
     /// The receipts array, bytes as received.
     pub receipts: &'a [u8],
-    /// RLP header (empty when the upstream gave none).
+    /// Raw header as the JSON value the upstream sent (empty when it gave none).
     pub raw_header: &'a [u8],
-    /// RLP block (empty when the upstream gave none).
+    /// Raw block as the JSON value the upstream sent (empty when it gave none).
     pub raw_block: &'a [u8],
-    /// RLP receipts (empty when the upstream gave none).
+    /// Raw receipts as the JSON value the upstream sent (empty when it gave none).
     pub raw_receipts: &'a [u8],
     /// One entry per transaction, in block order.
     pub txs: Vec<TxEntry>,
@@ -343,17 +343,17 @@ impl Block {
         self.section(Section::Receipts)
     }
 
-    /// RLP header; empty when not stored.
+    /// Raw header as the upstream sent it; empty when not stored.
     pub fn raw_header(&self) -> Bytes {
         self.section(Section::RawHeader)
     }
 
-    /// RLP block; empty when not stored.
+    /// Raw block as the upstream sent it; empty when not stored.
     pub fn raw_block(&self) -> Bytes {
         self.section(Section::RawBlock)
     }
 
-    /// RLP receipts; empty when not stored.
+    /// Raw receipts as the upstream sent them; empty when not stored.
     pub fn raw_receipts(&self) -> Bytes {
         self.section(Section::RawReceipts)
     }
@@ -384,7 +384,8 @@ impl Block {
             .then(|| self.span_bytes(Section::Receipts, self.tx_entry(index) + 40))
     }
 
-    /// The EIP-2718 encoding of transaction `index` (empty when not stored).
+    /// The hex digits of transaction `index`'s EIP-2718 encoding, inside the
+    /// raw block (empty when not stored).
     pub fn raw_transaction(&self, index: u32) -> Option<Bytes> {
         (index < self.tx_count())
             .then(|| self.span_bytes(Section::RawBlock, self.tx_entry(index) + 48))
