@@ -80,6 +80,12 @@ pub struct LoadConfig {
     pub max_in_flight: u64,
     /// Seed for the accounts and the mix; different seeds never share senders.
     pub seed: u64,
+    /// Stop sending after this many transactions (then drain), even before
+    /// `duration` is over.
+    pub max_transactions: Option<u64>,
+    /// Send only ETH transfers (legacy, access-list, dynamic-fee): the TPS
+    /// runs' workload.
+    pub transfers_only: bool,
 }
 
 impl LoadConfig {
@@ -97,6 +103,8 @@ impl LoadConfig {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1),
+            max_transactions: None,
+            transfers_only: false,
         }
     }
 }
@@ -322,6 +330,7 @@ pub async fn run(
             .map(|s| s.signer.address())
             .collect::<Vec<_>>(),
         token,
+        config.transfers_only,
     );
     let mut sent_by_kind = vec![0u64; TxKind::ALL.len()];
     let mut next_sender = 0usize;
@@ -347,6 +356,13 @@ pub async fn run(
             continue;
         }
         let mut batch_len = config.batch_size;
+        if let Some(max) = config.max_transactions {
+            let sent = shared.sent.load(Ordering::Relaxed);
+            if sent >= max {
+                break;
+            }
+            batch_len = batch_len.min((max - sent) as usize);
+        }
         if let Some(tps) = config.tps {
             let allowed = (tps as f64 * start.elapsed().as_secs_f64()) as u64;
             let sent = shared.sent.load(Ordering::Relaxed);
@@ -674,10 +690,35 @@ async fn fund_senders(
             )
         })
         .collect();
-    for item in client.batch(&raw).await.map_err(rpc("funding senders"))? {
+    let Some(((_, first), rest)) = raw.split_first() else {
+        return Ok(());
+    };
+    // The first grant goes alone: once the pool takes it, the pool has
+    // caught up with the block that funded the funder, and the rest may go
+    // as one batch.
+    send_when_pool_sees_funds(client, &first[0]).await?;
+    for item in client.batch(rest).await.map_err(rpc("funding senders"))? {
         item.map_err(rpc("funding a sender"))?;
     }
     wait_nonce(client, funder.signer.address(), funder.nonce).await
+}
+
+/// Sends a raw transaction, retrying while the node's pool still prices it
+/// against state from before the block that funded its sender: geth answers
+/// receipts for a new block before its pool has reset onto that block.
+async fn send_when_pool_sees_funds(client: &RpcClient, raw: &str) -> Result<(), LoadError> {
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    loop {
+        match client.call::<B256>("eth_sendRawTransaction", [raw]).await {
+            Ok(_) => return Ok(()),
+            Err(RpcError::Rpc { message, .. })
+                if message.contains("insufficient funds") && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(HEAD_POLL).await
+            }
+            Err(error) => return Err(rpc("funding a sender")(error)),
+        }
+    }
 }
 
 /// Deploys the token from the funder and returns its address.

@@ -90,26 +90,39 @@ pub(crate) struct Mix {
     rng: SplitMix64,
     recipients: Vec<Address>,
     token: Address,
+    transfers_only: bool,
 }
 
 impl Mix {
-    pub(crate) fn new(seed: u64, recipients: &[Address], token: Address) -> Self {
+    pub(crate) fn new(
+        seed: u64,
+        recipients: &[Address],
+        token: Address,
+        transfers_only: bool,
+    ) -> Self {
         Mix {
             rng: SplitMix64(seed),
             recipients: recipients.to_vec(),
             token,
+            transfers_only,
         }
     }
 
     fn pick_kind(&mut self) -> TxKind {
-        let mut roll = self.rng.next() % 100;
-        for kind in TxKind::ALL {
+        let kinds: &[TxKind] = if self.transfers_only {
+            &TxKind::ALL[..3]
+        } else {
+            &TxKind::ALL
+        };
+        let total: u64 = kinds.iter().map(|k| k.weight()).sum();
+        let mut roll = self.rng.next() % total;
+        for &kind in kinds {
             if roll < kind.weight() {
                 return kind;
             }
             roll -= kind.weight();
         }
-        unreachable!("weights sum to 100")
+        unreachable!("the roll is below the total weight")
     }
 
     fn recipient(&mut self) -> Address {
@@ -275,7 +288,12 @@ mod tests {
 
     #[test]
     fn every_kind_appears_near_its_weight() {
-        let mut mix = Mix::new(42, &[Address::repeat_byte(1)], Address::repeat_byte(2));
+        let mut mix = Mix::new(
+            42,
+            &[Address::repeat_byte(1)],
+            Address::repeat_byte(2),
+            false,
+        );
         let fees = Fees {
             max_fee: 10,
             tip: 1,
@@ -292,5 +310,20 @@ mod tests {
                 "{kind:?}: {got} vs {expected}"
             );
         }
+    }
+
+    #[test]
+    fn transfers_only_sends_plain_eth_transfers() {
+        let mut mix = Mix::new(7, &[Address::repeat_byte(1)], Address::repeat_byte(2), true);
+        let fees = Fees {
+            max_fee: 10,
+            tip: 1,
+        };
+        let mut seen = [0u64; 7];
+        for nonce in 0..3_000 {
+            seen[mix.next(1, nonce, fees).0 as usize] += 1;
+        }
+        assert!(seen[..3].iter().all(|n| *n > 0), "{seen:?}");
+        assert!(seen[3..].iter().all(|n| *n == 0), "{seen:?}");
     }
 }
