@@ -2,7 +2,8 @@
 # Installs the Debian packages neve's tests and benchmarks use, if missing:
 #   promtool (prometheus) — checks /metrics in a test,
 #   wrk — load for `scripts/bench-serve.sh`,
-#   nginx-light — the static-file ceiling in benchmarks.
+#   nginx-light — the static-file ceiling in benchmarks,
+#   fonts-dejavu-core — text in `neve bench`'s PNG plots.
 #   ethers (npm) — the real client library in tests/clients.
 # Idempotent; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
@@ -17,6 +18,7 @@ need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

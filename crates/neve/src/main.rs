@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+mod bench_cmd;
 mod serve_cmd;
 
 #[derive(Parser)]
@@ -23,6 +24,8 @@ enum Command {
     Load(LoadArgs),
     /// Start a local geth dev chain, feed it traffic and show the chain growing.
     Demo(DemoArgs),
+    /// Measure targets head to head (closed-loop sweep, open loop, TPS, the headline suite).
+    Bench(Box<bench_cmd::BenchArgs>),
 }
 
 #[derive(Args)]
@@ -72,6 +75,7 @@ fn main() -> Result<()> {
         Command::Serve(args) => runtime.block_on(serve_cmd::serve(*args)),
         Command::Load(args) => runtime.block_on(load(args)),
         Command::Demo(args) => runtime.block_on(demo(args)),
+        Command::Bench(args) => runtime.block_on(bench_cmd::bench(*args)),
     }
 }
 
@@ -91,7 +95,7 @@ async fn load(args: LoadArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_progress(p: &neve_load::Progress) {
+pub(crate) fn print_progress(p: &neve_load::Progress) {
     eprintln!(
         "[{:>5.1}s] head {:>6} | sent {:>7} accepted {:>7} rejected {:>5} | included {:>7} in {:>5} blocks",
         p.elapsed.as_secs_f64(),

@@ -225,3 +225,21 @@ impl Neve {
         Neve::start_with(&["--mirror-from", upstream, "--floor", "0"], height).await
     }
 }
+
+/// A geth dev chain with a few seconds of `neve load` traffic (blocks,
+/// transactions, token logs); returns it and its head.
+pub async fn chain_with_logs() -> (neve_devnet::GethDev, u64) {
+    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let mut config = neve_load::LoadConfig::new(geth.http_url(), std::time::Duration::from_secs(4));
+    config.accounts = 8;
+    config.tps = Some(300);
+    let report = neve_load::run(config, |_| {}).await.expect("load");
+    (geth, report.last_block)
+}
+
+/// A JSON file, parsed.
+pub fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}

@@ -1,0 +1,405 @@
+//! The load engine: HTTP/1.1 keep-alive connections sending a workload's
+//! requests, closed loop (each connection sends when its last answer
+//! arrived) or open loop (requests are due on a fixed schedule and latency
+//! counts from when each was due, so a stalled target is charged for the
+//! requests it held back: no coordinated omission).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::rt::TokioIo;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::net::TcpStream;
+
+use crate::classify::{Outcome, classify, classify_static};
+use crate::stats::{self, Outcomes};
+use crate::target::{Endpoint, TargetKind};
+
+/// How long one request may take before it counts as unanswered.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to send, prepared once per target: URIs and header values are
+/// parsed here, so a request costs a few reference-count bumps.
+#[derive(Clone)]
+pub struct Plan {
+    endpoint: Endpoint,
+    kind: TargetKind,
+    host: HeaderValue,
+    /// (URI, body): one URI and many bodies (RPC), or many URIs (static).
+    requests: Arc<Vec<(Uri, Bytes)>>,
+}
+
+impl Plan {
+    /// JSON-RPC bodies posted to the endpoint's path.
+    pub fn rpc(endpoint: Endpoint, bodies: Vec<Bytes>) -> Plan {
+        let uri: Uri = endpoint.path.parse().expect("a parsed URL's path is a URI");
+        let requests = bodies.into_iter().map(|b| (uri.clone(), b)).collect();
+        Plan::new(endpoint, TargetKind::Rpc, requests)
+    }
+
+    /// `GET <prefix>/<slug>/<i>.json` for each member of a workload of `size`.
+    pub fn static_files(endpoint: Endpoint, slug: &str, size: usize) -> Plan {
+        let prefix = endpoint.path.trim_end_matches('/').to_owned();
+        let requests = (0..size)
+            .map(|i| {
+                let uri = format!("{prefix}/{slug}/{i}.json")
+                    .parse()
+                    .expect("slugs are URI-safe");
+                (uri, Bytes::new())
+            })
+            .collect();
+        Plan::new(endpoint, TargetKind::Static, requests)
+    }
+
+    fn new(endpoint: Endpoint, kind: TargetKind, requests: Vec<(Uri, Bytes)>) -> Plan {
+        Plan {
+            host: HeaderValue::from_str(&endpoint.authority)
+                .expect("an authority is a header value"),
+            endpoint,
+            kind,
+            requests: Arc::new(requests),
+        }
+    }
+
+    fn request(&self, index: usize) -> Request<Full<Bytes>> {
+        let (uri, body) = &self.requests[index];
+        let mut request = Request::new(Full::new(body.clone()));
+        *request.uri_mut() = uri.clone();
+        request
+            .headers_mut()
+            .insert(header::HOST, self.host.clone());
+        if self.kind == TargetKind::Rpc {
+            *request.method_mut() = Method::POST;
+            request.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        request
+    }
+}
+
+/// The schedule of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    /// Connections.
+    pub conns: usize,
+    /// `None`: closed loop. `Some(r)`: open loop at `r` requests per second.
+    pub rate: Option<f64>,
+    /// Sent but not measured, first.
+    pub warmup: Duration,
+    /// Measured.
+    pub duration: Duration,
+}
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct Measured {
+    /// Latencies of answered requests in the window, µs.
+    pub histogram: Histogram<u64>,
+    /// Classes of every request in the window.
+    pub outcomes: Outcomes,
+    /// Answered requests per second in the window.
+    pub requests_per_second: f64,
+    /// Bytes of answer bodies in the window.
+    pub body_bytes: u64,
+    /// When the measured window began and how long it lasted (an open loop
+    /// that fell behind runs over to finish what was due in the window).
+    pub window: (Instant, Duration),
+}
+
+struct Tally {
+    histogram: Histogram<u64>,
+    outcomes: Outcomes,
+    body_bytes: u64,
+    last_done: Option<Instant>,
+}
+
+/// Runs `schedule` against `plan`.
+pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
+    let start = Instant::now();
+    let window_start = start + schedule.warmup;
+    let window_end = window_start + schedule.duration;
+    let mut tasks = Vec::with_capacity(schedule.conns);
+    for conn in 0..schedule.conns {
+        let plan = plan.clone();
+        let rng = SmallRng::seed_from_u64(seed ^ (conn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        tasks.push(tokio::spawn(connection_loop(
+            plan,
+            schedule,
+            conn,
+            rng,
+            start,
+            window_start,
+            window_end,
+        )));
+    }
+    let mut histogram = stats::new_histogram();
+    let mut outcomes = Outcomes::default();
+    let mut body_bytes = 0;
+    let mut last_done = window_end;
+    for task in tasks {
+        let tally = task.await.expect("a connection task does not panic");
+        histogram.add(&tally.histogram).expect("same bounds");
+        outcomes.merge(&tally.outcomes);
+        body_bytes += tally.body_bytes;
+        last_done = last_done.max(tally.last_done.unwrap_or(window_end));
+    }
+    // A closed loop measures exactly the window; an open loop that fell
+    // behind is charged the time it took to answer what was due in it.
+    let window = match schedule.rate {
+        None => schedule.duration,
+        Some(_) => last_done - window_start,
+    };
+    Measured {
+        // Every answer counts toward throughput, rejects included: they are
+        // flagged, not hidden.
+        requests_per_second: histogram.len() as f64 / window.as_secs_f64(),
+        histogram,
+        outcomes,
+        body_bytes,
+        window: (window_start, window),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn connection_loop(
+    plan: Plan,
+    schedule: Schedule,
+    conn: usize,
+    mut rng: SmallRng,
+    start: Instant,
+    window_start: Instant,
+    window_end: Instant,
+) -> Tally {
+    let mut tally = Tally {
+        histogram: stats::new_histogram(),
+        outcomes: Outcomes::default(),
+        body_bytes: 0,
+        last_done: None,
+    };
+    let mut conn_state: Option<Conn> = None;
+    // Open loop: this connection owns every `conns`-th slot of the schedule.
+    let interval = schedule
+        .rate
+        .map(|rate| Duration::from_secs_f64(1.0 / rate));
+    let mut slot = conn as u64;
+    loop {
+        let due = match interval {
+            None => {
+                let now = Instant::now();
+                if now >= window_end {
+                    break;
+                }
+                now
+            }
+            Some(interval) => {
+                let due = start + interval.mul_f64(slot as f64);
+                slot += schedule.conns as u64;
+                if due >= window_end {
+                    break;
+                }
+                tokio::time::sleep_until(due.into()).await;
+                due
+            }
+        };
+        let index = rng.random_range(0..plan.requests.len());
+        let answer = send(&plan, &mut conn_state, index).await;
+        let done = Instant::now();
+        let in_window = due >= window_start && (interval.is_some() || done <= window_end);
+        if !in_window {
+            continue;
+        }
+        match answer {
+            Some((outcome, bytes)) => {
+                stats::record(&mut tally.histogram, done - due);
+                tally.outcomes.add(outcome);
+                tally.body_bytes += bytes;
+            }
+            None => tally.outcomes.transport_errors += 1,
+        }
+        tally.last_done = Some(done);
+    }
+    tally
+}
+
+/// One keep-alive connection, driven by the task that sends on it: no
+/// second task and no cross-task wake-up per request.
+struct Conn {
+    sender: SendRequest<Full<Bytes>>,
+    driver: Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
+}
+
+/// Sends one request on the connection, opening it first when needed.
+/// `None` when no answer came (the connection is then dropped and reopened
+/// for the next request).
+async fn send(plan: &Plan, conn: &mut Option<Conn>, index: usize) -> Option<(Outcome, u64)> {
+    let exchange = async {
+        if conn.as_ref().is_none_or(|c| c.sender.is_closed()) {
+            *conn = Some(connect(&plan.endpoint).await?);
+        }
+        let Conn { sender, driver } = conn.as_mut().expect("connected above");
+        let answer = async {
+            let response = sender.send_request(plan.request(index)).await.ok()?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await.ok()?.to_bytes();
+            Some((status, body))
+        };
+        // Poll the connection beside the exchange; if it ends first (the
+        // server closed it), the exchange cannot complete.
+        let (status, body) = tokio::select! {
+            biased;
+            answer = answer => answer?,
+            _ = driver.as_mut() => return None,
+        };
+        let outcome = match plan.kind {
+            TargetKind::Rpc => classify(status, &body),
+            TargetKind::Static => classify_static(status),
+        };
+        Some((outcome, body.len() as u64))
+    };
+    let answer = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+        .await
+        .ok()
+        .flatten();
+    if answer.is_none() {
+        *conn = None;
+    }
+    answer
+}
+
+async fn connect(endpoint: &Endpoint) -> Option<Conn> {
+    let stream = TcpStream::connect(&endpoint.authority).await.ok()?;
+    stream.set_nodelay(true).ok()?;
+    let (sender, driver) = http1::handshake(TokioIo::new(stream)).await.ok()?;
+    Some(Conn {
+        sender,
+        driver: Box::pin(driver),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use hyper::Response;
+    use hyper::body::Incoming;
+    use hyper::service::service_fn;
+
+    /// A tiny server: answers `result` for odd ids of its counter and
+    /// `null` with 421 for every fourth request, after `delay`.
+    async fn server(delay: Duration) -> (Endpoint, Arc<AtomicU64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = Arc::new(AtomicU64::new(0));
+        let counter = served.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |_request: Request<Incoming>| {
+                        let n = counter.fetch_add(1, Ordering::Relaxed);
+                        async move {
+                            tokio::time::sleep(delay).await;
+                            let (status, body) = if n % 4 == 3 {
+                                (421, r#"{"jsonrpc":"2.0","id":1,"result":null}"#)
+                            } else {
+                                (200, r#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#)
+                            };
+                            Ok::<_, Infallible>(
+                                Response::builder()
+                                    .status(status)
+                                    .body(Full::new(Bytes::from_static(body.as_bytes())))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        (endpoint, served)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_loop_counts_every_answer_by_class() {
+        let (endpoint, served) = server(Duration::from_millis(2)).await;
+        let plan = Plan::rpc(endpoint, vec![Bytes::from_static(b"{}")]);
+        let schedule = Schedule {
+            conns: 4,
+            rate: None,
+            warmup: Duration::from_millis(100),
+            duration: Duration::from_millis(500),
+        };
+        let measured = run(&plan, schedule, 1).await;
+        let outcomes = measured.outcomes;
+        assert!(outcomes.total() > 50, "{outcomes:?}");
+        assert_eq!(outcomes.total(), outcomes.ok + outcomes.status_421);
+        let share = outcomes.status_421 as f64 / outcomes.total() as f64;
+        assert!((0.15..0.35).contains(&share), "{outcomes:?}");
+        assert!(served.load(Ordering::Relaxed) >= outcomes.total());
+        // Each request waits ≥ 2 ms, four at a time: at most ~2,000 req/s.
+        assert!(
+            measured.requests_per_second < 2100.0,
+            "{}",
+            measured.requests_per_second
+        );
+        assert!(measured.histogram.min() >= 2000);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_loop_charges_a_slow_target_for_the_queue() {
+        // 20 ms per answer on one connection can do 50 req/s; ask for 200.
+        let (endpoint, _) = server(Duration::from_millis(20)).await;
+        let plan = Plan::rpc(endpoint, vec![Bytes::from_static(b"{}")]);
+        let schedule = Schedule {
+            conns: 1,
+            rate: Some(200.0),
+            warmup: Duration::ZERO,
+            duration: Duration::from_millis(500),
+        };
+        let measured = run(&plan, schedule, 1).await;
+        // 100 requests were due in the window; all are answered, late.
+        assert_eq!(measured.outcomes.total(), 100);
+        let latency = stats::Latency::from_histogram(&measured.histogram);
+        // The last was due at 0.5 s and answered at ~2 s.
+        assert!(latency.max_ms > 1000.0, "{latency:?}");
+        assert!(
+            measured.requests_per_second < 60.0,
+            "{}",
+            measured.requests_per_second
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_target_is_counted_not_hung_on() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        let plan = Plan::static_files(endpoint, "randblock", 3);
+        let schedule = Schedule {
+            conns: 1,
+            rate: Some(100.0),
+            warmup: Duration::ZERO,
+            duration: Duration::from_millis(100),
+        };
+        let measured = run(&plan, schedule, 1).await;
+        assert_eq!(measured.outcomes.transport_errors, 10);
+        assert_eq!(measured.outcomes.rejected(), 10);
+    }
+}

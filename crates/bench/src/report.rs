@@ -1,0 +1,440 @@
+//! Results: the JSON model, the seed-style tables, the side-by-side
+//! verdict and the loud reject-path flags.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::stats::{Latency, Outcomes, knee};
+use crate::target::{Target, ValidRange};
+
+/// One cell of a sweep: a target under one schedule.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// Connections.
+    pub conns: usize,
+    /// Open-loop rate asked for; `None` for a closed loop.
+    pub rate: Option<f64>,
+    /// Answers per second in the measured window.
+    pub requests_per_second: f64,
+    /// Latency percentiles.
+    pub latency: Latency,
+    /// Answer classes.
+    pub outcomes: Outcomes,
+    /// Mean answer body size.
+    pub mean_body_bytes: f64,
+    /// Little's law (closed loop): the mean latency `conns / throughput`
+    /// implies, and how far the measured mean is from it.
+    pub littles_law_mean_ms: Option<f64>,
+    /// (measured − implied) / implied.
+    pub littles_law_deviation: Option<f64>,
+    /// Cores the target used during the window (when it runs here).
+    pub target_cpu_cores: Option<f64>,
+    /// Cores the load generator used during the window.
+    pub client_cpu_cores: Option<f64>,
+    /// The target's resident memory after the window.
+    pub target_rss_bytes: Option<u64>,
+    /// Of that, anonymous memory (excludes page cache of mapped files).
+    pub target_rss_anon_bytes: Option<u64>,
+    /// Set when anything but a real answer came back: the run measured the
+    /// reject path.
+    pub reject_path: Option<String>,
+}
+
+/// A target's sweep over one workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetRun {
+    /// The target.
+    pub target: Target,
+    /// What it serves.
+    pub range: Option<ValidRange>,
+    /// One point per connection count or rate.
+    pub points: Vec<Point>,
+}
+
+impl TargetRun {
+    /// Highest throughput of the sweep.
+    pub fn peak(&self) -> f64 {
+        self.points
+            .iter()
+            .map(|p| p.requests_per_second)
+            .fold(0.0, f64::max)
+    }
+
+    /// Smallest concurrency reaching 95 % of the peak (closed loop).
+    pub fn knee(&self) -> Option<usize> {
+        let points: Vec<(usize, f64)> = self
+            .points
+            .iter()
+            .filter(|p| p.rate.is_none())
+            .map(|p| (p.conns, p.requests_per_second))
+            .collect();
+        knee(&points)
+    }
+
+    fn at_conns(&self, conns: usize) -> Option<&Point> {
+        self.points
+            .iter()
+            .find(|p| p.conns == conns && p.rate.is_none())
+    }
+
+    fn max_rss(&self) -> Option<u64> {
+        self.points.iter().filter_map(|p| p.target_rss_bytes).max()
+    }
+}
+
+/// One workload across all targets.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadRun {
+    /// Its name.
+    pub workload: String,
+    /// Distinct requests in its pool.
+    pub pool: usize,
+    /// Every target's sweep.
+    pub targets: Vec<TargetRun>,
+}
+
+/// A target against a baseline on one workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    /// The workload.
+    pub workload: String,
+    /// The target judged.
+    pub target: String,
+    /// What it is judged against.
+    pub baseline: String,
+    /// Peak req/s of target ÷ peak of baseline.
+    pub peak_ratio: Option<f64>,
+    /// Baseline's c1 median ÷ target's (how many times faster one request is).
+    pub c1_latency_ratio: Option<f64>,
+    /// Baseline's RSS ÷ target's (how many times less memory).
+    pub rss_ratio: Option<f64>,
+    /// Either side measured the reject path somewhere in the sweep.
+    pub flagged: bool,
+}
+
+/// The machine the run was on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Online cores.
+    pub cores: usize,
+    /// `uname -r`-style kernel release.
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu: String,
+}
+
+impl Machine {
+    /// Reads this machine's facts.
+    pub fn this() -> Machine {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("model name"))
+                    .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_default();
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default(),
+            cpu,
+        }
+    }
+}
+
+/// Everything a run measured; written as `results.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    /// Seconds since the Unix epoch at the start.
+    pub started_unix: u64,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The heights every target served, which the workloads drew from.
+    pub common_range: (u64, u64),
+    /// Warm-up per cell, seconds.
+    pub warmup_seconds: f64,
+    /// Measured time per cell, seconds.
+    pub duration_seconds: f64,
+    /// Per workload.
+    pub workloads: Vec<WorkloadRun>,
+    /// Side by side.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Results {
+    /// Judges each `(target, baseline)` pair on every workload.
+    pub fn judge(&mut self, pairs: &[(String, String)]) {
+        self.verdicts.clear();
+        for workload in &self.workloads {
+            let find = |name: &str| workload.targets.iter().find(|t| t.target.name == name);
+            for (target, baseline) in pairs {
+                let (Some(t), Some(b)) = (find(target), find(baseline)) else {
+                    continue;
+                };
+                let ratio = |x: f64, y: f64| (y > 0.0).then(|| x / y);
+                let c1 = match (t.at_conns(1), b.at_conns(1)) {
+                    (Some(t1), Some(b1)) => ratio(b1.latency.p50_ms, t1.latency.p50_ms),
+                    _ => None,
+                };
+                let rss = match (t.max_rss(), b.max_rss()) {
+                    (Some(t), Some(b)) => ratio(b as f64, t as f64),
+                    _ => None,
+                };
+                let flagged = t
+                    .points
+                    .iter()
+                    .chain(&b.points)
+                    .any(|p| p.reject_path.is_some());
+                self.verdicts.push(Verdict {
+                    workload: workload.workload.clone(),
+                    target: target.clone(),
+                    baseline: baseline.clone(),
+                    peak_ratio: ratio(t.peak(), b.peak()),
+                    c1_latency_ratio: c1,
+                    rss_ratio: rss,
+                    flagged,
+                });
+            }
+        }
+    }
+
+    /// Every flagged cell, one line each.
+    pub fn flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        for workload in &self.workloads {
+            for run in &workload.targets {
+                for point in &run.points {
+                    if let Some(why) = &point.reject_path {
+                        flags.push(format!(
+                            "{} {} {}: {why}",
+                            run.target.name,
+                            workload.workload,
+                            cell_name(point)
+                        ));
+                    }
+                }
+            }
+        }
+        flags
+    }
+
+    /// The tables, verdict and flags as Markdown.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "machine: {} cores, {}, kernel {}; common range {}..={}; {:.0} s warm-up + {:.0} s per cell\n",
+            self.machine.cores,
+            self.machine.cpu,
+            self.machine.kernel,
+            self.common_range.0,
+            self.common_range.1,
+            self.warmup_seconds,
+            self.duration_seconds
+        );
+        for workload in &self.workloads {
+            for run in &workload.targets {
+                let _ = writeln!(
+                    out,
+                    "### {} — {} ({})\n",
+                    workload.workload, run.target.name, run.target.url
+                );
+                out.push_str(&render_sweep(run));
+                let _ = writeln!(
+                    out,
+                    "\npeak {:.0} req/s; knee (95 % of peak) at {}\n",
+                    run.peak(),
+                    run.knee().map_or("-".to_owned(), |k| format!("c{k}"))
+                );
+            }
+        }
+        if !self.verdicts.is_empty() {
+            out.push_str("### Side by side\n\n");
+            out.push_str("| workload | target vs baseline | peak req/s ratio | c1 p50 latency ratio | RSS ratio |\n");
+            out.push_str("|---|---|---|---|---|\n");
+            for v in &self.verdicts {
+                let x = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}×"));
+                let _ = writeln!(
+                    out,
+                    "| {} | {} vs {}{} | {} | {} | {} |",
+                    v.workload,
+                    v.target,
+                    v.baseline,
+                    if v.flagged { " (FLAGGED)" } else { "" },
+                    x(v.peak_ratio),
+                    x(v.c1_latency_ratio),
+                    x(v.rss_ratio)
+                );
+            }
+            out.push_str(
+                "\npeak ratio > 1: the target serves more; latency and RSS ratios > 1: the target is that many times faster / smaller.\n",
+            );
+        }
+        let flags = self.flags();
+        if flags.is_empty() {
+            out.push_str(
+                "\nevery answer was a real result (HTTP 2xx, non-null result, no JSON-RPC error)\n",
+            );
+        } else {
+            out.push_str("\n!!! REJECT PATH MEASURED — these cells timed answers that were not the work asked for:\n");
+            for flag in flags {
+                let _ = writeln!(out, "!!!   {flag}");
+            }
+        }
+        out
+    }
+}
+
+fn cell_name(point: &Point) -> String {
+    match point.rate {
+        Some(rate) => format!("@{rate:.0}/s"),
+        None => format!("c{}", point.conns),
+    }
+}
+
+fn render_sweep(run: &TargetRun) -> String {
+    let mut out = String::new();
+    let open = run.points.iter().any(|p| p.rate.is_some());
+    out.push_str(if open {
+        "| rate | conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | target CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    } else {
+        "| conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | Little's law | target CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    });
+    for p in &run.points {
+        let l = &p.latency;
+        let cpu = p
+            .target_cpu_cores
+            .map_or("-".into(), |c| format!("{:.0} %", c * 100.0));
+        let rss = p
+            .target_rss_bytes
+            .map_or("-".into(), |b| format!("{}", b / (1 << 20)));
+        let rejects = match p.outcomes.rejected() {
+            0 => "0".to_owned(),
+            n => format!("**{n}**"),
+        };
+        let lead = match p.rate {
+            Some(rate) => format!("{rate:.0} | {}", p.conns),
+            None => p.conns.to_string(),
+        };
+        let little = if open {
+            String::new()
+        } else {
+            format!(
+                " {} |",
+                p.littles_law_deviation
+                    .map_or("-".into(), |d| format!("{:+.0} %", d * 100.0))
+            )
+        };
+        let _ = writeln!(
+            out,
+            "| {lead} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |{little} {cpu} | {rss} | {rejects} |",
+            p.requests_per_second, l.p50_ms, l.p99_ms, l.p90_ms, l.p999_ms, l.max_ms
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::TargetKind;
+
+    fn point(conns: usize, rps: f64, p50: f64, rss: u64, rejected: u64) -> Point {
+        let mut outcomes = Outcomes {
+            ok: 1000,
+            ..Outcomes::default()
+        };
+        outcomes.status_421 = rejected;
+        outcomes.status_4xx = rejected;
+        Point {
+            conns,
+            rate: None,
+            requests_per_second: rps,
+            latency: Latency {
+                p50_ms: p50,
+                ..Latency::default()
+            },
+            reject_path: outcomes.reject_summary(),
+            outcomes,
+            mean_body_bytes: 100.0,
+            littles_law_mean_ms: None,
+            littles_law_deviation: Some(0.01),
+            target_cpu_cores: Some(0.9),
+            client_cpu_cores: None,
+            target_rss_bytes: Some(rss),
+            target_rss_anon_bytes: None,
+        }
+    }
+
+    fn run(name: &str, points: Vec<Point>) -> TargetRun {
+        TargetRun {
+            target: Target {
+                name: name.into(),
+                url: "http://127.0.0.1:1/".into(),
+                kind: TargetKind::Rpc,
+                pid: None,
+            },
+            range: None,
+            points,
+        }
+    }
+
+    #[test]
+    fn verdicts_are_ratios_of_peak_c1_latency_and_memory() {
+        let mut results = Results {
+            started_unix: 0,
+            machine: Machine::this(),
+            common_range: (1, 2000),
+            warmup_seconds: 1.0,
+            duration_seconds: 5.0,
+            workloads: vec![WorkloadRun {
+                workload: "randblock".into(),
+                pool: 1000,
+                targets: vec![
+                    run(
+                        "neve",
+                        vec![
+                            point(1, 9000.0, 0.1, 100 << 20, 0),
+                            point(16, 50000.0, 0.3, 120 << 20, 0),
+                        ],
+                    ),
+                    run(
+                        "geth",
+                        vec![
+                            point(1, 2000.0, 0.5, 600 << 20, 0),
+                            point(16, 5000.0, 3.0, 660 << 20, 3),
+                        ],
+                    ),
+                ],
+            }],
+            verdicts: vec![],
+        };
+        results.judge(&[
+            ("neve".into(), "geth".into()),
+            ("neve".into(), "absent".into()),
+        ]);
+        assert_eq!(results.verdicts.len(), 1);
+        let v = &results.verdicts[0];
+        assert!((v.peak_ratio.unwrap() - 10.0).abs() < 1e-9);
+        assert!((v.c1_latency_ratio.unwrap() - 5.0).abs() < 1e-9);
+        assert!((v.rss_ratio.unwrap() - 5.5).abs() < 1e-9);
+        assert!(v.flagged, "geth c16 answered 421s");
+        let text = results.render();
+        assert!(text.contains("| 16 | 50000 | 0.300 |"), "{text}");
+        assert!(text.contains("knee (95 % of peak) at c16"), "{text}");
+        assert!(
+            text.contains("neve vs geth (FLAGGED) | 10.00× | 5.00× | 5.50×"),
+            "{text}"
+        );
+        assert!(text.contains("!!! REJECT PATH MEASURED"), "{text}");
+        assert!(
+            text.contains("geth randblock c16: 0.3 % of 1003 requests: 3 HTTP 421"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&results).unwrap();
+        assert_eq!(json["workloads"][0]["targets"][0]["points"][1]["conns"], 16);
+    }
+}

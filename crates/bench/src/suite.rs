@@ -1,0 +1,342 @@
+//! The headline suite: the published comparison rebuilt on this machine in
+//! one command. A geth archive dev chain grown by the traffic generator, an
+//! avalanchego local C-chain fed by it, a neve mirroring each, and nginx
+//! serving the geth mirror's own answers from disk as the ceiling; then the
+//! connection sweep on each pair over the same blocks.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use neve_devnet::{Avalanchego, GethDev, GethDevOptions, NodeProcess, free_ports};
+use neve_upstream::{RpcClient, parse_quantity};
+
+use crate::report::Results;
+use crate::target::{Target, TargetKind};
+use crate::{BenchConfig, BenchError};
+
+/// What the suite builds and runs.
+#[derive(Clone, Debug)]
+pub struct SuiteConfig {
+    /// The `neve` binary to run as the mirrors.
+    pub neve: PathBuf,
+    /// Grow the geth chain to at least this many blocks.
+    pub geth_blocks: u64,
+    /// Transactions per second to grow it with.
+    pub geth_tps: u64,
+    /// Feed avalanchego for this long (it makes a block every few seconds
+    /// under load, so its chain is short); zero skips avalanchego.
+    pub avalanchego_seconds: u64,
+    /// The sweep to run on each pair (targets are filled in here).
+    pub bench: BenchConfig,
+    /// Where results go: `<out>/geth/`, `<out>/avalanchego/`, `<out>/summary.md`.
+    pub out: PathBuf,
+}
+
+/// Runs the suite and returns the summary it also writes.
+pub async fn run(
+    config: SuiteConfig,
+    mut progress: impl FnMut(&str),
+) -> Result<String, BenchError> {
+    std::fs::create_dir_all(&config.out).map_err(crate::BenchError::io(&config.out))?;
+    let started = Instant::now();
+    let mut summary = String::from("# neve bench --suite headline\n\n");
+
+    progress("starting geth (archive dev chain, --dev.period 0) on 127.0.0.1");
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .map_err(|e| setup("starting geth", e))?;
+    let head = grow(
+        geth.http_url(),
+        None,
+        config.geth_blocks,
+        config.geth_tps,
+        &mut progress,
+    )
+    .await?;
+    progress(&format!("geth chain: {head} blocks"));
+    let neve_geth = Mirror::start(
+        &config.neve,
+        &["--upstream", geth.http_url(), "--ws-url", geth.ws_url()],
+        head,
+    )
+    .await?;
+    progress(&format!(
+        "neve mirrors geth at {} (pid {})",
+        neve_geth.url,
+        neve_geth.process.pid()
+    ));
+
+    let ceiling_dir = tempfile::Builder::new()
+        .prefix("neve-bench-ceiling-")
+        .tempdir()
+        .map_err(|e| setup("creating the ceiling directory", e))?;
+    let nginx = Nginx::start(ceiling_dir.path())?;
+    progress(&format!(
+        "nginx serves the ceiling at {} (pid {})",
+        nginx.url,
+        nginx.process.pid()
+    ));
+
+    let mut bench = config.bench.clone();
+    bench.targets = vec![
+        with_pid(
+            Target::parse(&format!("neve={}", neve_geth.url), TargetKind::Rpc)?,
+            &neve_geth.process,
+        ),
+        with_pid(
+            Target::parse(&format!("geth={}", geth.http_url()), TargetKind::Rpc)?,
+            geth.process(),
+        ),
+    ];
+    bench.ceilings = vec![with_pid(
+        Target::parse(&format!("static={}", nginx.url), TargetKind::Static)?,
+        &nginx.process,
+    )];
+    bench.ceiling_dir = Some(ceiling_dir.path().to_owned());
+    bench.compare = vec![
+        ("neve".into(), "geth".into()),
+        ("neve".into(), "static".into()),
+    ];
+    bench.out = Some(config.out.join("geth"));
+    let geth_results = crate::run(&bench, &mut progress).await?;
+    section(
+        &mut summary,
+        "neve vs geth v1.17.5 vs nginx (static ceiling)",
+        &geth_results,
+    );
+    drop(neve_geth);
+    drop(nginx);
+    drop(geth);
+
+    if config.avalanchego_seconds > 0 {
+        progress("starting avalanchego (local network, single node) on 127.0.0.1");
+        let ava = Avalanchego::start()
+            .await
+            .map_err(|e| setup("starting avalanchego", e))?;
+        let rpc = ava.c_chain_rpc_url();
+        let head = feed(
+            &rpc,
+            Some(neve_devnet::AVALANCHEGO_PREFUNDED_KEY),
+            config.avalanchego_seconds,
+            &mut progress,
+        )
+        .await?;
+        progress(&format!("avalanchego C-chain: {head} blocks"));
+        let neve_ava = Mirror::start(
+            &config.neve,
+            &[
+                "--upstream-kind",
+                "avalanchego",
+                "--upstream",
+                ava.base_url(),
+            ],
+            head,
+        )
+        .await?;
+        let mut bench = config.bench.clone();
+        bench.targets = vec![
+            with_pid(
+                Target::parse(&format!("neve={}", neve_ava.url), TargetKind::Rpc)?,
+                &neve_ava.process,
+            ),
+            with_pid(
+                Target::parse(&format!("avalanchego={rpc}"), TargetKind::Rpc)?,
+                ava.process(),
+            ),
+        ];
+        bench.compare = vec![("neve".into(), "avalanchego".into())];
+        bench.out = Some(config.out.join("avalanchego"));
+        let ava_results = crate::run(&bench, &mut progress).await?;
+        section(
+            &mut summary,
+            "neve vs avalanchego v1.14.2 (C-chain)",
+            &ava_results,
+        );
+    }
+
+    let _ = writeln!(
+        summary,
+        "suite time: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let path = config.out.join("summary.md");
+    std::fs::write(&path, &summary).map_err(crate::BenchError::io(&path))?;
+    Ok(summary)
+}
+
+fn setup(what: &str, error: impl std::fmt::Display) -> BenchError {
+    BenchError::Setup(format!("{what}: {error}"))
+}
+
+fn section(summary: &mut String, title: &str, results: &Results) {
+    let _ = writeln!(summary, "## {title}\n\n{}", results.render());
+}
+
+fn with_pid(mut target: Target, process: &NodeProcess) -> Target {
+    target.pid = Some(process.pid());
+    target
+}
+
+async fn head(url: &str) -> Result<u64, BenchError> {
+    let client = RpcClient::new(url).map_err(|e| BenchError::Setup(e.to_string()))?;
+    let head: String = client
+        .call("eth_blockNumber", ())
+        .await
+        .map_err(|e| BenchError::Setup(format!("eth_blockNumber on {url}: {e}")))?;
+    parse_quantity(&head).ok_or_else(|| BenchError::Setup(format!("eth_blockNumber said {head}")))
+}
+
+/// Runs the traffic generator in 10 s rounds until the chain has `blocks`.
+async fn grow(
+    url: &str,
+    key: Option<&str>,
+    blocks: u64,
+    tps: u64,
+    progress: &mut impl FnMut(&str),
+) -> Result<u64, BenchError> {
+    let mut round = 0u64;
+    loop {
+        let height = head(url).await?;
+        if height >= blocks {
+            return Ok(height);
+        }
+        progress(&format!("growing the chain: {height} of {blocks} blocks"));
+        let mut load = neve_load::LoadConfig::new(url, Duration::from_secs(10));
+        load.tps = Some(tps);
+        load.funder_key = key.map(str::to_owned);
+        load.seed = 1000 + round;
+        neve_load::run(load, |_| {})
+            .await
+            .map_err(|e| BenchError::Setup(format!("neve load: {e}")))?;
+        round += 1;
+    }
+}
+
+/// Feeds a node for `seconds` and returns its head.
+async fn feed(
+    url: &str,
+    key: Option<&str>,
+    seconds: u64,
+    progress: &mut impl FnMut(&str),
+) -> Result<u64, BenchError> {
+    progress(&format!("feeding {url} with neve load for {seconds} s"));
+    let mut load = neve_load::LoadConfig::new(url, Duration::from_secs(seconds));
+    load.funder_key = key.map(str::to_owned);
+    load.accounts = 16;
+    neve_load::run(load, |_| {})
+        .await
+        .map_err(|e| BenchError::Setup(format!("neve load: {e}")))?;
+    head(url).await
+}
+
+/// A `neve serve` child process mirroring from genesis.
+struct Mirror {
+    process: NodeProcess,
+    url: String,
+}
+
+impl Mirror {
+    async fn start(neve: &Path, upstream: &[&str], until: u64) -> Result<Mirror, BenchError> {
+        let data = tempfile::Builder::new()
+            .prefix("neve-bench-store-")
+            .tempdir()
+            .map_err(|e| BenchError::Setup(format!("creating a store directory: {e}")))?;
+        let [port] = free_ports();
+        let mut args: Vec<String> = upstream.iter().map(|s| s.to_string()).collect();
+        args.extend([
+            "--floor".into(),
+            "0".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--data-dir".into(),
+            data.path().join("store").display().to_string(),
+        ]);
+        let process = NodeProcess::spawn("neve", neve, &args, data)
+            .map_err(|e| BenchError::Setup(format!("starting neve: {e}")))?;
+        let url = format!("http://127.0.0.1:{port}");
+        let client = RpcClient::new(&url).map_err(|e| BenchError::Setup(e.to_string()))?;
+        let deadline = Instant::now() + Duration::from_secs(900);
+        loop {
+            if let Ok((_, body)) = client.get("/health").await
+                && let Ok(health) = serde_json::from_slice::<serde_json::Value>(&body)
+                && health["blocks"]["max_contiguous_height"].as_u64() >= Some(until)
+            {
+                return Ok(Mirror { process, url });
+            }
+            if process.exit_status().is_some() || Instant::now() > deadline {
+                return Err(BenchError::Setup(format!(
+                    "neve did not mirror up to block {until}:\n{}",
+                    process.log_tail(20)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// nginx from Debian serving a directory on a free loopback port.
+struct Nginx {
+    process: NodeProcess,
+    url: String,
+}
+
+impl Nginx {
+    fn start(root: &Path) -> Result<Nginx, BenchError> {
+        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                BenchError::Setup(
+                    "nginx is not installed (scripts/install-deps.sh installs it)".into(),
+                )
+            })?;
+        let dir = tempfile::Builder::new()
+            .prefix("neve-bench-nginx-")
+            .tempdir()
+            .map_err(|e| BenchError::Setup(format!("creating nginx's directory: {e}")))?;
+        let [port] = free_ports();
+        let d = dir.path().display();
+        let config = format!(
+            "daemon off;\n{user}worker_processes {cores};\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;\n\
+             client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+             server {{ listen 127.0.0.1:{port}; location / {{ root {root}; default_type application/json; }} }} }}\n",
+            // As root, nginx's workers would drop to `nobody`, who cannot
+            // read a private temporary directory.
+            user = if unsafe { libc::geteuid() } == 0 {
+                "user root;\n"
+            } else {
+                ""
+            },
+            cores = std::thread::available_parallelism().map_or(1, |n| n.get()),
+            root = root.display()
+        );
+        let conf = dir.path().join("nginx.conf");
+        std::fs::write(&conf, config).map_err(crate::BenchError::io(&conf))?;
+        let args = vec![
+            "-e".to_owned(),
+            format!("{d}/error.log"),
+            "-c".to_owned(),
+            conf.display().to_string(),
+        ];
+        let process = NodeProcess::spawn("nginx", &binary, &args, dir)
+            .map_err(|e| BenchError::Setup(format!("starting nginx: {e}")))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if process.exit_status().is_some() || Instant::now() > deadline {
+                return Err(BenchError::Setup(format!(
+                    "nginx did not start:\n{}",
+                    process.log_tail(10)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Nginx {
+            process,
+            url: format!("http://127.0.0.1:{port}"),
+        })
+    }
+}

@@ -1,0 +1,373 @@
+//! Workloads: pools of real requests built from the [`Corpus`].
+//!
+//! A workload is a fixed pool of JSON-RPC request bodies (drawn by weight
+//! for a method mix); a run sends uniformly random members of the pool. The
+//! same pool goes to every target, and the static-file ceiling serves the
+//! reference target's answer to member `i` as `/<slug>/<i>.json`.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use neve_upstream::quantity;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
+use serde::Deserialize;
+
+use crate::BenchError;
+use crate::corpus::Corpus;
+
+/// The seeds' read mix: what a public endpoint sees.
+pub const SEEDS_READ_MIX: &str = include_str!("../mixes/seeds-read.toml");
+/// Only the block-tail methods neve serves.
+pub const BLOCK_TAIL_MIX: &str = include_str!("../mixes/block-tail.toml");
+
+/// The single-method workloads, by name.
+pub const SINGLE: [&str; 6] = [
+    "randblock",
+    "randblock-full",
+    "tx",
+    "receipt",
+    "block-receipts",
+    "logs",
+];
+
+/// A named pool of request bodies.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// As given on the command line (`randblock`, `mix:block-tail`, …).
+    pub name: String,
+    /// A file-system-safe form of the name, for the ceiling's files.
+    pub slug: String,
+    /// The request bodies.
+    pub requests: Vec<Bytes>,
+}
+
+/// A method mix as written in TOML.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixSpec {
+    /// What the mix models.
+    #[serde(default)]
+    pub description: String,
+    /// The calls and their weights.
+    pub call: Vec<MixCall>,
+}
+
+/// One method of a mix.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixCall {
+    /// The JSON-RPC method.
+    pub method: String,
+    /// Relative weight.
+    pub weight: u32,
+    /// For block lookups: ask for full transactions.
+    #[serde(default)]
+    pub full_tx: bool,
+    /// Literal params (a JSON array as a string) for methods the corpus
+    /// cannot fill in.
+    #[serde(default)]
+    pub params: Option<String>,
+}
+
+impl MixSpec {
+    /// Parses a mix file's text.
+    pub fn parse(text: &str) -> Result<MixSpec, BenchError> {
+        let spec: MixSpec =
+            toml::from_str(text).map_err(|e| BenchError::Usage(format!("method mix: {e}")))?;
+        if spec.call.is_empty() || spec.call.iter().all(|c| c.weight == 0) {
+            return Err(BenchError::Usage(
+                "a method mix needs a call with a weight".into(),
+            ));
+        }
+        Ok(spec)
+    }
+}
+
+/// Builds `name`'s pool of `size` requests from the corpus. Names are the
+/// [`SINGLE`] workloads, `mix:seeds-read`, `mix:block-tail`, or
+/// `mix:PATH` for a TOML file.
+pub fn build(name: &str, corpus: &Corpus, size: usize, seed: u64) -> Result<Workload, BenchError> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let requests = if let Some(mix) = name.strip_prefix("mix:") {
+        let text = match mix {
+            "seeds-read" => SEEDS_READ_MIX.to_owned(),
+            "block-tail" => BLOCK_TAIL_MIX.to_owned(),
+            path => std::fs::read_to_string(path)
+                .map_err(|e| BenchError::Usage(format!("reading method mix {path}: {e}")))?,
+        };
+        let spec = MixSpec::parse(&text)?;
+        let mut requests = Vec::with_capacity(size);
+        for _ in 0..size {
+            let call = spec
+                .call
+                .choose_weighted(&mut rng, |c| c.weight)
+                .expect("a positive weight was checked");
+            requests.push(request(&call.method, &params_for(call, corpus, &mut rng)?));
+        }
+        requests
+    } else {
+        let call = |method: &str, full_tx| MixCall {
+            method: method.into(),
+            weight: 1,
+            full_tx,
+            params: None,
+        };
+        let call = match name {
+            "randblock" => call("eth_getBlockByNumber", false),
+            "randblock-full" => call("eth_getBlockByNumber", true),
+            "tx" => call("eth_getTransactionByHash", false),
+            "receipt" => call("eth_getTransactionReceipt", false),
+            "block-receipts" => call("eth_getBlockReceipts", false),
+            "logs" => call("eth_getLogs", false),
+            other => {
+                return Err(BenchError::Usage(format!(
+                    "unknown workload {other:?}: use one of {} or mix:seeds-read, mix:block-tail, mix:FILE.toml",
+                    SINGLE.join(", ")
+                )));
+            }
+        };
+        (0..size)
+            .map(|_| Ok(request(&call.method, &params_for(&call, corpus, &mut rng)?)))
+            .collect::<Result<_, BenchError>>()?
+    };
+    Ok(Workload {
+        name: name.to_owned(),
+        slug: slug(name),
+        requests,
+    })
+}
+
+fn slug(name: &str) -> String {
+    let base = match name.strip_prefix("mix:") {
+        Some(path) => format!(
+            "mix-{}",
+            Path::new(path)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or(path)
+        ),
+        None => name.to_owned(),
+    };
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn request(method: &str, params: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#
+    ))
+}
+
+/// Params for one call, from the corpus.
+fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<String, BenchError> {
+    if let Some(params) = &call.params {
+        serde_json::from_str::<Vec<serde_json::Value>>(params).map_err(|e| {
+            BenchError::Usage(format!(
+                "params of {} are not a JSON array: {e}",
+                call.method
+            ))
+        })?;
+        return Ok(params.clone());
+    }
+    let missing = |what: &str| {
+        BenchError::Corpus(format!(
+            "{} needs {what}, and the common range has none",
+            call.method
+        ))
+    };
+    let pick = |items: &[String], what: &str, rng: &mut SmallRng| {
+        items.choose(rng).cloned().ok_or_else(|| missing(what))
+    };
+    let height = |rng: &mut SmallRng| {
+        corpus
+            .heights
+            .choose(rng)
+            .map(|h| quantity(*h))
+            .ok_or_else(|| missing("a block"))
+    };
+    let params = match call.method.as_str() {
+        "eth_blockNumber" | "eth_chainId" | "net_version" | "web3_clientVersion"
+        | "eth_syncing" | "eth_gasPrice" => "[]".to_owned(),
+        "eth_getBalance" | "eth_getTransactionCount" | "eth_getCode" => {
+            format!(
+                r#"["{}","latest"]"#,
+                pick(&corpus.addresses, "an address", rng)?
+            )
+        }
+        "eth_getBlockByNumber" => format!(r#"["{}",{}]"#, height(rng)?, call.full_tx),
+        "eth_getBlockByHash" => {
+            let (_, hash) = corpus
+                .blocks
+                .choose(rng)
+                .ok_or_else(|| missing("a block"))?;
+            format!(r#"["{hash}",{}]"#, call.full_tx)
+        }
+        "eth_getBlockTransactionCountByNumber" | "eth_getBlockReceipts" => {
+            format!(r#"["{}"]"#, height(rng)?)
+        }
+        "eth_getBlockTransactionCountByHash" => {
+            let (_, hash) = corpus
+                .blocks
+                .choose(rng)
+                .ok_or_else(|| missing("a block"))?;
+            format!(r#"["{hash}"]"#)
+        }
+        "eth_getTransactionByHash" | "eth_getTransactionReceipt" => {
+            format!(r#"["{}"]"#, pick(&corpus.txs, "a transaction", rng)?)
+        }
+        "eth_getTransactionByBlockNumberAndIndex" => {
+            let (height, count) = corpus
+                .blocks_with_txs
+                .choose(rng)
+                .ok_or_else(|| missing("a block with transactions"))?;
+            let index = rand::Rng::random_range(rng, 0..*count as u64);
+            format!(r#"["{}","{}"]"#, quantity(*height), quantity(index))
+        }
+        "eth_getLogs" => {
+            let address = corpus
+                .log_address
+                .as_ref()
+                .ok_or_else(|| missing("a contract with logs"))?;
+            let (from, to) = corpus.log_window(rng);
+            format!(
+                r#"[{{"fromBlock":"{}","toBlock":"{}","address":"{address}"}}]"#,
+                quantity(from),
+                quantity(to)
+            )
+        }
+        other => {
+            return Err(BenchError::Usage(format!(
+                "the mix names {other}, whose params the benchmark cannot fill from the chain: give them as params = '[…]'"
+            )));
+        }
+    };
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus() -> Corpus {
+        Corpus {
+            range: (100, 199),
+            heights: (100..200).collect(),
+            blocks: vec![(150, format!("0x{}", "ab".repeat(32)))],
+            blocks_with_txs: vec![(150, 3)],
+            txs: vec![format!("0x{}", "cd".repeat(32))],
+            addresses: vec![format!("0x{}", "11".repeat(20))],
+            log_address: Some(format!("0x{}", "22".repeat(20))),
+            log_topics: vec![],
+        }
+    }
+
+    fn parsed(body: &Bytes) -> serde_json::Value {
+        serde_json::from_slice(body).expect("a request is JSON")
+    }
+
+    #[test]
+    fn single_workloads_ask_for_keys_inside_the_range() {
+        let corpus = corpus();
+        for name in SINGLE {
+            let workload = build(name, &corpus, 50, 1).unwrap();
+            assert_eq!(workload.requests.len(), 50);
+            for body in &workload.requests {
+                let request = parsed(body);
+                assert_eq!(request["jsonrpc"], "2.0");
+                if name == "logs" {
+                    let filter = &request["params"][0];
+                    let from = neve_upstream::parse_quantity(filter["fromBlock"].as_str().unwrap())
+                        .unwrap();
+                    let to =
+                        neve_upstream::parse_quantity(filter["toBlock"].as_str().unwrap()).unwrap();
+                    assert!(
+                        100 <= from && from <= to && to <= 199 && to - from == 9,
+                        "{request}"
+                    );
+                }
+            }
+        }
+        let full = parsed(&build("randblock-full", &corpus, 1, 1).unwrap().requests[0]);
+        assert_eq!(full["params"][1], true);
+    }
+
+    #[test]
+    fn the_shipped_mixes_parse_and_keep_their_weights() {
+        let spec = MixSpec::parse(SEEDS_READ_MIX).unwrap();
+        let weight = |m: &str| {
+            spec.call
+                .iter()
+                .filter(|c| c.method == m)
+                .map(|c| c.weight)
+                .sum::<u32>()
+        };
+        assert_eq!(weight("eth_getBalance"), 35);
+        assert_eq!(weight("eth_blockNumber"), 20);
+        assert_eq!(weight("eth_getBlockByNumber"), 20);
+        assert_eq!(weight("eth_chainId"), 8);
+        assert_eq!(weight("net_version"), 7);
+        assert_eq!(weight("eth_getLogs"), 2);
+        assert_eq!(spec.call.iter().map(|c| c.weight).sum::<u32>(), 100);
+
+        let workload = build("mix:seeds-read", &corpus(), 4000, 9).unwrap();
+        let balance = workload
+            .requests
+            .iter()
+            .filter(|b| parsed(b)["method"] == "eth_getBalance")
+            .count();
+        assert!(
+            (1250..1550).contains(&balance),
+            "35 % of 4000 ≈ 1400, got {balance}"
+        );
+        assert_eq!(workload.slug, "mix-seeds-read");
+
+        let tail = build("mix:block-tail", &corpus(), 500, 9).unwrap();
+        for body in &tail.requests {
+            let method = parsed(body)["method"].as_str().unwrap().to_owned();
+            assert!(
+                !["eth_getBalance", "eth_call", "eth_getTransactionCount"]
+                    .contains(&method.as_str()),
+                "{method}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_names_and_mixes_are_explained() {
+        let error = build("randblok", &corpus(), 1, 1).unwrap_err().to_string();
+        assert!(error.contains("randblock"), "{error}");
+        assert!(MixSpec::parse("call = []").is_err());
+        assert!(MixSpec::parse("[[call]]\nmethod = \"x\"\nweight = 1\ncolour = 1").is_err());
+        let spec = "[[call]]\nmethod = \"eth_call\"\nweight = 1";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("calls.toml");
+        std::fs::write(&path, spec).unwrap();
+        let error = build(&format!("mix:{}", path.display()), &corpus(), 1, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("eth_call") && error.contains("params"),
+            "{error}"
+        );
+        std::fs::write(
+            &path,
+            format!("{spec}\nparams = '[{{\"to\":\"0x00\"}},\"latest\"]'"),
+        )
+        .unwrap();
+        let workload = build(&format!("mix:{}", path.display()), &corpus(), 2, 1).unwrap();
+        assert_eq!(parsed(&workload.requests[0])["params"][1], "latest");
+        assert_eq!(workload.slug, "mix-calls");
+        let empty = Corpus::default();
+        let error = build("tx", &empty, 1, 1).unwrap_err().to_string();
+        assert!(error.contains("a transaction"), "{error}");
+    }
+}
