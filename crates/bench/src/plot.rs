@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::report::WorkloadRun;
@@ -159,71 +161,92 @@ fn draw<DB: DrawingBackend>(
         .x_label_area_size(44)
         .y_label_area_size(80);
     let x_range = (1.0..max_x).log_scale();
-    let palette = |i: usize| Palette99::pick(i).to_rgba();
+    let lines: Vec<Line> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let pick = |f: fn(&(f64, f64, f64, f64)) -> f64| {
+                s.points.iter().map(|p| (p.0, f(p))).collect()
+            };
+            let (solid, dashed) = match chart {
+                Chart::Throughput => (pick(|p| p.1), Vec::new()),
+                Chart::Latency => (pick(|p| p.2), pick(|p| p.3)),
+            };
+            Line {
+                name: s.name.clone(),
+                color: Palette99::pick(i).to_rgba(),
+                solid,
+                dashed,
+            }
+        })
+        .collect();
     match chart {
         Chart::Throughput => {
             let mut ctx = builder
                 .build_cartesian_2d(x_range, min_y..max_y)
                 .map_err(err)?;
-            ctx.configure_mesh()
-                .x_desc("connections (log)")
-                .y_desc(y_desc)
-                .x_label_formatter(&|x| format!("{x:.0}"))
-                .y_label_formatter(&|y| format!("{y:.0}"))
-                .draw()
-                .map_err(err)?;
-            for (i, s) in series.iter().enumerate() {
-                let color = palette(i);
-                let line: Vec<(f64, f64)> = s.points.iter().map(|p| (p.0, p.1)).collect();
-                ctx.draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
-                    .map_err(err)?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
-                ctx.draw_series(line.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                    .map_err(err)?;
-            }
-            ctx.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            plot_lines(&mut ctx, y_desc, &|y| format!("{y:.0}"), &lines).map_err(err)?;
         }
         Chart::Latency => {
             let mut ctx = builder
                 .build_cartesian_2d(x_range, (min_y..max_y).log_scale())
                 .map_err(err)?;
-            ctx.configure_mesh()
-                .x_desc("connections (log)")
-                .y_desc(y_desc)
-                .x_label_formatter(&|x| format!("{x:.0}"))
-                .y_label_formatter(&|y| format!("{y:.3}"))
-                .draw()
-                .map_err(err)?;
-            for (i, s) in series.iter().enumerate() {
-                let color = palette(i);
-                let p50: Vec<(f64, f64)> = s.points.iter().map(|p| (p.0, p.2)).collect();
-                let p99: Vec<(f64, f64)> = s.points.iter().map(|p| (p.0, p.3)).collect();
-                ctx.draw_series(LineSeries::new(p50.clone(), color.stroke_width(2)))
-                    .map_err(err)?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
-                ctx.draw_series(p50.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                    .map_err(err)?;
-                ctx.draw_series(DashedLineSeries::new(p99, 6, 4, color.stroke_width(1)))
-                    .map_err(err)?;
-            }
-            ctx.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            plot_lines(&mut ctx, y_desc, &|y| format!("{y:.3}"), &lines).map_err(err)?;
         }
     }
     root.present().map_err(err)
+}
+
+/// One target's line: solid (with markers) and, for latency, a dashed p99.
+struct Line {
+    name: String,
+    color: RGBAColor,
+    solid: Vec<(f64, f64)>,
+    dashed: Vec<(f64, f64)>,
+}
+
+/// Mesh, lines and legend on a chart whose x axis is connections (log) and
+/// whose y axis is linear or logarithmic.
+fn plot_lines<'a, DB, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<LogCoord<f64>, Y>>,
+    y_desc: &str,
+    y_label: &dyn Fn(&f64) -> String,
+    lines: &[Line],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    ctx.configure_mesh()
+        .x_desc("connections (log)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(y_label)
+        .draw()?;
+    for line in lines {
+        let color = line.color;
+        ctx.draw_series(LineSeries::new(line.solid.clone(), color.stroke_width(2)))?
+            .label(line.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        ctx.draw_series(
+            line.solid
+                .iter()
+                .map(|&p| Circle::new(p, 3, color.filled())),
+        )?;
+        if !line.dashed.is_empty() {
+            ctx.draw_series(DashedLineSeries::new(
+                line.dashed.clone(),
+                6,
+                4,
+                color.stroke_width(1),
+            ))?;
+        }
+    }
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
 }

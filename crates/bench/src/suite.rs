@@ -243,7 +243,8 @@ impl Mirror {
             .tempdir()
             .map_err(|e| BenchError::Setup(format!("creating a store directory: {e}")))?;
         let [port] = free_ports();
-        let mut args: Vec<String> = upstream.iter().map(|s| s.to_string()).collect();
+        let mut args = vec!["serve".to_owned()];
+        args.extend(upstream.iter().map(|s| s.to_string()));
         args.extend([
             "--floor".into(),
             "0".into(),

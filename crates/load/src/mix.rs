@@ -286,22 +286,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_kind_appears_near_its_weight() {
+    /// How often each kind came up in `n` transactions.
+    fn kinds_drawn(transfers_only: bool, seed: u64, n: u64) -> [u64; 7] {
         let mut mix = Mix::new(
-            42,
+            seed,
             &[Address::repeat_byte(1)],
             Address::repeat_byte(2),
-            false,
+            transfers_only,
         );
         let fees = Fees {
             max_fee: 10,
             tip: 1,
         };
         let mut counts = [0u64; 7];
-        for nonce in 0..10_000 {
+        for nonce in 0..n {
             counts[mix.next(1, nonce, fees).0 as usize] += 1;
         }
+        counts
+    }
+
+    #[test]
+    fn every_kind_appears_near_its_weight() {
+        let counts = kinds_drawn(false, 42, 10_000);
         for kind in TxKind::ALL {
             let expected = kind.weight() * 100;
             let got = counts[kind as usize];
@@ -314,15 +320,7 @@ mod tests {
 
     #[test]
     fn transfers_only_sends_plain_eth_transfers() {
-        let mut mix = Mix::new(7, &[Address::repeat_byte(1)], Address::repeat_byte(2), true);
-        let fees = Fees {
-            max_fee: 10,
-            tip: 1,
-        };
-        let mut seen = [0u64; 7];
-        for nonce in 0..3_000 {
-            seen[mix.next(1, nonce, fees).0 as usize] += 1;
-        }
+        let seen = kinds_drawn(true, 7, 3_000);
         assert!(seen[..3].iter().all(|n| *n > 0), "{seen:?}");
         assert!(seen[3..].iter().all(|n| *n == 0), "{seen:?}");
     }

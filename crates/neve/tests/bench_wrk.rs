@@ -9,13 +9,7 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bench_agrees_with_wrk_sending_the_same_requests() {
-    let (geth, head) = chain_with_logs().await;
-    let neve = Neve::start(
-        geth.http_url(),
-        &["--floor", "0", "--ws-url", geth.ws_url()],
-        head,
-    )
-    .await;
+    let (_geth, neve) = neve_mirroring_a_chain_with_logs().await;
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().display().to_string();
     let lua = out.path().join("randblock.lua").display().to_string();

@@ -239,6 +239,18 @@ pub async fn chain_with_logs() -> (neve_devnet::GethDev, u64) {
     (geth, report.last_block)
 }
 
+/// A neve mirroring [`chain_with_logs`] from genesis, caught up.
+pub async fn neve_mirroring_a_chain_with_logs() -> (neve_devnet::GethDev, Neve) {
+    let (geth, head) = chain_with_logs().await;
+    let neve = Neve::start(
+        geth.http_url(),
+        &["--floor", "0", "--ws-url", geth.ws_url()],
+        head,
+    )
+    .await;
+    (geth, neve)
+}
+
 /// A JSON file, parsed.
 pub fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
