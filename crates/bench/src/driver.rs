@@ -193,13 +193,15 @@ async fn connection_loop(
         .map(|rate| Duration::from_secs_f64(1.0 / rate));
     let mut slot = conn as u64;
     loop {
-        let due = match interval {
+        // `due` places the request in the window; `clock` is where its
+        // latency starts.
+        let (due, clock) = match interval {
             None => {
                 let now = Instant::now();
                 if now >= window_end {
                     break;
                 }
-                now
+                (now, now)
             }
             Some(interval) => {
                 let due = start + interval.mul_f64(slot as f64);
@@ -207,8 +209,16 @@ async fn connection_loop(
                 if due >= window_end {
                     break;
                 }
-                tokio::time::sleep_until(due.into()).await;
-                due
+                if Instant::now() < due {
+                    // On time: the timer fires up to a tick (1 ms) late,
+                    // which is the client's jitter, not the target's delay.
+                    tokio::time::sleep_until(due.into()).await;
+                    (due, Instant::now())
+                } else {
+                    // Behind: the target held this connection past the due
+                    // time, and the wait is charged to it.
+                    (due, due)
+                }
             }
         };
         let index = rng.random_range(0..plan.requests.len());
@@ -220,7 +230,7 @@ async fn connection_loop(
         }
         match answer {
             Some((outcome, bytes)) => {
-                stats::record(&mut tally.histogram, done - due);
+                stats::record(&mut tally.histogram, done - clock);
                 tally.outcomes.add(outcome);
                 tally.body_bytes += bytes;
             }

@@ -208,8 +208,10 @@ pub async fn run(
         .cloned()
         .collect();
     for target in &mut all_targets {
-        if target.pid.is_none() && is_loopback(&target.url) {
-            target.pid = procstat::pid_listening_on(target.endpoint()?.port);
+        if target.pids.is_empty() && is_loopback(&target.url) {
+            target
+                .pids
+                .extend(procstat::pid_listening_on(target.endpoint()?.port));
         }
     }
 
@@ -262,7 +264,7 @@ pub async fn run(
                 points: Vec::new(),
             };
             for schedule in &schedules {
-                let point = measure(&plan, *schedule, target.pid, config.seed).await;
+                let point = measure(&plan, *schedule, &target.pids, config.seed).await;
                 progress(&format!(
                     "{} {} {}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms{}",
                     workload.name,
@@ -305,18 +307,19 @@ pub async fn run(
 
 /// One cell: the driver plus /proc samples of the target and this process
 /// taken at the edges of the measured window.
-async fn measure(plan: &Plan, schedule: Schedule, pid: Option<u32>, seed: u64) -> Point {
+async fn measure(plan: &Plan, schedule: Schedule, pids: &[u32], seed: u64) -> Point {
     let me = std::process::id();
+    let pids = pids.to_vec();
     let sampler = tokio::spawn(async move {
         tokio::time::sleep(schedule.warmup).await;
         let before = (
-            pid.and_then(procstat::sample_tree),
+            procstat::sample_all(&pids),
             procstat::sample(me),
             Instant::now(),
         );
         tokio::time::sleep(schedule.duration).await;
         let after = (
-            pid.and_then(procstat::sample_tree),
+            procstat::sample_all(&pids),
             procstat::sample(me),
             Instant::now(),
         );

@@ -19,6 +19,14 @@ pub struct Sample {
     pub rss_anon_bytes: u64,
 }
 
+impl Sample {
+    fn add(&mut self, other: &Sample) {
+        self.cpu_ticks += other.cpu_ticks;
+        self.rss_bytes += other.rss_bytes;
+        self.rss_anon_bytes += other.rss_anon_bytes;
+    }
+}
+
 /// Reads `pid`'s counters now.
 pub fn sample(pid: u32) -> Option<Sample> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -37,10 +45,19 @@ pub fn sample_tree(pid: u32) -> Option<Sample> {
     let mut total = sample(pid)?;
     for child in descendants(pid) {
         if let Some(s) = sample(child) {
-            total.cpu_ticks += s.cpu_ticks;
-            total.rss_bytes += s.rss_bytes;
-            total.rss_anon_bytes += s.rss_anon_bytes;
+            total.add(&s);
         }
+    }
+    Some(total)
+}
+
+/// Sums [`sample_tree`] over several processes; `None` when there are none
+/// or one cannot be read.
+pub fn sample_all(pids: &[u32]) -> Option<Sample> {
+    let mut samples = pids.iter().map(|pid| sample_tree(*pid));
+    let mut total = samples.next()??;
+    for sample in samples {
+        total.add(&sample?);
     }
     Some(total)
 }

@@ -375,7 +375,7 @@ mod tests {
                 name: name.into(),
                 url: "http://127.0.0.1:1/".into(),
                 kind: TargetKind::Rpc,
-                pid: None,
+                pids: Vec::new(),
             },
             range: None,
             points,

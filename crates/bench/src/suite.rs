@@ -22,8 +22,9 @@ pub struct SuiteConfig {
     pub neve: PathBuf,
     /// Grow the geth chain to at least this many blocks.
     pub geth_blocks: u64,
-    /// Transactions per second to grow it with.
-    pub geth_tps: u64,
+    /// Transactions per block to grow it with: the generator keeps this
+    /// many in flight, and geth (`--dev.period 0`) seals each batch.
+    pub block_txs: u64,
     /// Feed avalanchego for this long (it makes a block every few seconds
     /// under load, so its chain is short); zero skips avalanchego.
     pub avalanchego_seconds: u64,
@@ -50,7 +51,7 @@ pub async fn run(
         geth.http_url(),
         None,
         config.geth_blocks,
-        config.geth_tps,
+        config.block_txs,
         &mut progress,
     )
     .await?;
@@ -73,25 +74,25 @@ pub async fn run(
         .map_err(|e| setup("creating the ceiling directory", e))?;
     let nginx = Nginx::start(ceiling_dir.path())?;
     progress(&format!(
-        "nginx serves the ceiling at {} (pid {})",
+        "nginx serves the ceiling at {} (pids {:?})",
         nginx.url,
-        nginx.process.pid()
+        nginx.pids()
     ));
 
     let mut bench = config.bench.clone();
     bench.targets = vec![
-        with_pid(
+        with_pids(
             Target::parse(&format!("neve={}", neve_geth.url), TargetKind::Rpc)?,
-            &neve_geth.process,
+            &[&neve_geth.process],
         ),
-        with_pid(
+        with_pids(
             Target::parse(&format!("geth={}", geth.http_url()), TargetKind::Rpc)?,
-            geth.process(),
+            &[geth.process()],
         ),
     ];
-    bench.ceilings = vec![with_pid(
+    bench.ceilings = vec![with_pids(
         Target::parse(&format!("static={}", nginx.url), TargetKind::Static)?,
-        &nginx.process,
+        &nginx.processes.iter().collect::<Vec<_>>(),
     )];
     bench.ceiling_dir = Some(ceiling_dir.path().to_owned());
     bench.compare = vec![
@@ -136,13 +137,13 @@ pub async fn run(
         .await?;
         let mut bench = config.bench.clone();
         bench.targets = vec![
-            with_pid(
+            with_pids(
                 Target::parse(&format!("neve={}", neve_ava.url), TargetKind::Rpc)?,
-                &neve_ava.process,
+                &[&neve_ava.process],
             ),
-            with_pid(
+            with_pids(
                 Target::parse(&format!("avalanchego={rpc}"), TargetKind::Rpc)?,
-                ava.process(),
+                &[ava.process()],
             ),
         ];
         bench.compare = vec![("neve".into(), "avalanchego".into())];
@@ -173,8 +174,8 @@ fn section(summary: &mut String, title: &str, results: &Results) {
     let _ = writeln!(summary, "## {title}\n\n{}", results.render());
 }
 
-fn with_pid(mut target: Target, process: &NodeProcess) -> Target {
-    target.pid = Some(process.pid());
+fn with_pids(mut target: Target, processes: &[&NodeProcess]) -> Target {
+    target.pids = processes.iter().map(|p| p.pid()).collect();
     target
 }
 
@@ -187,12 +188,16 @@ async fn head(url: &str) -> Result<u64, BenchError> {
     parse_quantity(&head).ok_or_else(|| BenchError::Setup(format!("eth_blockNumber said {head}")))
 }
 
-/// Runs the traffic generator in 10 s rounds until the chain has `blocks`.
+/// Runs the traffic generator in 10 s rounds until the chain has `blocks`
+/// of about `block_txs` transactions each: with that many in flight at most,
+/// a dev chain that seals as soon as transactions are pending makes blocks
+/// of that size (uncapped, it would make a few huge blocks; rate-capped, many
+/// tiny ones).
 async fn grow(
     url: &str,
     key: Option<&str>,
     blocks: u64,
-    tps: u64,
+    block_txs: u64,
     progress: &mut impl FnMut(&str),
 ) -> Result<u64, BenchError> {
     let mut round = 0u64;
@@ -203,7 +208,8 @@ async fn grow(
         }
         progress(&format!("growing the chain: {height} of {blocks} blocks"));
         let mut load = neve_load::LoadConfig::new(url, Duration::from_secs(10));
-        load.tps = Some(tps);
+        load.batch_size = block_txs as usize;
+        load.max_in_flight = block_txs;
         load.funder_key = key.map(str::to_owned);
         load.seed = 1000 + round;
         neve_load::run(load, |_| {})
@@ -276,9 +282,12 @@ impl Mirror {
     }
 }
 
-/// nginx from Debian serving a directory on a free loopback port.
+/// nginx from Debian serving a directory on a free loopback port: one
+/// single-process instance per core sharing the port (`reuseport`), rather
+/// than a master and workers, so each is a direct child that dies with us
+/// (a killed master leaves its workers running).
 struct Nginx {
-    process: NodeProcess,
+    processes: Vec<NodeProcess>,
     url: String,
 }
 
@@ -293,51 +302,56 @@ impl Nginx {
                     "nginx is not installed (scripts/install-deps.sh installs it)".into(),
                 )
             })?;
-        let dir = tempfile::Builder::new()
-            .prefix("neve-bench-nginx-")
-            .tempdir()
-            .map_err(|e| BenchError::Setup(format!("creating nginx's directory: {e}")))?;
         let [port] = free_ports();
-        let d = dir.path().display();
-        let config = format!(
-            "daemon off;\n{user}worker_processes {cores};\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-             events {{ worker_connections 4096; }}\n\
-             http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;\n\
-             client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-             server {{ listen 127.0.0.1:{port}; location / {{ root {root}; default_type application/json; }} }} }}\n",
-            // As root, nginx's workers would drop to `nobody`, who cannot
-            // read a private temporary directory.
-            user = if unsafe { libc::geteuid() } == 0 {
-                "user root;\n"
-            } else {
-                ""
-            },
-            cores = std::thread::available_parallelism().map_or(1, |n| n.get()),
-            root = root.display()
-        );
-        let conf = dir.path().join("nginx.conf");
-        std::fs::write(&conf, config).map_err(crate::BenchError::io(&conf))?;
-        let args = vec![
-            "-e".to_owned(),
-            format!("{d}/error.log"),
-            "-c".to_owned(),
-            conf.display().to_string(),
-        ];
-        let process = NodeProcess::spawn("nginx", &binary, &args, dir)
-            .map_err(|e| BenchError::Setup(format!("starting nginx: {e}")))?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut processes = Vec::new();
+        for _ in 0..cores {
+            let dir = tempfile::Builder::new()
+                .prefix("neve-bench-nginx-")
+                .tempdir()
+                .map_err(|e| setup("creating nginx's directory", e))?;
+            let d = dir.path().display();
+            let config = format!(
+                "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+                 events {{ worker_connections 4096; }}\n\
+                 http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;\n\
+                 client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+                 server {{ listen 127.0.0.1:{port} reuseport; location / {{ root {root}; default_type application/json; }} }} }}\n",
+                root = root.display()
+            );
+            let conf = dir.path().join("nginx.conf");
+            std::fs::write(&conf, config).map_err(crate::BenchError::io(&conf))?;
+            let args = vec![
+                "-e".to_owned(),
+                format!("{d}/error.log"),
+                "-c".to_owned(),
+                conf.display().to_string(),
+            ];
+            let process = NodeProcess::spawn("nginx", &binary, &args, dir)
+                .map_err(|e| setup("starting nginx", e))?;
+            processes.push(process);
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if process.exit_status().is_some() || Instant::now() > deadline {
+            if let Some(dead) = processes
+                .iter()
+                .find(|p| p.exit_status().is_some())
+                .or_else(|| (Instant::now() > deadline).then(|| &processes[0]))
+            {
                 return Err(BenchError::Setup(format!(
                     "nginx did not start:\n{}",
-                    process.log_tail(10)
+                    dead.log_tail(10)
                 )));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(Nginx {
-            process,
+            processes,
             url: format!("http://127.0.0.1:{port}"),
         })
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.processes.iter().map(NodeProcess::pid).collect()
     }
 }

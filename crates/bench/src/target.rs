@@ -35,8 +35,9 @@ pub struct Target {
     pub url: String,
     /// RPC or static.
     pub kind: TargetKind,
-    /// The process to sample CPU and RSS from, when it runs on this machine.
-    pub pid: Option<u32>,
+    /// The processes to sample CPU and RSS from (each with its children),
+    /// when the target runs on this machine.
+    pub pids: Vec<u32>,
 }
 
 impl Target {
@@ -50,7 +51,7 @@ impl Target {
             name: name.to_owned(),
             url: url.to_owned(),
             kind,
-            pid: None,
+            pids: Vec::new(),
         };
         target.endpoint()?;
         Ok(target)

@@ -73,9 +73,9 @@ pub struct BenchArgs {
     /// Suite: grow the geth chain to this many blocks.
     #[arg(long, default_value_t = 2000)]
     blocks: u64,
-    /// Suite: transactions per second to grow it with.
-    #[arg(long, default_value_t = 2100)]
-    geth_tps: u64,
+    /// Suite: transactions per block to grow it with.
+    #[arg(long, default_value_t = 50)]
+    block_txs: u64,
     /// Suite: seconds of traffic into avalanchego (0 skips it).
     #[arg(long, default_value_t = 60)]
     avalanchego_seconds: u64,
@@ -153,7 +153,7 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
         let suite = suite::SuiteConfig {
             neve: std::env::current_exe().context("finding the neve binary")?,
             geth_blocks: args.blocks,
-            geth_tps: args.geth_tps,
+            block_txs: args.block_txs,
             avalanchego_seconds: args.avalanchego_seconds,
             bench: config,
             out: args.out,
@@ -185,7 +185,7 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
             .chain(&mut config.ceilings)
             .find(|t| t.name == name)
             .with_context(|| format!("--pid names {name}, which is not a target"))?;
-        target.pid = Some(pid);
+        target.pids.push(pid);
     }
     for pair in &args.compare {
         let (target, baseline) = pair
