@@ -78,6 +78,16 @@ impl TargetRun {
             .find(|p| p.conns == conns && p.rate.is_none())
     }
 
+    /// Req/s per core of target CPU at the peak.
+    fn peak_per_core(&self) -> Option<f64> {
+        let peak = self
+            .points
+            .iter()
+            .max_by(|a, b| a.requests_per_second.total_cmp(&b.requests_per_second))?;
+        let cores = peak.target_cpu_cores.filter(|c| *c > 0.0)?;
+        Some(peak.requests_per_second / cores)
+    }
+
     fn max_rss(&self) -> Option<u64> {
         self.points.iter().filter_map(|p| p.target_rss_bytes).max()
     }
@@ -109,6 +119,11 @@ pub struct Verdict {
     pub c1_latency_ratio: Option<f64>,
     /// Baseline's RSS ÷ target's (how many times less memory).
     pub rss_ratio: Option<f64>,
+    /// Target's req/s per core of CPU it used at its peak ÷ the baseline's:
+    /// on a box where the load generator shares the cores, a target that
+    /// answers faster also leaves itself less CPU, and the peak ratio
+    /// understates how much less work each answer costs it.
+    pub per_core_ratio: Option<f64>,
     /// Either side measured the reject path somewhere in the sweep.
     pub flagged: bool,
 }
@@ -183,6 +198,10 @@ impl Results {
                     (Some(t), Some(b)) => ratio(b as f64, t as f64),
                     _ => None,
                 };
+                let per_core = match (t.peak_per_core(), b.peak_per_core()) {
+                    (Some(t), Some(b)) => ratio(t, b),
+                    _ => None,
+                };
                 let flagged = t
                     .points
                     .iter()
@@ -195,6 +214,7 @@ impl Results {
                     peak_ratio: ratio(t.peak(), b.peak()),
                     c1_latency_ratio: c1,
                     rss_ratio: rss,
+                    per_core_ratio: per_core,
                     flagged,
                 });
             }
@@ -253,24 +273,25 @@ impl Results {
         }
         if !self.verdicts.is_empty() {
             out.push_str("### Side by side\n\n");
-            out.push_str("| workload | target vs baseline | peak req/s ratio | c1 p50 latency ratio | RSS ratio |\n");
-            out.push_str("|---|---|---|---|---|\n");
+            out.push_str("| workload | target vs baseline | peak req/s ratio | req/s per CPU core ratio | c1 p50 latency ratio | RSS ratio |\n");
+            out.push_str("|---|---|---|---|---|---|\n");
             for v in &self.verdicts {
                 let x = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}×"));
                 let _ = writeln!(
                     out,
-                    "| {} | {} vs {}{} | {} | {} | {} |",
+                    "| {} | {} vs {}{} | {} | {} | {} | {} |",
                     v.workload,
                     v.target,
                     v.baseline,
                     if v.flagged { " (FLAGGED)" } else { "" },
                     x(v.peak_ratio),
+                    x(v.per_core_ratio),
                     x(v.c1_latency_ratio),
                     x(v.rss_ratio)
                 );
             }
             out.push_str(
-                "\npeak ratio > 1: the target serves more; latency and RSS ratios > 1: the target is that many times faster / smaller.\n",
+                "\npeak ratio > 1: the target serves more; per-core ratio > 1: each answer costs the target less CPU; latency and RSS ratios > 1: the target is that many times faster / smaller (RSS is VmRSS, which counts a mapped store's cached pages).\n",
             );
         }
         let flags = self.flags();
@@ -299,15 +320,15 @@ fn render_sweep(run: &TargetRun) -> String {
     let mut out = String::new();
     let open = run.points.iter().any(|p| p.rate.is_some());
     out.push_str(if open {
-        "| rate | conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | target CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| rate | conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | target CPU | client CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     } else {
-        "| conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | Little's law | target CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | Little's law | target CPU | client CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     });
     for p in &run.points {
         let l = &p.latency;
-        let cpu = p
-            .target_cpu_cores
-            .map_or("-".into(), |c| format!("{:.0} %", c * 100.0));
+        let percent =
+            |cores: Option<f64>| cores.map_or("-".into(), |c| format!("{:.0} %", c * 100.0));
+        let (cpu, client) = (percent(p.target_cpu_cores), percent(p.client_cpu_cores));
         let rss = p
             .target_rss_bytes
             .map_or("-".into(), |b| format!("{}", b / (1 << 20)));
@@ -330,7 +351,7 @@ fn render_sweep(run: &TargetRun) -> String {
         };
         let _ = writeln!(
             out,
-            "| {lead} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |{little} {cpu} | {rss} | {rejects} |",
+            "| {lead} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |{little} {cpu} | {client} | {rss} | {rejects} |",
             p.requests_per_second, l.p50_ms, l.p99_ms, l.p90_ms, l.p999_ms, l.max_ms
         );
     }
@@ -412,6 +433,10 @@ mod tests {
             }],
             verdicts: vec![],
         };
+        // geth burns twice the CPU for its answers.
+        for point in &mut results.workloads[0].targets[1].points {
+            point.target_cpu_cores = Some(1.8);
+        }
         results.judge(&[
             ("neve".into(), "geth".into()),
             ("neve".into(), "absent".into()),
@@ -421,12 +446,17 @@ mod tests {
         assert!((v.peak_ratio.unwrap() - 10.0).abs() < 1e-9);
         assert!((v.c1_latency_ratio.unwrap() - 5.0).abs() < 1e-9);
         assert!((v.rss_ratio.unwrap() - 5.5).abs() < 1e-9);
+        assert!((v.per_core_ratio.unwrap() - 20.0).abs() < 1e-9);
         assert!(v.flagged, "geth c16 answered 421s");
         let text = results.render();
         assert!(text.contains("| 16 | 50000 | 0.300 |"), "{text}");
+        assert!(
+            text.contains("| 90 % | - | 120 | 0 |"),
+            "target and client CPU: {text}"
+        );
         assert!(text.contains("knee (95 % of peak) at c16"), "{text}");
         assert!(
-            text.contains("neve vs geth (FLAGGED) | 10.00× | 5.00× | 5.50×"),
+            text.contains("neve vs geth (FLAGGED) | 10.00× | 20.00× | 5.00× | 5.50×"),
             "{text}"
         );
         assert!(text.contains("!!! REJECT PATH MEASURED"), "{text}");

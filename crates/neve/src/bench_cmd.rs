@@ -87,6 +87,12 @@ enum Suite {
     Headline,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum LocalNode {
+    Geth,
+    Avalanchego,
+}
+
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Push N signed transfers from M accounts into a node and report TPS
@@ -97,8 +103,17 @@ enum BenchCommand {
 #[derive(Args)]
 struct TpsArgs {
     /// The node's HTTP JSON-RPC URL.
+    #[arg(
+        long,
+        required_unless_present = "local_node",
+        conflicts_with = "local_node"
+    )]
+    rpc: Option<String>,
+    /// Start this node on 127.0.0.1 for the run instead: geth (a dev chain
+    /// sealing every second) or avalanchego (a local C-chain, funded by its
+    /// prefunded key).
     #[arg(long)]
-    rpc: String,
+    local_node: Option<LocalNode>,
     /// Transfers to send.
     #[arg(long, default_value_t = 10_000)]
     transactions: u64,
@@ -202,11 +217,35 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
 
 async fn tps_run(args: TpsArgs) -> Result<()> {
     anyhow::ensure!(args.accounts > 0, "--accounts must be at least 1");
+    // Held for the run: the node stops when these drop.
+    let (mut _geth, mut _avalanchego) = (None, None);
+    let (rpc_url, funder_key) = match (args.rpc, args.local_node) {
+        (Some(url), _) => (url, args.funder_key),
+        (None, Some(LocalNode::Geth)) => {
+            let geth =
+                neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 1 }).await?;
+            eprintln!("geth dev chain (one block a second) at {}", geth.http_url());
+            let url = geth.http_url().to_owned();
+            _geth = Some(geth);
+            (url, args.funder_key)
+        }
+        (None, Some(LocalNode::Avalanchego)) => {
+            let node = neve_devnet::Avalanchego::start().await?;
+            eprintln!("avalanchego local C-chain at {}", node.c_chain_rpc_url());
+            let url = node.c_chain_rpc_url();
+            _avalanchego = Some(node);
+            let key = args
+                .funder_key
+                .unwrap_or_else(|| neve_devnet::AVALANCHEGO_PREFUNDED_KEY.to_owned());
+            (url, Some(key))
+        }
+        (None, None) => anyhow::bail!("give --rpc URL or --local-node"),
+    };
     let config = tps::TpsConfig {
-        rpc_url: args.rpc,
+        rpc_url,
         transactions: args.transactions,
         accounts: args.accounts,
-        funder_key: args.funder_key,
+        funder_key,
         max_duration: Duration::from_secs(args.max_seconds),
     };
     let report = tps::run(&config, crate::print_progress).await?;
