@@ -107,20 +107,18 @@ pub struct Measured {
     pub histogram: Histogram<u64>,
     /// Classes of every request in the window.
     pub outcomes: Outcomes,
-    /// Answered requests per second in the window.
+    /// Answers completed inside the window, per second: what the target
+    /// delivered, whenever those requests were due.
     pub requests_per_second: f64,
     /// Bytes of answer bodies in the window.
     pub body_bytes: u64,
-    /// When the measured window began and how long it lasted (an open loop
-    /// that fell behind runs over to finish what was due in the window).
-    pub window: (Instant, Duration),
 }
 
 struct Tally {
     histogram: Histogram<u64>,
     outcomes: Outcomes,
     body_bytes: u64,
-    last_done: Option<Instant>,
+    completed_in_window: u64,
 }
 
 /// Runs `schedule` against `plan`.
@@ -145,28 +143,21 @@ pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
     let mut histogram = stats::new_histogram();
     let mut outcomes = Outcomes::default();
     let mut body_bytes = 0;
-    let mut last_done = window_end;
+    let mut completed = 0;
     for task in tasks {
         let tally = task.await.expect("a connection task does not panic");
         histogram.add(&tally.histogram).expect("same bounds");
         outcomes.merge(&tally.outcomes);
         body_bytes += tally.body_bytes;
-        last_done = last_done.max(tally.last_done.unwrap_or(window_end));
+        completed += tally.completed_in_window;
     }
-    // A closed loop measures exactly the window; an open loop that fell
-    // behind is charged the time it took to answer what was due in it.
-    let window = match schedule.rate {
-        None => schedule.duration,
-        Some(_) => last_done - window_start,
-    };
     Measured {
         // Every answer counts toward throughput, rejects included: they are
         // flagged, not hidden.
-        requests_per_second: histogram.len() as f64 / window.as_secs_f64(),
+        requests_per_second: completed as f64 / schedule.duration.as_secs_f64(),
         histogram,
         outcomes,
         body_bytes,
-        window: (window_start, window),
     }
 }
 
@@ -184,7 +175,7 @@ async fn connection_loop(
         histogram: stats::new_histogram(),
         outcomes: Outcomes::default(),
         body_bytes: 0,
-        last_done: None,
+        completed_in_window: 0,
     };
     let mut conn_state: Option<Conn> = None;
     // Open loop: this connection owns every `conns`-th slot of the schedule.
@@ -209,6 +200,15 @@ async fn connection_loop(
                 if due >= window_end {
                     break;
                 }
+                if Instant::now() > window_end + schedule.duration {
+                    // Overloaded past a window's length of grace: what is
+                    // still due goes unsent and counts as unanswered, so
+                    // the run ends and says so.
+                    if due >= window_start {
+                        tally.outcomes.transport_errors += 1;
+                    }
+                    continue;
+                }
                 if Instant::now() < due {
                     // On time: the timer fires up to a tick (1 ms) late,
                     // which is the client's jitter, not the target's delay.
@@ -224,6 +224,11 @@ async fn connection_loop(
         let index = rng.random_range(0..plan.requests.len());
         let answer = send(&plan, &mut conn_state, index).await;
         let done = Instant::now();
+        if answer.is_some() && (window_start..=window_end).contains(&done) {
+            tally.completed_in_window += 1;
+        }
+        // Latency and classes: closed loop, requests sent and answered in
+        // the window; open loop, every request due in it.
         let in_window = due >= window_start && (interval.is_some() || done <= window_end);
         if !in_window {
             continue;
@@ -236,7 +241,6 @@ async fn connection_loop(
             }
             None => tally.outcomes.transport_errors += 1,
         }
-        tally.last_done = Some(done);
     }
     tally
 }
@@ -382,12 +386,23 @@ mod tests {
             warmup: Duration::ZERO,
             duration: Duration::from_millis(500),
         };
+        let started = Instant::now();
         let measured = run(&plan, schedule, 1).await;
-        // 100 requests were due in the window; all are answered, late.
-        assert_eq!(measured.outcomes.total(), 100);
+        // 100 requests were due in the window. Draining them would take
+        // 2 s; after the window and as long again (1 s), the rest are
+        // abandoned as unanswered.
+        assert!(started.elapsed() < Duration::from_millis(1500));
+        let outcomes = measured.outcomes;
+        assert_eq!(outcomes.total(), 100, "{outcomes:?}");
+        assert!(
+            (40..=55).contains(&measured.histogram.len()),
+            "{outcomes:?}"
+        );
+        assert_eq!(outcomes.transport_errors, 100 - measured.histogram.len());
+        assert!(outcomes.reject_summary().unwrap().contains("no answer"));
         let latency = stats::Latency::from_histogram(&measured.histogram);
-        // The last was due at 0.5 s and answered at ~2 s.
-        assert!(latency.max_ms > 1000.0, "{latency:?}");
+        // Answers fell ever further behind their due times.
+        assert!(latency.max_ms > 400.0, "{latency:?}");
         assert!(
             measured.requests_per_second < 60.0,
             "{}",
