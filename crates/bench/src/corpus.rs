@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 
-use neve_upstream::{RpcClient, quantity};
+use neve_upstream::{RpcClient, parse_quantity, quantity};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -20,6 +20,9 @@ const SCANNED_BLOCKS: usize = 200;
 const SCANNED_RECEIPTS: usize = 64;
 /// The width of a log window, as the seeds' scripts used.
 pub const LOG_WINDOW: u64 = 10;
+/// Windows scanned for logs across the range, and their width.
+const LOG_SCAN_WINDOWS: u64 = 8;
+const LOG_SCAN_BLOCKS: u64 = 20;
 
 /// Keys sampled from the common range.
 #[derive(Clone, Debug, Default)]
@@ -38,6 +41,8 @@ pub struct Corpus {
     pub addresses: Vec<String>,
     /// The contract that logged most in the scanned windows, and its topics.
     pub log_address: Option<String>,
+    /// Heights where `log_address` logged, in the scanned windows.
+    pub log_heights: Vec<u64>,
     /// First topics (event signatures) seen from `log_address`.
     pub log_topics: Vec<String>,
 }
@@ -59,6 +64,8 @@ struct Receipt {
 #[derive(Deserialize)]
 struct Log {
     address: String,
+    #[serde(rename = "blockNumber", default)]
+    block_number: Option<String>,
     #[serde(default)]
     topics: Vec<String>,
 }
@@ -107,11 +114,14 @@ impl Corpus {
             .choose_multiple(&mut rng, SCANNED_RECEIPTS)
             .cloned()
             .collect();
+        // Addresses and logs only enrich some workloads: a target that
+        // refuses these reads leaves them empty, and a workload that needs
+        // them says so.
         for tx in sampled {
             let receipt: Option<Receipt> = client
                 .call("eth_getTransactionReceipt", [&tx])
                 .await
-                .map_err(|e| fail("reading a receipt", e))?;
+                .unwrap_or(None);
             if let Some(receipt) = receipt {
                 corpus.addresses.push(receipt.from);
                 corpus.addresses.extend(receipt.to);
@@ -120,43 +130,50 @@ impl Corpus {
         corpus.addresses.sort();
         corpus.addresses.dedup();
 
-        // Logs: scan a few windows, newest first, until some are found.
-        let mut by_address: HashMap<String, Vec<String>> = HashMap::new();
-        let mut to = high;
-        for _ in 0..8 {
-            let from = to.saturating_sub(99).max(low);
-            let logs: Vec<Log> = client
-                .call(
-                    "eth_getLogs",
-                    [serde_json::json!({"fromBlock": quantity(from), "toBlock": quantity(to)})],
-                )
-                .await
-                .map_err(|e| fail("reading logs", e))?;
+        // Logs: small windows spread over the range (small, so no log cap
+        // of a node or a neve is hit), newest first.
+        let mut by_address: HashMap<String, (Vec<u64>, Vec<String>)> = HashMap::new();
+        let span = high - low + 1;
+        for window in 0..LOG_SCAN_WINDOWS {
+            let to = high - span * window / LOG_SCAN_WINDOWS;
+            let from = to.saturating_sub(LOG_SCAN_BLOCKS - 1).max(low);
+            let filter = serde_json::json!({"fromBlock": quantity(from), "toBlock": quantity(to)});
+            let Ok(logs) = client.call::<Vec<Log>>("eth_getLogs", [filter]).await else {
+                continue;
+            };
             for log in logs {
-                by_address
-                    .entry(log.address.to_lowercase())
-                    .or_default()
-                    .extend(log.topics.into_iter().take(1));
+                let (heights, topics) = by_address.entry(log.address.to_lowercase()).or_default();
+                heights.extend(log.block_number.as_deref().and_then(parse_quantity));
+                topics.extend(log.topics.into_iter().take(1));
             }
-            if !by_address.is_empty() || from == low {
-                break;
-            }
-            to = from - 1;
         }
-        if let Some((address, mut topics)) = by_address.into_iter().max_by_key(|(_, t)| t.len()) {
+        if let Some((address, (mut heights, mut topics))) =
+            by_address.into_iter().max_by_key(|(_, (h, _))| h.len())
+        {
+            heights.sort_unstable();
+            heights.dedup();
             topics.sort();
             topics.dedup();
             corpus.log_address = Some(address);
+            corpus.log_heights = heights;
             corpus.log_topics = topics;
         }
         Ok(corpus)
     }
 
-    /// A log window `[from, from + LOG_WINDOW - 1]` inside the range.
+    /// A log window `[from, from + LOG_WINDOW - 1]` inside the range that
+    /// holds a block where the log contract logged (when any was seen), so
+    /// log requests return logs rather than time the empty-bloom path.
     pub fn log_window(&self, rng: &mut SmallRng) -> (u64, u64) {
         let (low, high) = self.range;
         let last_start = high.saturating_sub(LOG_WINDOW - 1).max(low);
-        let from = rng.random_range(low..=last_start);
+        let from = match self.log_heights.choose(rng) {
+            Some(&logged) => {
+                let earliest = logged.saturating_sub(LOG_WINDOW - 1).max(low);
+                rng.random_range(earliest..=logged.min(last_start).max(earliest))
+            }
+            None => rng.random_range(low..=last_start),
+        };
         (from, (from + LOG_WINDOW - 1).min(high))
     }
 }

@@ -112,6 +112,9 @@ pub struct Measured {
     pub requests_per_second: f64,
     /// Bytes of answer bodies in the window.
     pub body_bytes: u64,
+    /// Open loop: mean lateness of the client's timer for requests sent on
+    /// time (excluded from their latency; the runtime's tick is 1 ms).
+    pub mean_timer_lag: Option<Duration>,
 }
 
 struct Tally {
@@ -119,6 +122,8 @@ struct Tally {
     outcomes: Outcomes,
     body_bytes: u64,
     completed_in_window: u64,
+    timer_lag: Duration,
+    timed_sends: u64,
 }
 
 /// Runs `schedule` against `plan`.
@@ -144,12 +149,15 @@ pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
     let mut outcomes = Outcomes::default();
     let mut body_bytes = 0;
     let mut completed = 0;
+    let (mut lag, mut timed) = (Duration::ZERO, 0u32);
     for task in tasks {
         let tally = task.await.expect("a connection task does not panic");
         histogram.add(&tally.histogram).expect("same bounds");
         outcomes.merge(&tally.outcomes);
         body_bytes += tally.body_bytes;
         completed += tally.completed_in_window;
+        lag += tally.timer_lag;
+        timed = timed.saturating_add(tally.timed_sends.min(u32::MAX as u64) as u32);
     }
     Measured {
         // Every answer counts toward throughput, rejects included: they are
@@ -158,6 +166,28 @@ pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
         histogram,
         outcomes,
         body_bytes,
+        mean_timer_lag: (timed > 0).then(|| lag / timed),
+    }
+}
+
+/// Sends every request of the plan once, unmeasured, over a few
+/// connections: every target starts its sweep with the same warm caches
+/// (the reference target has already answered the pool while the
+/// benchmark sampled it).
+pub async fn prime(plan: &Plan) {
+    const CONNS: usize = 4;
+    let mut tasks = Vec::new();
+    for first in 0..CONNS.min(plan.requests.len()) {
+        let plan = plan.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = None;
+            for index in (first..plan.requests.len()).step_by(CONNS) {
+                send(&plan, &mut conn, index).await;
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
     }
 }
 
@@ -176,17 +206,17 @@ async fn connection_loop(
         outcomes: Outcomes::default(),
         body_bytes: 0,
         completed_in_window: 0,
+        timer_lag: Duration::ZERO,
+        timed_sends: 0,
     };
     let mut conn_state: Option<Conn> = None;
     // Open loop: this connection owns every `conns`-th slot of the schedule.
-    let interval = schedule
-        .rate
-        .map(|rate| Duration::from_secs_f64(1.0 / rate));
+    let rate = schedule.rate;
     let mut slot = conn as u64;
     loop {
         // `due` places the request in the window; `clock` is where its
         // latency starts.
-        let (due, clock) = match interval {
+        let (due, clock) = match rate {
             None => {
                 let now = Instant::now();
                 if now >= window_end {
@@ -194,8 +224,8 @@ async fn connection_loop(
                 }
                 (now, now)
             }
-            Some(interval) => {
-                let due = start + interval.mul_f64(slot as f64);
+            Some(rate) => {
+                let due = start + Duration::from_secs_f64(slot as f64 / rate);
                 slot += schedule.conns as u64;
                 if due >= window_end {
                     break;
@@ -211,9 +241,13 @@ async fn connection_loop(
                 }
                 if Instant::now() < due {
                     // On time: the timer fires up to a tick (1 ms) late,
-                    // which is the client's jitter, not the target's delay.
+                    // which is the client's jitter, not the target's delay;
+                    // it is recorded apart (`timer_lag`).
                     tokio::time::sleep_until(due.into()).await;
-                    (due, Instant::now())
+                    let woke = Instant::now();
+                    tally.timer_lag += woke - due;
+                    tally.timed_sends += 1;
+                    (due, woke)
                 } else {
                     // Behind: the target held this connection past the due
                     // time, and the wait is charged to it.
@@ -227,10 +261,10 @@ async fn connection_loop(
         if answer.is_some() && (window_start..=window_end).contains(&done) {
             tally.completed_in_window += 1;
         }
-        // Latency and classes: closed loop, requests sent and answered in
-        // the window; open loop, every request due in it.
-        let in_window = due >= window_start && (interval.is_some() || done <= window_end);
-        if !in_window {
+        // Latency and classes: every request sent (closed loop) or due
+        // (open loop) in the window, however long it took, so slow answers
+        // at the end of the window are not dropped from the tail.
+        if due < window_start {
             continue;
         }
         match answer {
@@ -256,6 +290,21 @@ struct Conn {
 /// `None` when no answer came (the connection is then dropped and reopened
 /// for the next request).
 async fn send(plan: &Plan, conn: &mut Option<Conn>, index: usize) -> Option<(Outcome, u64)> {
+    let reused = conn.as_ref().is_some_and(|c| !c.sender.is_closed());
+    let started = Instant::now();
+    match send_once(plan, conn, index).await {
+        // A kept-alive connection the server closed while it sat idle (a
+        // low open-loop rate) fails at once on its next use: one retry on a
+        // fresh connection, so the target is not charged for the client's
+        // idle. A slow failure is the target's and is not retried.
+        None if reused && started.elapsed() < Duration::from_millis(100) => {
+            send_once(plan, conn, index).await
+        }
+        answer => answer,
+    }
+}
+
+async fn send_once(plan: &Plan, conn: &mut Option<Conn>, index: usize) -> Option<(Outcome, u64)> {
     let exchange = async {
         if conn.as_ref().is_none_or(|c| c.sender.is_closed()) {
             *conn = Some(connect(&plan.endpoint).await?);

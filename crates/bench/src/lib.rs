@@ -44,6 +44,9 @@ use crate::stats::{Latency, littles_law};
 use crate::target::{Target, TargetKind};
 use crate::workload::Workload;
 
+/// The highest open-loop rate accepted (a schedule slot every 100 ns).
+pub const MAX_RATE: f64 = 10_000_000.0;
+
 /// The default connection sweep.
 pub const DEFAULT_CONNS: [usize; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
@@ -156,6 +159,42 @@ pub async fn run(
             "nothing to run: give --conns or --rates".into(),
         ));
     }
+    if config
+        .rates
+        .iter()
+        .any(|r| !r.is_finite() || *r <= 0.0 || *r > MAX_RATE)
+    {
+        return Err(BenchError::Usage(format!(
+            "rates must be between 0 and {MAX_RATE} req/s"
+        )));
+    }
+    if !config.rates.is_empty() && config.open_conns == 0 {
+        return Err(BenchError::Usage(
+            "an open loop needs --open-conns of at least 1".into(),
+        ));
+    }
+    let mut names: Vec<&str> = config
+        .targets
+        .iter()
+        .chain(&config.ceilings)
+        .map(|t| t.name.as_str())
+        .collect();
+    names.sort_unstable();
+    if let Some(twice) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(BenchError::Usage(format!(
+            "two targets are named {}",
+            twice[0]
+        )));
+    }
+    for (target, baseline) in &config.compare {
+        for name in [target, baseline] {
+            if !names.contains(&name.as_str()) {
+                return Err(BenchError::Usage(format!(
+                    "--compare names {name}, which is not a target"
+                )));
+            }
+        }
+    }
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -263,6 +302,7 @@ pub async fn run(
                     .map(|(_, r)| r.clone()),
                 points: Vec::new(),
             };
+            driver::prime(&plan).await;
             for schedule in &schedules {
                 let point = measure(&plan, *schedule, &target.pids, config.seed).await;
                 progress(&format!(
@@ -358,6 +398,7 @@ async fn measure(plan: &Plan, schedule: Schedule, pids: &[u32], seed: u64) -> Po
         littles_law_deviation: little_deviation,
         target_cpu_cores: cores(target_before, target_after),
         client_cpu_cores: cores(me_before, me_after),
+        client_timer_lag_ms: measured.mean_timer_lag.map(|d| d.as_secs_f64() * 1000.0),
         target_rss_bytes: target_after.map(|s| s.rss_bytes),
         target_rss_anon_bytes: target_after.map(|s| s.rss_anon_bytes),
         reject_path: measured.outcomes.reject_summary(),
@@ -466,6 +507,40 @@ mod tests {
                 r#"wrk.format("POST", "/ext/bc/C/rpc", nil, bodies[math.random(#bodies)])"#
             )
         );
+    }
+
+    #[tokio::test]
+    async fn inconsistent_configurations_are_refused_before_any_request() {
+        let target = |spec| Target::parse(spec, TargetKind::Rpc).unwrap();
+        let usage = |config: BenchConfig| async move {
+            match run(&config, |_| {}).await {
+                Err(BenchError::Usage(why)) => why,
+                other => panic!("expected a usage error, got {other:?}"),
+            }
+        };
+        // Port 9 (discard) is never asked: these fail before any request.
+        let two = vec![
+            target("a=http://127.0.0.1:9"),
+            target("a=http://127.0.0.1:9"),
+        ];
+        assert!(
+            usage(BenchConfig::new(two))
+                .await
+                .contains("two targets are named a")
+        );
+        let mut config = BenchConfig::new(vec![target("a=http://127.0.0.1:9")]);
+        config.compare = vec![("a".into(), "b".into())];
+        assert!(usage(config).await.contains("--compare names b"));
+        for rate in [f64::INFINITY, f64::NAN, -1.0, 1e12] {
+            let mut config = BenchConfig::new(vec![target("a=http://127.0.0.1:9")]);
+            config.rates = vec![rate];
+            assert!(usage(config).await.contains("rates must be"), "{rate}");
+        }
+        let mut config = BenchConfig::new(vec![target("a=http://127.0.0.1:9")]);
+        config.rates = vec![100.0];
+        config.open_conns = 0;
+        assert!(usage(config).await.contains("--open-conns"));
+        assert!(usage(BenchConfig::new(vec![])).await.contains("--target"));
     }
 
     #[test]

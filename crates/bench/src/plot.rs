@@ -165,8 +165,14 @@ fn draw<DB: DrawingBackend>(
         .iter()
         .enumerate()
         .map(|(i, s)| {
+            // A cell that answered nothing has no latency: leave it out
+            // rather than plot a zero on a log axis.
             let pick = |f: fn(&(f64, f64, f64, f64)) -> f64| {
-                s.points.iter().map(|p| (p.0, f(p))).collect()
+                s.points
+                    .iter()
+                    .map(|p| (p.0, f(p)))
+                    .filter(|(_, y)| matches!(chart, Chart::Throughput) || *y > 0.0)
+                    .collect()
             };
             let (solid, dashed) = match chart {
                 Chart::Throughput => (pick(|p| p.1), Vec::new()),

@@ -32,6 +32,9 @@ pub struct Point {
     pub target_cpu_cores: Option<f64>,
     /// Cores the load generator used during the window.
     pub client_cpu_cores: Option<f64>,
+    /// Open loop: mean lateness of the client's timer for requests sent on
+    /// time, excluded from their latency.
+    pub client_timer_lag_ms: Option<f64>,
     /// The target's resident memory after the window.
     pub target_rss_bytes: Option<u64>,
     /// Of that, anonymous memory (excludes page cache of mapped files).
@@ -246,7 +249,7 @@ impl Results {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "machine: {} cores, {}, kernel {}; common range {}..={}; {:.0} s warm-up + {:.0} s per cell\n",
+            "machine: {} cores, {}, kernel {}; common range {}..={}; {} s warm-up + {} s per cell\n",
             self.machine.cores,
             self.machine.cpu,
             self.machine.kernel,
@@ -385,6 +388,7 @@ mod tests {
             littles_law_deviation: Some(0.01),
             target_cpu_cores: Some(0.9),
             client_cpu_cores: None,
+            client_timer_lag_ms: None,
             target_rss_bytes: Some(rss),
             target_rss_anon_bytes: None,
         }

@@ -96,6 +96,9 @@ impl Outcomes {
 
     /// A one-line account of what was rejected, or `None` when nothing was.
     pub fn reject_summary(&self) -> Option<String> {
+        if self.total() == 0 {
+            return Some("no request was sent or answered in the window".into());
+        }
         if self.rejected() == 0 {
             return None;
         }
@@ -276,6 +279,10 @@ mod tests {
         merged.merge(&outcomes);
         merged.merge(&outcomes);
         assert_eq!(merged.total(), 16);
+        assert!(
+            Outcomes::default().reject_summary().is_some(),
+            "an empty cell is flagged"
+        );
         let mut clean = Outcomes::default();
         clean.add(Outcome::Ok);
         assert_eq!(clean.reject_summary(), None);

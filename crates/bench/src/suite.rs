@@ -101,9 +101,10 @@ pub async fn run(
     ];
     bench.out = Some(config.out.join("geth"));
     let geth_results = crate::run(&bench, &mut progress).await?;
+    let version = client_version(geth.http_url()).await;
     section(
         &mut summary,
-        "neve vs geth v1.17.5 vs nginx (static ceiling)",
+        &format!("neve vs {version} vs nginx (static ceiling)"),
         &geth_results,
     );
     drop(neve_geth);
@@ -149,9 +150,10 @@ pub async fn run(
         bench.compare = vec![("neve".into(), "avalanchego".into())];
         bench.out = Some(config.out.join("avalanchego"));
         let ava_results = crate::run(&bench, &mut progress).await?;
+        let version = client_version(&rpc).await;
         section(
             &mut summary,
-            "neve vs avalanchego v1.14.2 (C-chain)",
+            &format!("neve vs {version} (avalanchego C-chain)"),
             &ava_results,
         );
     }
@@ -164,6 +166,17 @@ pub async fn run(
     let path = config.out.join("summary.md");
     std::fs::write(&path, &summary).map_err(crate::BenchError::io(&path))?;
     Ok(summary)
+}
+
+/// What the node says it is (`web3_clientVersion`), for the summary's titles.
+async fn client_version(url: &str) -> String {
+    let Ok(client) = RpcClient::new(url) else {
+        return url.to_owned();
+    };
+    client
+        .call::<String>("web3_clientVersion", ())
+        .await
+        .unwrap_or_else(|_| url.to_owned())
 }
 
 fn setup(what: &str, error: impl std::fmt::Display) -> BenchError {
@@ -200,12 +213,18 @@ async fn grow(
     block_txs: u64,
     progress: &mut impl FnMut(&str),
 ) -> Result<u64, BenchError> {
-    let mut round = 0u64;
+    let (mut round, mut last) = (0u64, None);
     loop {
         let height = head(url).await?;
         if height >= blocks {
             return Ok(height);
         }
+        if last == Some(height) {
+            return Err(BenchError::Setup(format!(
+                "the chain stopped growing at block {height} (wanted {blocks})"
+            )));
+        }
+        last = Some(height);
         progress(&format!("growing the chain: {height} of {blocks} blocks"));
         let mut load = neve_load::LoadConfig::new(url, Duration::from_secs(10));
         load.batch_size = block_txs as usize;

@@ -266,6 +266,7 @@ mod tests {
             txs: vec![format!("0x{}", "cd".repeat(32))],
             addresses: vec![format!("0x{}", "11".repeat(20))],
             log_address: Some(format!("0x{}", "22".repeat(20))),
+            log_heights: vec![150],
             log_topics: vec![],
         }
     }
@@ -292,6 +293,10 @@ mod tests {
                     assert!(
                         100 <= from && from <= to && to <= 199 && to - from == 9,
                         "{request}"
+                    );
+                    assert!(
+                        (from..=to).contains(&150),
+                        "holds the logged block: {request}"
                     );
                 }
             }

@@ -144,8 +144,12 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
     };
     config.rates = args.rates;
     config.open_conns = args.open_conns;
-    config.warmup = Duration::from_secs_f64(args.warmup);
-    config.duration = Duration::from_secs_f64(args.duration);
+    let seconds = |flag: &str, value: f64| {
+        Duration::try_from_secs_f64(value)
+            .with_context(|| format!("{flag} must be a number of seconds, not {value}"))
+    };
+    config.warmup = seconds("--warmup", args.warmup)?;
+    config.duration = seconds("--duration", args.duration)?;
     config.pool = args.pool;
     config.seed = args.seed;
     config.out = Some(args.out.clone());
@@ -159,12 +163,15 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
         config.conns.iter().all(|c| *c > 0),
         "--conns must be positive"
     );
-    anyhow::ensure!(
-        config.rates.iter().all(|r| *r > 0.0),
-        "--rates must be positive"
-    );
 
     if let Some(Suite::Headline) = args.suite {
+        anyhow::ensure!(
+            args.targets.is_empty()
+                && args.ceilings.is_empty()
+                && args.pids.is_empty()
+                && args.compare.is_empty(),
+            "--suite starts its own targets: drop --target, --ceiling, --pid and --compare"
+        );
         let suite = suite::SuiteConfig {
             neve: std::env::current_exe().context("finding the neve binary")?,
             geth_blocks: args.blocks,

@@ -37,8 +37,8 @@ async fn the_headline_suite_runs_end_to_end() {
     ])
     .await;
     let summary = expect_success(&output);
-    assert!(summary.contains("## neve vs geth"), "{summary}");
-    assert!(summary.contains("## neve vs avalanchego"), "{summary}");
+    assert!(summary.contains("## neve vs Geth/v1.17.5"), "{summary}");
+    assert!(summary.contains("(avalanchego C-chain)"), "{summary}");
     assert!(summary.contains("neve vs static"), "{summary}");
     assert!(
         !summary.contains("REJECT PATH"),
