@@ -129,27 +129,19 @@ struct Tally {
 /// Runs `schedule` against `plan`.
 pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
     let start = Instant::now();
-    let window_start = start + schedule.warmup;
-    let window_end = window_start + schedule.duration;
     let mut tasks = Vec::with_capacity(schedule.conns);
     for conn in 0..schedule.conns {
         let plan = plan.clone();
         let rng = SmallRng::seed_from_u64(seed ^ (conn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         tasks.push(tokio::spawn(connection_loop(
-            plan,
-            schedule,
-            conn,
-            rng,
-            start,
-            window_start,
-            window_end,
+            plan, schedule, conn, rng, start,
         )));
     }
     let mut histogram = stats::new_histogram();
     let mut outcomes = Outcomes::default();
     let mut body_bytes = 0;
     let mut completed = 0;
-    let (mut lag, mut timed) = (Duration::ZERO, 0u32);
+    let (mut lag, mut timed) = (Duration::ZERO, 0u64);
     for task in tasks {
         let tally = task.await.expect("a connection task does not panic");
         histogram.add(&tally.histogram).expect("same bounds");
@@ -157,7 +149,7 @@ pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
         body_bytes += tally.body_bytes;
         completed += tally.completed_in_window;
         lag += tally.timer_lag;
-        timed = timed.saturating_add(tally.timed_sends.min(u32::MAX as u64) as u32);
+        timed += tally.timed_sends;
     }
     Measured {
         // Every answer counts toward throughput, rejects included: they are
@@ -166,7 +158,7 @@ pub async fn run(plan: &Plan, schedule: Schedule, seed: u64) -> Measured {
         histogram,
         outcomes,
         body_bytes,
-        mean_timer_lag: (timed > 0).then(|| lag / timed),
+        mean_timer_lag: (timed > 0).then(|| lag.div_f64(timed as f64)),
     }
 }
 
@@ -191,16 +183,15 @@ pub async fn prime(plan: &Plan) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn connection_loop(
     plan: Plan,
     schedule: Schedule,
     conn: usize,
     mut rng: SmallRng,
     start: Instant,
-    window_start: Instant,
-    window_end: Instant,
 ) -> Tally {
+    let window_start = start + schedule.warmup;
+    let window_end = window_start + schedule.duration;
     let mut tally = Tally {
         histogram: stats::new_histogram(),
         outcomes: Outcomes::default(),

@@ -70,11 +70,7 @@ fn descendants(root: u32) -> Vec<u32> {
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let stat = fs::read_to_string(entry.path().join("stat")).ok()?;
-            let ppid = stat[stat.rfind(')')? + 1..]
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
+            let ppid = fields_after_name(&stat)?.get(1)?.parse().ok()?;
             Some((pid, ppid))
         })
         .collect();
@@ -107,12 +103,16 @@ fn clock_ticks_per_second() -> f64 {
     if ticks > 0 { ticks as f64 } else { 100.0 }
 }
 
-/// utime + stime from `/proc/PID/stat`; the command name in parentheses may
-/// itself hold spaces and parentheses, so fields count from the last `)`.
+/// The fields of `/proc/PID/stat` after the command name: state(0)
+/// ppid(1) … utime(11) stime(12). The name in parentheses may itself hold
+/// spaces and parentheses, so fields count from the last `)`.
+fn fields_after_name(stat: &str) -> Option<Vec<&str>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace().collect())
+}
+
+/// utime + stime from `/proc/PID/stat`.
 fn cpu_ticks_from_stat(stat: &str) -> Option<u64> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // After the name: state(0) ppid(1) … utime(11) stime(12).
+    let fields = fields_after_name(stat)?;
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use neve_devnet::{Avalanchego, GethDev, GethDevOptions, NodeProcess, free_ports};
-use neve_upstream::{RpcClient, parse_quantity};
+use neve_upstream::RpcClient;
 
 use crate::report::Results;
-use crate::target::{Target, TargetKind};
+use crate::target::{Target, TargetKind, block_number};
 use crate::{BenchConfig, BenchError};
 
 /// What the suite builds and runs.
@@ -49,7 +49,6 @@ pub async fn run(
         .map_err(|e| setup("starting geth", e))?;
     let head = grow(
         geth.http_url(),
-        None,
         config.geth_blocks,
         config.block_txs,
         &mut progress,
@@ -81,19 +80,20 @@ pub async fn run(
 
     let mut bench = config.bench.clone();
     bench.targets = vec![
-        with_pids(
-            Target::parse(&format!("neve={}", neve_geth.url), TargetKind::Rpc)?,
-            &[&neve_geth.process],
-        ),
-        with_pids(
-            Target::parse(&format!("geth={}", geth.http_url()), TargetKind::Rpc)?,
-            &[geth.process()],
-        ),
+        local(
+            "neve",
+            &neve_geth.url,
+            TargetKind::Rpc,
+            [&neve_geth.process],
+        )?,
+        local("geth", geth.http_url(), TargetKind::Rpc, [geth.process()])?,
     ];
-    bench.ceilings = vec![with_pids(
-        Target::parse(&format!("static={}", nginx.url), TargetKind::Static)?,
-        &nginx.processes.iter().collect::<Vec<_>>(),
-    )];
+    bench.ceilings = vec![local(
+        "static",
+        &nginx.url,
+        TargetKind::Static,
+        &nginx.processes,
+    )?];
     bench.ceiling_dir = Some(ceiling_dir.path().to_owned());
     bench.compare = vec![
         ("neve".into(), "geth".into()),
@@ -117,13 +117,7 @@ pub async fn run(
             .await
             .map_err(|e| setup("starting avalanchego", e))?;
         let rpc = ava.c_chain_rpc_url();
-        let head = feed(
-            &rpc,
-            Some(neve_devnet::AVALANCHEGO_PREFUNDED_KEY),
-            config.avalanchego_seconds,
-            &mut progress,
-        )
-        .await?;
+        let head = feed(&rpc, config.avalanchego_seconds, &mut progress).await?;
         progress(&format!("avalanchego C-chain: {head} blocks"));
         let neve_ava = Mirror::start(
             &config.neve,
@@ -138,14 +132,8 @@ pub async fn run(
         .await?;
         let mut bench = config.bench.clone();
         bench.targets = vec![
-            with_pids(
-                Target::parse(&format!("neve={}", neve_ava.url), TargetKind::Rpc)?,
-                &[&neve_ava.process],
-            ),
-            with_pids(
-                Target::parse(&format!("avalanchego={rpc}"), TargetKind::Rpc)?,
-                &[ava.process()],
-            ),
+            local("neve", &neve_ava.url, TargetKind::Rpc, [&neve_ava.process])?,
+            local("avalanchego", &rpc, TargetKind::Rpc, [ava.process()])?,
         ];
         bench.compare = vec![("neve".into(), "avalanchego".into())];
         bench.out = Some(config.out.join("avalanchego"));
@@ -187,18 +175,16 @@ fn section(summary: &mut String, title: &str, results: &Results) {
     let _ = writeln!(summary, "## {title}\n\n{}", results.render());
 }
 
-fn with_pids(mut target: Target, processes: &[&NodeProcess]) -> Target {
-    target.pids = processes.iter().map(|p| p.pid()).collect();
-    target
-}
-
-async fn head(url: &str) -> Result<u64, BenchError> {
-    let client = RpcClient::new(url).map_err(|e| BenchError::Setup(e.to_string()))?;
-    let head: String = client
-        .call("eth_blockNumber", ())
-        .await
-        .map_err(|e| BenchError::Setup(format!("eth_blockNumber on {url}: {e}")))?;
-    parse_quantity(&head).ok_or_else(|| BenchError::Setup(format!("eth_blockNumber said {head}")))
+/// A target the suite started, sampled through its processes.
+fn local<'a>(
+    name: &str,
+    url: &str,
+    kind: TargetKind,
+    processes: impl IntoIterator<Item = &'a NodeProcess>,
+) -> Result<Target, BenchError> {
+    let mut target = Target::new(name, url, kind)?;
+    target.pids = processes.into_iter().map(NodeProcess::pid).collect();
+    Ok(target)
 }
 
 /// Runs the traffic generator in 10 s rounds until the chain has `blocks`
@@ -208,14 +194,16 @@ async fn head(url: &str) -> Result<u64, BenchError> {
 /// tiny ones).
 async fn grow(
     url: &str,
-    key: Option<&str>,
     blocks: u64,
     block_txs: u64,
     progress: &mut impl FnMut(&str),
 ) -> Result<u64, BenchError> {
+    let client = RpcClient::new(url).map_err(|e| setup("connecting to geth", e))?;
     let (mut round, mut last) = (0u64, None);
     loop {
-        let height = head(url).await?;
+        let height = block_number(&client)
+            .await
+            .map_err(|e| setup("reading the head", e))?;
         if height >= blocks {
             return Ok(height);
         }
@@ -229,7 +217,6 @@ async fn grow(
         let mut load = neve_load::LoadConfig::new(url, Duration::from_secs(10));
         load.batch_size = block_txs as usize;
         load.max_in_flight = block_txs;
-        load.funder_key = key.map(str::to_owned);
         load.seed = 1000 + round;
         neve_load::run(load, |_| {})
             .await
@@ -238,21 +225,17 @@ async fn grow(
     }
 }
 
-/// Feeds a node for `seconds` and returns its head.
-async fn feed(
-    url: &str,
-    key: Option<&str>,
-    seconds: u64,
-    progress: &mut impl FnMut(&str),
-) -> Result<u64, BenchError> {
+/// Feeds avalanchego from its prefunded key for `seconds` and returns the
+/// head the traffic generator saw last (the C-chain makes no empty blocks).
+async fn feed(url: &str, seconds: u64, progress: &mut impl FnMut(&str)) -> Result<u64, BenchError> {
     progress(&format!("feeding {url} with neve load for {seconds} s"));
     let mut load = neve_load::LoadConfig::new(url, Duration::from_secs(seconds));
-    load.funder_key = key.map(str::to_owned);
+    load.funder_key = Some(neve_devnet::AVALANCHEGO_PREFUNDED_KEY.to_owned());
     load.accounts = 16;
-    neve_load::run(load, |_| {})
+    let report = neve_load::run(load, |_| {})
         .await
         .map_err(|e| BenchError::Setup(format!("neve load: {e}")))?;
-    head(url).await
+    Ok(report.last_block)
 }
 
 /// A `neve serve` child process mirroring from genesis.

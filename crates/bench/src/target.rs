@@ -47,14 +47,18 @@ impl Target {
             .split_once('=')
             .filter(|(name, url)| !name.is_empty() && !url.is_empty())
             .ok_or_else(|| BenchError::Usage(format!("a target is NAME=URL, not {spec:?}")))?;
-        let target = Target {
+        Target::new(name, url, kind)
+    }
+
+    /// A target with a URL that parses as an endpoint.
+    pub fn new(name: &str, url: &str, kind: TargetKind) -> Result<Target, BenchError> {
+        Endpoint::parse(url)?;
+        Ok(Target {
             name: name.to_owned(),
             url: url.to_owned(),
             kind,
             pids: Vec::new(),
-        };
-        target.endpoint()?;
-        Ok(target)
+        })
     }
 
     /// Host, port and path of the URL.
@@ -140,16 +144,9 @@ pub async fn discover_range(target: &Target) -> Result<ValidRange, BenchError> {
     if let Some(range) = neve_range(&client).await {
         return Ok(range);
     }
-    let head: String = client
-        .call("eth_blockNumber", ())
+    let head = block_number(&client)
         .await
         .map_err(|e| BenchError::target(target, e))?;
-    let head = parse_quantity(&head).ok_or_else(|| {
-        BenchError::Target(
-            target.name.clone(),
-            format!("eth_blockNumber said {head:?}"),
-        )
-    })?;
     let mut probe = |height| has_block(&client, height);
     let low = lowest_available(head, &mut probe).await.ok_or_else(|| {
         BenchError::Target(
@@ -162,6 +159,15 @@ pub async fn discover_range(target: &Target) -> Result<ValidRange, BenchError> {
         high: head,
         source: RangeSource::NodeSearch,
     })
+}
+
+/// The node's head, from `eth_blockNumber`.
+pub async fn block_number(client: &RpcClient) -> Result<u64, String> {
+    let head: String = client
+        .call("eth_blockNumber", ())
+        .await
+        .map_err(|e| format!("eth_blockNumber on {}: {e}", client.url()))?;
+    parse_quantity(&head).ok_or_else(|| format!("eth_blockNumber said {head:?}"))
 }
 
 /// A neve says its range on `/health`; anything else has no such page.
