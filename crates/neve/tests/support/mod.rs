@@ -154,12 +154,15 @@ impl Neve {
                 return neve;
             }
             if std::time::Instant::now() > deadline {
-                let log =
-                    std::fs::read_to_string(neve._dir.path().join("neve.log")).unwrap_or_default();
-                panic!("neve did not reach height {height}:\n{log}");
+                panic!("neve did not reach height {height}:\n{}", neve.log());
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+    }
+
+    /// What neve has logged so far, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("neve.log")).unwrap_or_default()
     }
 
     /// `GET path` → (status, body).
