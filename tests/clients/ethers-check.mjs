@@ -15,7 +15,7 @@ async function retry(f) {
   // neve answers 421 for what it has not ingested yet; a front end would
   // retry elsewhere, this client just waits a moment.
   for (let i = 0; ; i++) {
-    try { return await f(); } catch (e) { if (i >= 20) throw e; await new Promise(r => setTimeout(r, 100)); }
+    try { return await f(); } catch (e) { if (i >= 150) throw e; await new Promise(r => setTimeout(r, 100)); }
   }
 }
 

@@ -59,10 +59,19 @@ pub(crate) async fn send_forkchoice(
     let client = RpcClient::new(engine_url)
         .map_err(|e| setup(e.to_string()))?
         .with_bearer_token(&token(secret, now));
-    let (status, body) = client
-        .post(request.into())
-        .await
-        .map_err(|e| setup(e.to_string()))?;
+    // geth opens its engine port just after the HTTP one: a refused
+    // connection in between is retried for a while.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let request = bytes::Bytes::from(request);
+    let (status, body) = loop {
+        match client.post(request.clone()).await {
+            Ok(answer) => break answer,
+            Err(e) if std::time::Instant::now() < deadline && e.is_transient() => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(setup(e.to_string())),
+        }
+    };
     let text = String::from_utf8_lossy(&body);
     let answer: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| setup(format!("HTTP {status}: {e}: {text}")))?;

@@ -34,7 +34,8 @@ pub enum Fault {
     Truncate,
     /// Answer with something that is not JSON.
     Garbage,
-    /// Forward it and change a transaction's `value` inside any block.
+    /// Change a transaction's `value` in the next answer, this one or a
+    /// later one, that carries a block with full transactions.
     TamperBlock,
 }
 
@@ -45,6 +46,8 @@ pub struct Control {
     down: AtomicBool,
     head_lag: AtomicU64,
     faults_served: AtomicU64,
+    tamper_armed: AtomicBool,
+    tampered: AtomicU64,
 }
 
 impl Control {
@@ -66,6 +69,11 @@ impl Control {
     /// Requests that got something other than [`Fault::Pass`].
     pub fn faults_served(&self) -> u64 {
         self.faults_served.load(Ordering::Relaxed)
+    }
+
+    /// Answers whose block was tampered with.
+    pub fn tampered(&self) -> u64 {
+        self.tampered.load(Ordering::Relaxed)
     }
 }
 
@@ -181,8 +189,17 @@ async fn handle(
     match fault {
         Fault::Slow(delay) => tokio::time::sleep(delay).await,
         Fault::Truncate => forwarded.truncate(forwarded.len() / 2),
-        Fault::TamperBlock => forwarded = tamper(&forwarded),
+        // Which request falls on this slot depends on timing; stay armed
+        // until an answer carries a block worth tampering with.
+        Fault::TamperBlock => control.tamper_armed.store(true, Ordering::Relaxed),
         _ => {}
+    }
+    if control.tamper_armed.load(Ordering::Relaxed)
+        && let Some(tampered) = tamper(&forwarded)
+        && control.tamper_armed.swap(false, Ordering::Relaxed)
+    {
+        forwarded = tampered;
+        control.tampered.fetch_add(1, Ordering::Relaxed);
     }
     answer(status, forwarded)
 }
@@ -213,13 +230,16 @@ fn lag_head(body: &[u8], lag: u64) -> Vec<u8> {
 
 /// Changes the first transaction `value` in a body that carries full
 /// transactions, keeping the JSON valid: the block no longer verifies.
-fn tamper(body: &[u8]) -> Vec<u8> {
+/// `None` for a body without full transactions.
+fn tamper(body: &[u8]) -> Option<Vec<u8>> {
     let text = String::from_utf8_lossy(body);
     if !text.contains("\"transactions\":[{") {
-        return body.to_vec();
+        return None;
     }
-    text.replacen("\"value\":\"0x", "\"value\":\"0x1", 1)
-        .into_bytes()
+    Some(
+        text.replacen("\"value\":\"0x", "\"value\":\"0x1", 1)
+            .into_bytes(),
+    )
 }
 
 #[cfg(test)]
@@ -229,10 +249,10 @@ mod tests {
     #[test]
     fn tampering_keeps_json_valid_and_changes_a_value() {
         let body = br#"{"result":{"transactions":[{"value":"0x5"}]}}"#;
-        let tampered = tamper(body);
+        let tampered = tamper(body).unwrap();
         let value: serde_json::Value = serde_json::from_slice(&tampered).unwrap();
         assert_eq!(value["result"]["transactions"][0]["value"], "0x15");
-        assert_eq!(tamper(br#"{"result":"0x1"}"#), br#"{"result":"0x1"}"#);
+        assert_eq!(tamper(br#"{"result":"0x1"}"#), None);
     }
 
     #[test]

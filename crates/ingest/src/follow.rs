@@ -479,9 +479,6 @@ impl Follower {
         reader.block(max).map(|b| b.hash())
     }
 
-    /// Updates `safe` and `finalized`, and tells whether the upstream's
-    /// block at `min(head, stored tip)` differs from ours: a reorg onto a
-    /// chain no longer than ours shows there, not as a parent mismatch.
     /// Streams `from..=to` from another neve's `/blocks` export, verifies
     /// every block (split over the cores) and appends them in order.
     async fn bootstrap(&mut self, from: u64, to: u64) -> Result<u64, IngestError> {
@@ -580,6 +577,9 @@ impl Follower {
         Ok(count)
     }
 
+    /// Updates `safe` and `finalized`, and tells whether the upstream's
+    /// block at `min(head, stored tip)` differs from ours: a reorg onto a
+    /// chain no longer than ours shows there, not as a parent mismatch.
     async fn refresh_tags(&self, head: u64) -> bool {
         let reader = self.store.reader();
         let check = reader

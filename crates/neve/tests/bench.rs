@@ -30,7 +30,7 @@ async fn bench_compares_neve_and_geth_over_the_same_blocks() {
         "--warmup",
         "0.2",
         "--duration",
-        "0.8",
+        "1.5",
         "--pool",
         "200",
         "--out",

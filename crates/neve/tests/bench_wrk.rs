@@ -15,8 +15,17 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
     let lua = out.path().join("randblock.lua").display().to_string();
     let target = format!("neve={}", neve.url);
 
+    // Server on core 0, whichever client is measuring on core 1: on two
+    // shared cores, letting the scheduler mix them makes each round's rate
+    // swing by ±20 %, more than the band this test checks.
+    let pinned = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &neve.pid().to_string()])
+        .output()
+        .expect("taskset runs");
+    assert!(pinned.status.success(), "{pinned:?}");
     let ours = || async {
-        let output = run_neve(&[
+        let output = run_pinned(&[
+            env!("CARGO_BIN_EXE_neve"),
             "bench",
             "--target",
             &target,
@@ -25,9 +34,9 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
             "--conns",
             "4",
             "--warmup",
-            "0.5",
+            "0.3",
             "--duration",
-            "2",
+            "1",
             "--pool",
             "500",
             "--out",
@@ -45,8 +54,8 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
     let wrk = || async {
         let (lua, url) = (lua.clone(), neve.url.clone());
         let wrk = tokio::task::spawn_blocking(move || {
-            std::process::Command::new("wrk")
-                .args(["-t2", "-c4", "-d2s", "-s", &lua, &url])
+            std::process::Command::new("taskset")
+                .args(["-c", "1", "wrk", "-t1", "-c4", "-d1s", "-s", &lua, &url])
                 .output()
                 .expect("wrk runs (scripts/install-deps.sh installs it)")
         })
@@ -62,10 +71,11 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
             .unwrap()
     };
 
-    // Alternate which tool goes first, so drift on a shared machine hits
-    // both alike; the first round writes the script wrk runs.
+    // Many short rounds, alternating which tool goes first so drift on a
+    // shared machine hits both alike; the first round writes the script wrk
+    // runs.
     let (mut ours_rps, mut wrk_rps) = (Vec::new(), Vec::new());
-    for round in 0..5 {
+    for round in 0..12 {
         if round % 2 == 0 {
             ours_rps.push(ours().await);
             wrk_rps.push(wrk().await);
@@ -75,15 +85,32 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
         }
     }
     eprintln!("neve bench {ours_rps:.0?} req/s, wrk {wrk_rps:.0?} req/s");
-    let median = |v: &mut Vec<f64>| {
+    // Interference from other tenants only ever slows a round down, so the
+    // upper quartile estimates each tool's undisturbed rate better than the
+    // median does.
+    let upper_quartile = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        v[v.len() * 3 / 4]
     };
-    let (ours, theirs) = (median(&mut ours_rps), median(&mut wrk_rps));
+    let (ours, theirs) = (upper_quartile(&mut ours_rps), upper_quartile(&mut wrk_rps));
     let ratio = ours / theirs;
     eprintln!("neve bench {ours:.0} req/s, wrk {theirs:.0} req/s: ratio {ratio:.3}");
     assert!(
         (0.85..=1.15).contains(&ratio),
         "neve bench {ours:.0} vs wrk {theirs:.0} req/s"
     );
+}
+
+/// Runs `COMMAND ARGS…` on core 1.
+async fn run_pinned(command: &[&str]) -> std::process::Output {
+    let command: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new("taskset")
+            .args(["-c", "1"])
+            .args(&command)
+            .output()
+            .expect("taskset runs")
+    })
+    .await
+    .unwrap()
 }

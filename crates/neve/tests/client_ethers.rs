@@ -18,11 +18,11 @@ async fn ethers_reads_through_neve_and_subscribes_to_new_heads() {
     let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(3));
     config.accounts = 8;
     config.tps = Some(300);
-    neve_load::run(config, |_| {}).await.expect("load");
+    let report = neve_load::run(config, |_| {}).await.expect("load");
     let neve = Neve::start(
         geth.http_url(),
         &["--floor", "0", "--ws-url", geth.ws_url()],
-        3,
+        report.last_block,
     )
     .await;
     let mut trickle = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(40));

@@ -47,7 +47,7 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
             "--ws-url",
             "none",
             "--upstream-timeout-ms",
-            "700",
+            "1000",
             "--fetch-concurrency",
             "4",
         ],
@@ -113,5 +113,6 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
         .find_map(|l| l.strip_prefix("neve_ingest_refused_blocks_total "))
         .and_then(|v| v.parse().ok())
         .unwrap();
+    assert!(proxy.control().tampered() >= 1, "a block was tampered with");
     assert!(refused >= 1, "the tampered block was refused and counted");
 }

@@ -77,15 +77,9 @@ async fn load_respects_a_rate_cap() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn load_reports_a_clear_error_for_an_unreachable_node() {
-    let [port] = neve_devnet::free_ports();
-    let output = run_neve(&[
-        "load",
-        "--rpc",
-        &format!("http://127.0.0.1:{port}"),
-        "--seconds",
-        "1",
-    ])
-    .await;
+    // Port 1 (tcpmux): privileged, nothing listens there, and no parallel
+    // test can take it the way it could a freed ephemeral port.
+    let output = run_neve(&["load", "--rpc", "http://127.0.0.1:1", "--seconds", "1"]).await;
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -88,7 +88,7 @@ async fn a_chain_of_two_mirrors_bootstraps_in_bulk_and_follows_live() {
     config.accounts = 4;
     config.tps = Some(100);
     let report = neve_load::run(config, |_| {}).await.expect("more load");
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(90);
     while c.health().unwrap()["blocks"]["max_contiguous_height"]
         .as_u64()
         .unwrap()

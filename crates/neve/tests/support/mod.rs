@@ -144,7 +144,7 @@ impl Neve {
             addr,
             _dir: dir,
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
         loop {
             if let Some(health) = neve.health()
                 && health["blocks"]["max_contiguous_height"]
@@ -158,6 +158,11 @@ impl Neve {
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What neve has logged so far, for failure messages.
