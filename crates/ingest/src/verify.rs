@@ -154,19 +154,18 @@ impl AvalancheHeader {
     }
 }
 
-#[derive(Deserialize)]
-struct Transactions {
-    transactions: Vec<TxEnvelope>,
-}
-
 /// Verifies `block`; `Ok` means every check passed.
 pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
-    let full = block.full_json();
+    let new = block.as_new();
+    // The header fields are the same bytes in the hashes-only form, which
+    // is a fraction of the full block to read.
+    let header_json =
+        std::str::from_utf8(new.hashes_only).map_err(|e| VerifyError::Header(e.to_string()))?;
     let claimed = B256::from(block.hash);
-    let is_avalanche = full.contains("\"extDataHash\"");
+    let is_avalanche = header_json.contains("\"extDataHash\"");
     let (computed, transactions_root, receipts_root) = if is_avalanche {
         let header: AvalancheHeader =
-            serde_json::from_str(full).map_err(|e| VerifyError::Header(e.to_string()))?;
+            serde_json::from_str(header_json).map_err(|e| VerifyError::Header(e.to_string()))?;
         (
             header.hash(),
             header.transactions_root,
@@ -174,7 +173,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
         )
     } else {
         let header: Header =
-            serde_json::from_str(full).map_err(|e| VerifyError::Header(e.to_string()))?;
+            serde_json::from_str(header_json).map_err(|e| VerifyError::Header(e.to_string()))?;
         (
             header.hash_slow(),
             header.transactions_root,
@@ -193,9 +192,22 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
         }
     }
 
-    let txs: Transactions =
-        serde_json::from_str(full).map_err(|e| VerifyError::Transactions(e.to_string()))?;
-    for (index, (tx, entry)) in txs.transactions.iter().zip(&block.as_new().txs).enumerate() {
+    // Each transaction from its own span: the spans are what serving cuts
+    // out, so what is checked is exactly what is served.
+    let full = new.full;
+    let transactions = new
+        .txs
+        .iter()
+        .map(|entry| {
+            let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
+            let bytes = full
+                .get(span)
+                .ok_or_else(|| VerifyError::Transactions("span outside the block".into()))?;
+            serde_json::from_slice::<TxEnvelope>(bytes)
+                .map_err(|e| VerifyError::Transactions(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (index, (tx, entry)) in transactions.iter().zip(&new.txs).enumerate() {
         let computed = keccak256(tx.encoded_2718());
         let claimed = B256::from(entry.hash);
         if computed != claimed {
@@ -206,7 +218,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
             });
         }
     }
-    let computed = calculate_transaction_root(&txs.transactions);
+    let computed = calculate_transaction_root(&transactions);
     if computed != transactions_root {
         return Err(VerifyError::TransactionsRoot {
             computed,
@@ -224,4 +236,71 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prepare::{RawParts, prepare};
+
+    /// The `result` of a conformance fixture: the conformance chain's last
+    /// block (transactions of several types, with logs) and its receipts.
+    fn fixture(path: &str) -> String {
+        let text = std::fs::read_to_string(neve_devnet::conformance::fixtures_dir().join(path))
+            .expect("conformance fixtures beside the workspace");
+        let answer = text
+            .lines()
+            .find_map(|l| l.strip_prefix("<< "))
+            .expect("an answer line");
+        let value: serde_json::Value = serde_json::from_str(answer).unwrap();
+        value["result"].to_string()
+    }
+
+    fn latest() -> (String, String) {
+        (
+            fixture("eth_getBlockByNumber/get-latest.io"),
+            fixture("eth_getBlockReceipts/get-block-receipts-latest.io"),
+        )
+    }
+
+    fn check(full: &str, receipts: &str) -> Result<(), VerifyError> {
+        let block = prepare(full, receipts, RawParts::default()).expect("prepares");
+        verify(&block)
+    }
+
+    #[test]
+    fn a_real_block_and_its_receipts_verify() {
+        let (full, receipts) = latest();
+        assert!(
+            full.contains("\"transactions\":[{"),
+            "has full transactions"
+        );
+        assert_eq!(check(&full, &receipts), Ok(()));
+    }
+
+    #[test]
+    fn a_changed_header_field_transaction_or_receipt_is_refused() {
+        let (full, receipts) = latest();
+        let header = full.replacen("\"gasUsed\":\"0x", "\"gasUsed\":\"0x1", 1);
+        assert!(matches!(
+            check(&header, &receipts),
+            Err(VerifyError::BlockHash { .. })
+        ));
+        // A transaction's value changed, its claimed hash kept.
+        let tx = full.replacen("\"value\":\"0x", "\"value\":\"0x1", 1);
+        assert!(matches!(
+            check(&tx, &receipts),
+            Err(VerifyError::TxHash { index: 0, .. })
+        ));
+        let receipt = receipts.replacen("\"gasUsed\":\"0x", "\"gasUsed\":\"0x1", 1);
+        let receipt = receipt.replacen(
+            "\"cumulativeGasUsed\":\"0x",
+            "\"cumulativeGasUsed\":\"0x1",
+            1,
+        );
+        assert!(matches!(
+            check(&full, &receipt),
+            Err(VerifyError::ReceiptsRoot { .. })
+        ));
+    }
 }
