@@ -28,7 +28,8 @@ bytes=$(curl -s "http://127.0.0.1:$AP/health" | python3 -c 'import json,sys; pri
 # Bootstrap: another neve from the first; the mirror logs its own rate.
 "$neve" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
 pids+=($!)
-until [ "$(stored_height "http://127.0.0.1:$BP")" -ge "$chain" ]; do sleep 0.02; done
+# It times itself: wait for its log line rather than poll it while it works.
+until grep -q 'bootstrapped from /blocks' "$work/b.log"; do sleep 0.05; done
 bootstrap=$(grep 'bootstrapped from /blocks' "$work/b.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g')
 
 # Live lag while blocks keep coming.
@@ -43,6 +44,9 @@ seconds = t1 - t0
 print(f"chain: {chain + 1} blocks, {size / 1e6:.1f} MB stored")
 print(f"backfill from geth: {(chain + 1) / seconds:.0f} blocks/s, {size / seconds / 1e6:.1f} MB/s ({seconds:.2f} s, fsync per 64-block append)")
 fields = dict(re.findall(r'(\w+)=("?[\d.]+"?)', bootstrap))
-print(f"neve→neve bootstrap: {fields.get('blocks_per_second', '?').strip(chr(34))} blocks/s, {fields.get('mb_per_second', '?').strip(chr(34))} MB/s over /blocks ({fields.get('blocks', '?')} blocks)")
+field = lambda name: fields.get(name, '?').strip(chr(34))
+print(f"neve→neve bootstrap: {field('blocks_per_second')} blocks/s, {field('mb_per_second')} MB/s over /blocks ({field('blocks')} blocks in {field('seconds')} s: "
+      f"appending waited {field('verify_wait_seconds')} s for verified batches and spent {field('storing_seconds')} s storing; "
+      f"the reader, alongside, waited {field('reading_seconds')} s for the source)")
 print(f"live lag geth newHeads → neve newHeads: p50 {lag['p50_ms']} ms, p99 {lag['p99_ms']} ms, max {lag['max_ms']} ms over {lag['blocks']} blocks")
 PY

@@ -37,8 +37,12 @@ pub const BOOTSTRAP_MIN_BLOCKS: u64 = 128;
 /// not cost a whole step. Default is 5.
 pub const FETCH_ATTEMPTS: u32 = 5;
 
-/// Lines of the `/blocks` stream verified together (split over the cores).
-const BOOTSTRAP_BATCH: usize = 64;
+/// Lines of the `/blocks` stream verified and appended together (split
+/// over the cores): whichever of these comes first. Batches start at the
+/// first size, so appending starts early, and double up to the last, so a
+/// chain of small blocks is not one fsync per handful of blocks.
+const BOOTSTRAP_BATCH_LINES: usize = 2048;
+const BOOTSTRAP_BATCH_BYTES: std::ops::RangeInclusive<usize> = (256 << 10)..=(4 << 20);
 
 /// Where a new store starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -482,7 +486,7 @@ impl Follower {
     /// Streams `from..=to` from another neve's `/blocks` export, verifies
     /// every block (split over the cores) and appends them in order.
     async fn bootstrap(&mut self, from: u64, to: u64) -> Result<u64, IngestError> {
-        let (status, mut stream) = self
+        let (status, stream) = self
             .client
             .get_stream(&format!("/blocks?from={from}&to={to}"))
             .await
@@ -494,66 +498,34 @@ impl Follower {
             });
         }
         let started = std::time::Instant::now();
-        let mut bytes_read = 0u64;
-        let mut pending: Vec<u8> = Vec::new();
-        // Bytes of `pending` already known to hold no newline: each byte is
-        // scanned once, however many chunks a ~200 KB line arrives in.
-        let mut scanned = 0;
-        let mut lines: Vec<Vec<u8>> = Vec::new();
-        let mut verifying: Option<
-            tokio::task::JoinHandle<Result<Vec<PreparedBlock>, IngestError>>,
-        > = None;
+        // Reading (and verifying, which the reader starts per batch) runs
+        // in its own task, so the stream keeps flowing while this one
+        // appends; the channel's bound keeps a few batches in memory at most.
+        let (batches, mut verified) = tokio::sync::mpsc::channel(2);
+        let reader = tokio::spawn(read_batches(stream, batches));
         let mut appended = 0;
-        let mut ended = false;
         // Where the time went, for the closing log line: waiting for the
-        // source, waiting for verification, writing to the store.
-        let (mut reading, mut verifying_wait, mut storing) =
-            (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-        while !ended {
-            let waited = std::time::Instant::now();
-            let chunk = stream.next_chunk().await.map_err(rpc("reading /blocks"))?;
-            reading += waited.elapsed();
-            match chunk {
-                Some(chunk) => {
-                    bytes_read += chunk.len() as u64;
-                    pending.extend_from_slice(&chunk);
-                }
-                None => ended = true,
-            }
-            while let Some(offset) = memchr::memchr(b'\n', &pending[scanned..]) {
-                let end = scanned + offset;
-                // The next line is likely about as long as this one: room
-                // for it up front instead of doubling through ~200 KB.
-                let rest = &pending[end + 1..];
-                let mut next = Vec::with_capacity(end.max(rest.len()) + 1);
-                next.extend_from_slice(rest);
-                pending.truncate(end + 1);
-                lines.push(std::mem::replace(&mut pending, next));
-                scanned = 0;
-            }
-            scanned = pending.len();
-            if lines.len() >= BOOTSTRAP_BATCH || (ended && !lines.is_empty()) {
-                // Verify this batch while the next one is read; append the
-                // previous one (in order) before starting another.
-                let batch = tokio::spawn(verify_lines(std::mem::take(&mut lines)));
-                if let Some(previous) = verifying.replace(batch) {
-                    let waited = std::time::Instant::now();
-                    let blocks = previous.await.expect("verification does not panic")?;
-                    verifying_wait += waited.elapsed();
-                    let writing = std::time::Instant::now();
-                    appended += self.append_verified(blocks)?;
-                    storing += writing.elapsed();
-                }
+        // next verified batch, and writing to the store.
+        let (mut verifying_wait, mut storing) = (Duration::ZERO, Duration::ZERO);
+        let outcome: Result<(), IngestError> = async {
+            loop {
+                let waited = std::time::Instant::now();
+                let Some(batch) = verified.recv().await else {
+                    return Ok(());
+                };
+                let blocks = batch.await.expect("verification does not panic")?;
+                verifying_wait += waited.elapsed();
+                let writing = std::time::Instant::now();
+                appended += self.append_verified(blocks)?;
+                storing += writing.elapsed();
             }
         }
-        if let Some(last) = verifying.take() {
-            let waited = std::time::Instant::now();
-            let blocks = last.await.expect("verification does not panic")?;
-            verifying_wait += waited.elapsed();
-            let writing = std::time::Instant::now();
-            appended += self.append_verified(blocks)?;
-            storing += writing.elapsed();
+        .await;
+        if outcome.is_err() {
+            reader.abort();
         }
+        outcome?;
+        let (bytes_read, reading) = reader.await.expect("the reader does not panic")?;
         let seconds = started.elapsed().as_secs_f64().max(1e-6);
         tracing::info!(
             blocks = appended,
@@ -911,6 +883,63 @@ async fn neve_health(client: &RpcClient) -> Result<NeveHealth, IngestError> {
         safe: health.blocks.safe,
         finalized: health.blocks.finalized,
     })
+}
+
+/// A batch of `/blocks` lines being verified.
+type Verifying = tokio::task::JoinHandle<Result<Vec<PreparedBlock>, IngestError>>;
+
+/// Reads the `/blocks` stream, cuts it into lines, starts verifying each
+/// batch and hands it on in order. Returns the bytes read and the time
+/// spent waiting for the source.
+async fn read_batches(
+    mut stream: neve_upstream::BodyStream,
+    batches: tokio::sync::mpsc::Sender<Verifying>,
+) -> Result<(u64, Duration), IngestError> {
+    let mut bytes_read = 0u64;
+    let mut reading = Duration::ZERO;
+    let mut pending: Vec<u8> = Vec::new();
+    // Bytes of `pending` already known to hold no newline: each byte is
+    // scanned once, however many chunks a ~200 KB line arrives in.
+    let mut scanned = 0;
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut batch_bytes = 0;
+    let mut batch_budget = *BOOTSTRAP_BATCH_BYTES.start();
+    let mut ended = false;
+    while !ended {
+        let waited = std::time::Instant::now();
+        let chunk = stream.next_chunk().await.map_err(rpc("reading /blocks"))?;
+        reading += waited.elapsed();
+        match chunk {
+            Some(chunk) => {
+                bytes_read += chunk.len() as u64;
+                pending.extend_from_slice(&chunk);
+            }
+            None => ended = true,
+        }
+        while let Some(offset) = memchr::memchr(b'\n', &pending[scanned..]) {
+            let end = scanned + offset;
+            // The next line is likely about as long as this one: room for
+            // it up front instead of doubling through ~200 KB.
+            let rest = &pending[end + 1..];
+            let mut next = Vec::with_capacity(end.max(rest.len()) + 1);
+            next.extend_from_slice(rest);
+            pending.truncate(end + 1);
+            batch_bytes += pending.len();
+            lines.push(std::mem::replace(&mut pending, next));
+            scanned = 0;
+        }
+        scanned = pending.len();
+        let full = lines.len() >= BOOTSTRAP_BATCH_LINES || batch_bytes >= batch_budget;
+        if full || (ended && !lines.is_empty()) {
+            batch_bytes = 0;
+            batch_budget = (batch_budget * 2).min(*BOOTSTRAP_BATCH_BYTES.end());
+            let batch = tokio::spawn(verify_lines(std::mem::take(&mut lines)));
+            if batches.send(batch).await.is_err() {
+                break; // the appender stopped on an error of its own
+            }
+        }
+    }
+    Ok((bytes_read, reading))
 }
 
 /// Prepares and verifies `/blocks` lines on the blocking pool, two halves
