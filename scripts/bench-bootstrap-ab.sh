@@ -23,9 +23,9 @@ for _ in $(seq "$ROUNDS"); do
   for bin in "$other" "$neve"; do
     rm -rf "$work/b"
     "$bin" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
-    mirror=$!
+    mirror=$!; pids+=("$mirror")
     # Each mirror times itself: wait for its log line rather than poll it.
-    until grep -q 'bootstrapped from /blocks' "$work/b.log"; do sleep 0.05; done
+    wait_for_log "$work/b.log" 'bootstrapped from /blocks'
     kill -INT "$mirror"; wait "$mirror" || true
     line=$(grep 'bootstrapped from /blocks' "$work/b.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g')
     rate=$(grep -o 'blocks_per_second="[0-9]*"' <<<"$line" | grep -o '[0-9]*')

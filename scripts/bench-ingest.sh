@@ -29,7 +29,7 @@ bytes=$(curl -s "http://127.0.0.1:$AP/health" | python3 -c 'import json,sys; pri
 "$neve" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
 pids+=($!)
 # It times itself: wait for its log line rather than poll it while it works.
-until grep -q 'bootstrapped from /blocks' "$work/b.log"; do sleep 0.05; done
+wait_for_log "$work/b.log" 'bootstrapped from /blocks'
 bootstrap=$(grep 'bootstrapped from /blocks' "$work/b.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g')
 
 # Live lag while blocks keep coming.

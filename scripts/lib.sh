@@ -29,6 +29,19 @@ stored_height() {
   echo "${h:-0}"
 }
 
+# wait_for_log FILE TEXT [SECONDS]: until FILE holds TEXT; fails after
+# SECONDS (default 120) with the file's last lines.
+wait_for_log() {
+  local limit=${3:-120}
+  local deadline=$((SECONDS + limit))
+  until grep -q "$2" "$1"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "no '$2' in $1 after $limit s:" >&2; tail -5 "$1" >&2; return 1
+    fi
+    sleep 0.05
+  done
+}
+
 # start_geth_dev: sets geth_url, geth_ws and geth_pid.
 start_geth_dev() {
   local http ws auth

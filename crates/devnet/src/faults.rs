@@ -194,7 +194,11 @@ async fn handle(
         Fault::TamperBlock => control.tamper_armed.store(true, Ordering::Relaxed),
         _ => {}
     }
-    if control.tamper_armed.load(Ordering::Relaxed)
+    // Only on an answer that otherwise arrives intact and in time, so the
+    // tampered block is what neve sees.
+    let clean = matches!(fault, Fault::Pass | Fault::TamperBlock);
+    if clean
+        && control.tamper_armed.load(Ordering::Relaxed)
         && let Some(tampered) = tamper(&forwarded)
         && control.tamper_armed.swap(false, Ordering::Relaxed)
     {

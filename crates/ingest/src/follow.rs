@@ -502,7 +502,7 @@ impl Follower {
         // in its own task, so the stream keeps flowing while this one
         // appends; the channel's bound keeps a few batches in memory at most.
         let (batches, mut verified) = tokio::sync::mpsc::channel(2);
-        let reader = tokio::spawn(read_batches(stream, batches));
+        let reader = tokio::spawn(read_batches(stream, from, batches));
         let mut appended = 0;
         // Where the time went, for the closing log line: waiting for the
         // next verified batch, and writing to the store.
@@ -522,7 +522,13 @@ impl Follower {
         }
         .await;
         if outcome.is_err() {
+            // Stop reading, and drop the verifications still queued rather
+            // than let them compete with the retry for the cores.
             reader.abort();
+            verified.close();
+            while let Ok(batch) = verified.try_recv() {
+                batch.abort();
+            }
         }
         outcome?;
         let (bytes_read, reading) = reader.await.expect("the reader does not panic")?;
@@ -893,17 +899,16 @@ type Verifying = tokio::task::JoinHandle<Result<Vec<PreparedBlock>, IngestError>
 /// spent waiting for the source.
 async fn read_batches(
     mut stream: neve_upstream::BodyStream,
+    from: u64,
     batches: tokio::sync::mpsc::Sender<Verifying>,
 ) -> Result<(u64, Duration), IngestError> {
     let mut bytes_read = 0u64;
     let mut reading = Duration::ZERO;
-    let mut pending: Vec<u8> = Vec::new();
-    // Bytes of `pending` already known to hold no newline: each byte is
-    // scanned once, however many chunks a ~200 KB line arrives in.
-    let mut scanned = 0;
+    let mut cutter = LineCutter::default();
     let mut lines: Vec<Vec<u8>> = Vec::new();
     let mut batch_bytes = 0;
     let mut batch_budget = *BOOTSTRAP_BATCH_BYTES.start();
+    let mut lines_sent = 0;
     let mut ended = false;
     while !ended {
         let waited = std::time::Instant::now();
@@ -912,34 +917,61 @@ async fn read_batches(
         match chunk {
             Some(chunk) => {
                 bytes_read += chunk.len() as u64;
-                pending.extend_from_slice(&chunk);
+                batch_bytes += cutter.cut(&chunk, &mut lines);
             }
             None => ended = true,
         }
-        while let Some(offset) = memchr::memchr(b'\n', &pending[scanned..]) {
-            let end = scanned + offset;
-            // The next line is likely about as long as this one: room for
-            // it up front instead of doubling through ~200 KB.
-            let rest = &pending[end + 1..];
-            let mut next = Vec::with_capacity(end.max(rest.len()) + 1);
-            next.extend_from_slice(rest);
-            pending.truncate(end + 1);
-            batch_bytes += pending.len();
-            lines.push(std::mem::replace(&mut pending, next));
-            scanned = 0;
-        }
-        scanned = pending.len();
         let full = lines.len() >= BOOTSTRAP_BATCH_LINES || batch_bytes >= batch_budget;
         if full || (ended && !lines.is_empty()) {
             batch_bytes = 0;
             batch_budget = (batch_budget * 2).min(*BOOTSTRAP_BATCH_BYTES.end());
+            lines_sent += lines.len() as u64;
             let batch = tokio::spawn(verify_lines(std::mem::take(&mut lines)));
             if batches.send(batch).await.is_err() {
                 break; // the appender stopped on an error of its own
             }
         }
     }
+    if ended && cutter.has_partial_line() {
+        return Err(IngestError::Refused {
+            height: from + lines_sent,
+            reason: "/blocks ended in the middle of a line".into(),
+        });
+    }
     Ok((bytes_read, reading))
+}
+
+/// Cuts a byte stream into newline-terminated lines.
+#[derive(Default)]
+struct LineCutter {
+    pending: Vec<u8>,
+    /// Bytes of `pending` known to hold no newline: each byte is scanned
+    /// once, however many chunks a ~200 KB line arrives in.
+    scanned: usize,
+}
+
+impl LineCutter {
+    /// Appends `chunk`, moves every whole line (newline included) to
+    /// `lines`, and returns their total length. Each line is copied out at
+    /// its exact size and the buffer drops them in one move: a chunk of
+    /// many short lines costs one pass, not a copy of the rest per line.
+    fn cut(&mut self, chunk: &[u8], lines: &mut Vec<Vec<u8>>) -> usize {
+        self.pending.extend_from_slice(chunk);
+        let mut start = 0;
+        for offset in memchr::memchr_iter(b'\n', &self.pending[self.scanned..]) {
+            let end = self.scanned + offset;
+            lines.push(self.pending[start..=end].to_vec());
+            start = end + 1;
+        }
+        self.pending.drain(..start);
+        self.scanned = self.pending.len();
+        start
+    }
+
+    /// Whether bytes without their newline are left.
+    fn has_partial_line(&self) -> bool {
+        !self.pending.is_empty()
+    }
 }
 
 /// Prepares and verifies `/blocks` lines on the blocking pool, two halves
@@ -1068,4 +1100,29 @@ async fn receipts_one_by_one(client: &RpcClient, block: &RawValue) -> Result<Str
     }
     out.push(']');
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cut_whole_across_and_within_chunks() {
+        let mut cutter = LineCutter::default();
+        let mut lines = Vec::new();
+        assert_eq!(cutter.cut(b"ab", &mut lines), 0);
+        assert_eq!(cutter.cut(b"c\nd\ne", &mut lines), 6);
+        assert_eq!(lines, [b"abc\n".to_vec(), b"d\n".to_vec()]);
+        assert!(cutter.has_partial_line());
+        // Many short lines in one chunk, then the held-over one completed.
+        let many: Vec<u8> = b"x\n".repeat(1000);
+        assert_eq!(
+            cutter.cut(&[b"f\n".as_slice(), &many].concat(), &mut lines),
+            2003
+        );
+        assert_eq!(lines.len(), 1003);
+        assert_eq!(lines[2], b"ef\n");
+        assert!(lines[3..].iter().all(|l| l == b"x\n"));
+        assert!(!cutter.has_partial_line());
+    }
 }
