@@ -129,10 +129,75 @@ struct BlockShape<'a> {
     transactions: &'a RawValue,
 }
 
+/// Where a transaction, receipt or log says it sits. No hash covers these
+/// fields, so each is checked against the block (when present).
+struct Placement<'a> {
+    block_hash: Option<&'a str>,
+    block_number: Option<&'a str>,
+    transaction_index: Option<&'a str>,
+}
+
+impl Placement<'_> {
+    /// Checks the claims against block `hash` at `height`, transaction `index`.
+    fn check(
+        &self,
+        what: impl Fn() -> String,
+        hash: &[u8; 32],
+        height: u64,
+        index: usize,
+    ) -> Result<(), PrepareError> {
+        let wrong = |field: &str, value: &str| {
+            Err(PrepareError::Mismatch(format!(
+                "{} has {field} {value}",
+                what()
+            )))
+        };
+        if let Some(value) = self.block_hash
+            && fixed_hex::<32>(value).as_ref() != Some(hash)
+        {
+            return wrong("blockHash", value);
+        }
+        if let Some(value) = self.block_number
+            && neve_upstream::parse_quantity(value) != Some(height)
+        {
+            return wrong("blockNumber", value);
+        }
+        if let Some(value) = self.transaction_index
+            && neve_upstream::parse_quantity(value) != Some(index as u64)
+        {
+            return wrong("transactionIndex", value);
+        }
+        Ok(())
+    }
+}
+
+macro_rules! placed {
+    ($shape:ident) => {
+        impl<'a> $shape<'a> {
+            fn placement(&self) -> Placement<'a> {
+                Placement {
+                    block_hash: self.block_hash,
+                    block_number: self.block_number,
+                    transaction_index: self.transaction_index,
+                }
+            }
+        }
+    };
+}
+placed!(TxShape);
+placed!(ReceiptShape);
+placed!(LogShape);
+
 #[derive(Deserialize)]
 struct TxShape<'a> {
     #[serde(borrow)]
     hash: &'a str,
+    #[serde(borrow, default, rename = "blockHash")]
+    block_hash: Option<&'a str>,
+    #[serde(borrow, default, rename = "blockNumber")]
+    block_number: Option<&'a str>,
+    #[serde(borrow, default, rename = "transactionIndex")]
+    transaction_index: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -141,6 +206,12 @@ struct ReceiptShape<'a> {
     transaction_hash: &'a str,
     #[serde(borrow)]
     logs: Vec<&'a RawValue>,
+    #[serde(borrow, default, rename = "blockHash")]
+    block_hash: Option<&'a str>,
+    #[serde(borrow, default, rename = "blockNumber")]
+    block_number: Option<&'a str>,
+    #[serde(borrow, default, rename = "transactionIndex")]
+    transaction_index: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +220,16 @@ struct LogShape<'a> {
     address: &'a str,
     #[serde(borrow)]
     topics: Vec<&'a str>,
+    #[serde(borrow, default, rename = "transactionHash")]
+    transaction_hash: Option<&'a str>,
+    #[serde(borrow, default, rename = "logIndex")]
+    log_index: Option<&'a str>,
+    #[serde(borrow, default, rename = "blockHash")]
+    block_hash: Option<&'a str>,
+    #[serde(borrow, default, rename = "blockNumber")]
+    block_number: Option<&'a str>,
+    #[serde(borrow, default, rename = "transactionIndex")]
+    transaction_index: Option<&'a str>,
 }
 
 /// Decodes `0x`-prefixed hex of exactly `N` bytes.
@@ -239,6 +320,12 @@ pub fn prepare(full: &str, receipts: &str, raw: RawParts) -> Result<PreparedBloc
                 receipt_shape.transaction_hash
             )));
         }
+        tx_shape
+            .placement()
+            .check(|| format!("transaction {index}"), &hash, height, index)?;
+        receipt_shape
+            .placement()
+            .check(|| format!("receipt {index}"), &hash, height, index)?;
         if index > 0 {
             hashes_only.push(b',');
         }
@@ -248,6 +335,25 @@ pub fn prepare(full: &str, receipts: &str, raw: RawParts) -> Result<PreparedBloc
         for log in &receipt_shape.logs {
             let shape: LogShape<'_> = serde_json::from_str(log.get())
                 .map_err(|e| PrepareError::Receipts(format!("log: {e}")))?;
+            let what = || format!("log {} (transaction {index})", logs.len());
+            shape.placement().check(what, &hash, height, index)?;
+            if let Some(value) = shape.transaction_hash
+                && fixed_hex::<32>(value) != Some(tx_hash)
+            {
+                return Err(PrepareError::Mismatch(format!(
+                    "{} has transactionHash {value}",
+                    what()
+                )));
+            }
+            // Log indexes count the block's logs from zero.
+            if let Some(value) = shape.log_index
+                && neve_upstream::parse_quantity(value) != Some(logs.len() as u64)
+            {
+                return Err(PrepareError::Mismatch(format!(
+                    "{} has logIndex {value}",
+                    what()
+                )));
+            }
             let topics = shape
                 .topics
                 .iter()

@@ -303,4 +303,27 @@ mod tests {
             Err(VerifyError::ReceiptsRoot { .. })
         ));
     }
+
+    #[test]
+    fn a_transaction_receipt_or_log_claiming_another_place_is_refused() {
+        use crate::prepare::PrepareError;
+        let (full, receipts) = latest();
+        let refused = |full: &str, receipts: &str| {
+            matches!(
+                prepare(full, receipts, RawParts::default()),
+                Err(PrepareError::Mismatch(_))
+            )
+        };
+        let moved_tx = full.replacen(
+            "\"transactionIndex\":\"0x0\"",
+            "\"transactionIndex\":\"0x1\"",
+            1,
+        );
+        assert!(refused(&moved_tx, &receipts));
+        let other_block =
+            receipts.replacen("\"blockNumber\":\"0x36\"", "\"blockNumber\":\"0x35\"", 1);
+        assert!(refused(&full, &other_block));
+        let log_index = receipts.replacen("\"logIndex\":\"0x1\"", "\"logIndex\":\"0x7\"", 1);
+        assert!(refused(&full, &log_index));
+    }
 }
