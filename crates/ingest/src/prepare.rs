@@ -171,9 +171,22 @@ impl Placement<'_> {
     }
 }
 
-macro_rules! placed {
-    ($shape:ident) => {
-        impl<'a> $shape<'a> {
+/// Declares a borrowed JSON shape with the placement fields added, and
+/// its `placement()`.
+macro_rules! placed_shape {
+    ($name:ident { $($(#[$meta:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Deserialize)]
+        struct $name<'a> {
+            $($(#[$meta])* $field: $ty,)*
+            #[serde(borrow, default, rename = "blockHash")]
+            block_hash: Option<&'a str>,
+            #[serde(borrow, default, rename = "blockNumber")]
+            block_number: Option<&'a str>,
+            #[serde(borrow, default, rename = "transactionIndex")]
+            transaction_index: Option<&'a str>,
+        }
+
+        impl<'a> $name<'a> {
             fn placement(&self) -> Placement<'a> {
                 Placement {
                     block_hash: self.block_hash,
@@ -184,38 +197,20 @@ macro_rules! placed {
         }
     };
 }
-placed!(TxShape);
-placed!(ReceiptShape);
-placed!(LogShape);
 
-#[derive(Deserialize)]
-struct TxShape<'a> {
+placed_shape!(TxShape {
     #[serde(borrow)]
     hash: &'a str,
-    #[serde(borrow, default, rename = "blockHash")]
-    block_hash: Option<&'a str>,
-    #[serde(borrow, default, rename = "blockNumber")]
-    block_number: Option<&'a str>,
-    #[serde(borrow, default, rename = "transactionIndex")]
-    transaction_index: Option<&'a str>,
-}
+});
 
-#[derive(Deserialize)]
-struct ReceiptShape<'a> {
+placed_shape!(ReceiptShape {
     #[serde(borrow, rename = "transactionHash")]
     transaction_hash: &'a str,
     #[serde(borrow)]
     logs: Vec<&'a RawValue>,
-    #[serde(borrow, default, rename = "blockHash")]
-    block_hash: Option<&'a str>,
-    #[serde(borrow, default, rename = "blockNumber")]
-    block_number: Option<&'a str>,
-    #[serde(borrow, default, rename = "transactionIndex")]
-    transaction_index: Option<&'a str>,
-}
+});
 
-#[derive(Deserialize)]
-struct LogShape<'a> {
+placed_shape!(LogShape {
     #[serde(borrow)]
     address: &'a str,
     #[serde(borrow)]
@@ -224,13 +219,7 @@ struct LogShape<'a> {
     transaction_hash: Option<&'a str>,
     #[serde(borrow, default, rename = "logIndex")]
     log_index: Option<&'a str>,
-    #[serde(borrow, default, rename = "blockHash")]
-    block_hash: Option<&'a str>,
-    #[serde(borrow, default, rename = "blockNumber")]
-    block_number: Option<&'a str>,
-    #[serde(borrow, default, rename = "transactionIndex")]
-    transaction_index: Option<&'a str>,
-}
+});
 
 /// Decodes `0x`-prefixed hex of exactly `N` bytes.
 pub(crate) fn fixed_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
