@@ -53,13 +53,23 @@ impl PreparedBlock {
     }
 
     /// The block JSON with full transactions, as received.
-    pub fn full_json(&self) -> &str {
-        std::str::from_utf8(&self.full).expect("prepared from a str")
+    pub fn full_json(&self) -> &[u8] {
+        &self.full
+    }
+
+    /// The block JSON with transaction hashes only.
+    pub fn hashes_only_json(&self) -> &str {
+        std::str::from_utf8(&self.hashes_only).expect("prepared from a str")
     }
 
     /// The receipts JSON, as received.
-    pub fn receipts_json(&self) -> &str {
-        std::str::from_utf8(&self.receipts).expect("prepared from a str")
+    pub fn receipts_json(&self) -> &[u8] {
+        &self.receipts
+    }
+
+    /// Where each transaction and receipt is.
+    pub fn transactions(&self) -> &[TxEntry] {
+        &self.txs
     }
 
     /// The raw header as the JSON string the upstream sent (`"0x…"`), or empty.

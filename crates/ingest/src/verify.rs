@@ -156,11 +156,9 @@ impl AvalancheHeader {
 
 /// Verifies `block`; `Ok` means every check passed.
 pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
-    let new = block.as_new();
     // The header fields are the same bytes in the hashes-only form, which
     // is a fraction of the full block to read.
-    let header_json =
-        std::str::from_utf8(new.hashes_only).map_err(|e| VerifyError::Header(e.to_string()))?;
+    let header_json = block.hashes_only_json();
     let claimed = B256::from(block.hash);
     let is_avalanche = header_json.contains("\"extDataHash\"");
     let (computed, transactions_root, receipts_root) = if is_avalanche {
@@ -194,9 +192,9 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
 
     // Each transaction from its own span: the spans are what serving cuts
     // out, so what is checked is exactly what is served.
-    let full = new.full;
-    let transactions = new
-        .txs
+    let full = block.full_json();
+    let transactions = block
+        .transactions()
         .iter()
         .map(|entry| {
             let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
@@ -207,7 +205,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
                 .map_err(|e| VerifyError::Transactions(e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    for (index, (tx, entry)) in transactions.iter().zip(&new.txs).enumerate() {
+    for (index, (tx, entry)) in transactions.iter().zip(block.transactions()).enumerate() {
         let computed = keccak256(tx.encoded_2718());
         let claimed = B256::from(entry.hash);
         if computed != claimed {
@@ -226,7 +224,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
         });
     }
 
-    let receipts: Vec<ReceiptEnvelope<Log>> = serde_json::from_str(block.receipts_json())
+    let receipts: Vec<ReceiptEnvelope<Log>> = serde_json::from_slice(block.receipts_json())
         .map_err(|e| VerifyError::Receipts(e.to_string()))?;
     let computed = calculate_receipt_root(&receipts);
     if computed != receipts_root {

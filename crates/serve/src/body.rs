@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::fmt::Write;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -98,7 +99,7 @@ impl Body for Chunks {
                     };
                     let fields = record_fields(&block);
                     frame.reserve(fields.iter().map(Bytes::len).sum::<usize>() + 32);
-                    frame.extend_from_slice(format!("{{\"number\":\"0x{:x}\",", *next).as_bytes());
+                    write!(frame, "{{\"number\":\"0x{:x}\",", *next).expect("BytesMut grows");
                     for field in fields {
                         frame.extend_from_slice(&field);
                     }
