@@ -35,6 +35,25 @@ pub const BLOCK_TAIL_METHODS: &[&str] = &[
     "debug_getRawTransaction",
 ];
 
+/// The state methods neve serves from verified proofs.
+pub const STATE_METHODS: &[&str] = &[
+    "eth_getBalance",
+    "eth_getTransactionCount",
+    "eth_getCode",
+    "eth_getStorageAt",
+    "eth_getStorageValues",
+    "eth_getProof",
+];
+
+/// Every method neve serves: the block tail and state.
+pub fn served_methods() -> Vec<&'static str> {
+    BLOCK_TAIL_METHODS
+        .iter()
+        .chain(STATE_METHODS)
+        .copied()
+        .collect()
+}
+
 /// The fixtures directory: `$NEVE_CONFORMANCE_DIR`, else
 /// `<workspace>/../shared/conformance/rpc-compat`.
 pub fn fixtures_dir() -> PathBuf {

@@ -9,12 +9,17 @@
 //! the common ancestor on a reorg. It never serves and knows nothing of HTTP
 //! serving; serving reads what it wrote through the store.
 //!
+//! It also fetches state proofs ([`state_fetch`]): fetch-through for reads
+//! that miss and prefetch of hot keys, verified into `neve-state`'s node
+//! store against the roots of blocks it stored.
+//!
 //! Start at [`Follower::connect`] and [`Follower::sync_once`].
 
 pub mod follow;
 pub mod heads;
 pub mod prepare;
 pub mod rawrlp;
+pub mod state_fetch;
 pub mod verify;
 
 pub use follow::{

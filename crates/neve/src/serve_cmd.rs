@@ -92,6 +92,30 @@ pub struct ServeArgs {
     /// Most logs one eth_getLogs may return.
     #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RESULTS)]
     logs_max_results: usize,
+    /// Verified state reads (balance, nonce, code, storage, proofs); `off` answers them 421.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    state: Switch,
+    /// A state read whose proof is not held waits for the upstream (`on`), or is 421 at once while the proof is fetched in the background (`off`).
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    state_fetch: Switch,
+    /// How long a state read waits for a fetch-through, in milliseconds.
+    #[arg(long, alias = "state-fetch-timeout", default_value_t = neve_serve::DEFAULT_STATE_FETCH_TIMEOUT.as_millis() as u64)]
+    state_fetch_timeout_ms: u64,
+    /// Byte budget of the verified node store (trie nodes and code).
+    #[arg(long, default_value_t = neve_state::DEFAULT_CACHE_BYTES)]
+    state_cache_bytes: usize,
+    /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
+    #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS)]
+    state_hot_keys: usize,
+    /// Upstream calls per second prefetch may spend (0: no prefetch).
+    #[arg(long, default_value_t = neve_ingest::state_fetch::DEFAULT_PREFETCH_RATE)]
+    state_prefetch_rate: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -286,6 +310,25 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         reader.clone(),
         stopped.clone(),
     ));
+    let state = (args.state == Switch::On).then(|| {
+        let state = Arc::new(neve_state::State::new(
+            args.state_cache_bytes,
+            args.state_hot_keys,
+        ));
+        let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
+        tokio::spawn(neve_ingest::state_fetch::prefetch(
+            fetcher.clone(),
+            reader.clone(),
+            view.status.changed.clone(),
+            args.state_prefetch_rate,
+            stopped.clone(),
+        ));
+        let fetch: Arc<dyn neve_state::Fetch> = Arc::new(fetcher);
+        neve_serve::StateAccess {
+            state,
+            fetch: Some(fetch),
+        }
+    });
     let ingest =
         tokio::spawn(follower.run(wake, Duration::from_millis(args.poll_ms), stopped.clone()));
     let config = ServeConfig {
@@ -299,10 +342,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         max_behind: args.max_behind,
         retain_blocks: args.retain_blocks,
         fallback: args.fallback,
+        state_fetch_timeout: (args.state_fetch == Switch::On)
+            .then(|| Duration::from_millis(args.state_fetch_timeout_ms)),
         ..ServeConfig::default()
     };
     let server = tokio::spawn(neve_serve::serve(
-        listener, reader, view, identity, config, stopped,
+        listener, reader, view, identity, config, state, stopped,
     ));
     shutdown_signal().await;
     tracing::info!("shutting down");

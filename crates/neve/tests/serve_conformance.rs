@@ -1,12 +1,13 @@
 //! The conformance judge through neve: mirroring geth's import of the
 //! execution-apis chain from genesis, neve passes every case of the methods
-//! it serves, answers 421 for the rest, and with `--fallback` to that geth
+//! it serves (state reads included, fetched through from geth's proofs and
+//! verified), answers 421 for the rest, and with `--fallback` to that geth
 //! answers every case exactly as geth does.
 
 mod support;
 
 use neve_devnet::GethConformance;
-use neve_devnet::conformance::{BLOCK_TAIL_METHODS, fixtures_dir, load_cases, run_all};
+use neve_devnet::conformance::{fixtures_dir, load_cases, run_all, served_methods};
 use neve_upstream::RpcClient;
 use support::*;
 
@@ -29,7 +30,7 @@ async fn neve_passes_every_case_of_the_methods_it_serves_and_421s_the_rest() {
     let neve = Neve::start(geth.http_url(), &["--floor", "0"], 0x36).await;
     let client = RpcClient::new(&neve.url).unwrap();
 
-    let served = load_cases(&fixtures_dir(), BLOCK_TAIL_METHODS).unwrap();
+    let served = load_cases(&fixtures_dir(), &served_methods()).unwrap();
     let report = run_all(&client, &served).await;
     eprint!("{}", report.render());
     assert!(report.failed.is_empty(), "{}", report.render());
@@ -37,7 +38,7 @@ async fn neve_passes_every_case_of_the_methods_it_serves_and_421s_the_rest() {
     // Every case of a method neve does not serve: HTTP 421 with -32601.
     let others: Vec<String> = all_methods()
         .into_iter()
-        .filter(|m| !BLOCK_TAIL_METHODS.contains(&m.as_str()))
+        .filter(|m| !served_methods().contains(&m.as_str()))
         .collect();
     let others: Vec<&str> = others.iter().map(String::as_str).collect();
     for case in load_cases(&fixtures_dir(), &others).unwrap() {

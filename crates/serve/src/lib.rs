@@ -32,6 +32,7 @@ mod logs;
 mod metrics;
 pub mod params;
 mod rpc;
+mod state;
 #[cfg(test)]
 mod tests;
 mod ws;
@@ -142,6 +143,26 @@ pub struct ServeConfig {
     pub retain_blocks: Option<u64>,
     /// A full node to forward misses to instead of answering 421.
     pub fallback: Option<String>,
+    /// How long a state read that needs fetching waits for the fetch
+    /// before it is a miss; `None` answers such reads 421 at once and
+    /// lets the fetch warm the store in the background. See
+    /// [`DEFAULT_STATE_FETCH_TIMEOUT`].
+    pub state_fetch_timeout: Option<Duration>,
+}
+
+/// How long a state read waits for a fetch-through: long enough for a proof
+/// from a busy local node, short enough that a front end's retry on the
+/// node still answers quickly. Default is 1 s.
+pub const DEFAULT_STATE_FETCH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The state layer as serving sees it: verified nodes to read, and who to
+/// ask for missing ones.
+#[derive(Clone)]
+pub struct StateAccess {
+    /// The verified node store and its counters.
+    pub state: Arc<neve_state::State>,
+    /// Brings missing nodes; without it, a read that misses is 421.
+    pub fetch: Option<Arc<dyn neve_state::Fetch>>,
 }
 
 impl Default for ServeConfig {
@@ -158,6 +179,7 @@ impl Default for ServeConfig {
             max_behind: 2,
             retain_blocks: None,
             fallback: None,
+            state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
         }
     }
 }
@@ -176,6 +198,7 @@ struct Server {
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
     fallback: Option<RpcClient>,
+    fetch: Option<Arc<dyn neve_state::Fetch>>,
     started: Instant,
 }
 
@@ -193,6 +216,7 @@ pub async fn serve(
     chain: Arc<dyn ChainView>,
     identity: neve_store::Identity,
     config: ServeConfig,
+    state: Option<StateAccess>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
     let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
@@ -201,9 +225,11 @@ pub async fn serve(
     tokio::spawn(events::watch(reader.clone(), chain.clone(), events.clone()));
     let server = Arc::new(Server {
         events,
+        fetch: state.as_ref().and_then(|s| s.fetch.clone()),
         ctx: Context {
             reader,
             chain,
+            state: state.map(|s| s.state),
             chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
             net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),
             genesis_hash: identity
@@ -298,7 +324,8 @@ fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
             chunks.push(Bytes::from_static(b"}"));
             chunks
         }
-        Reply::Miss => {
+        // A fetch not done in time is a miss like any other.
+        Reply::Miss | Reply::Fetch(_) => {
             head.extend_from_slice(b",\"result\":null}");
             vec![head.freeze()]
         }
@@ -354,7 +381,10 @@ impl Server {
                         "Reads answered as misses because a record failed its checksum.",
                         stats.corrupt_reads,
                     ),
-                ] {
+                ]
+                .into_iter()
+                .chain(self.state_metrics())
+                {
                     let kind = if name.ends_with("_total") {
                         "counter"
                     } else {
@@ -485,18 +515,95 @@ impl Server {
     }
 
     /// Answers one element; returns its chunks and outcome.
-    fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
+    async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
+        match self.first_pass(raw, over_ws) {
+            FirstPass::Done(chunks, outcome) => (chunks, outcome),
+            FirstPass::Fetch(call, requests, started) => {
+                self.fetch_through(call, requests, started, over_ws).await
+            }
+        }
+    }
+
+    /// Answers one element from what neve holds, or names what a state read
+    /// needs fetched.
+    fn first_pass<'a>(&self, raw: &'a RawValue, over_ws: bool) -> FirstPass<'a> {
         let call: Call<'_> = match serde_json::from_str(raw.get()) {
             Ok(call) => call,
-            Err(_) => return (error_element(-32600, "invalid request"), Outcome::Error),
+            Err(_) => {
+                return FirstPass::Done(error_element(-32600, "invalid request"), Outcome::Error);
+            }
         };
-        let id = call.id.map_or(&b"null"[..], |id| id.get().as_bytes());
         let started = Instant::now();
-        let reply = self.ctx.call(&call.method, call.params);
+        match self.ctx.call(&call.method, call.params) {
+            Reply::Fetch(requests) if self.fetch.is_some() => {
+                FirstPass::Fetch(call, requests, started)
+            }
+            reply => {
+                let (chunks, outcome) = self.finish(&call, reply, started, over_ws);
+                self.count_state(&call.method, outcome, false);
+                FirstPass::Done(chunks, outcome)
+            }
+        }
+    }
+
+    /// Fetches what a state read needs (waiting up to the deadline, or not
+    /// at all with fetching in the background only), then reads again.
+    async fn fetch_through(
+        &self,
+        call: Call<'_>,
+        requests: Vec<neve_state::FetchRequest>,
+        started: Instant,
+        over_ws: bool,
+    ) -> (Vec<Bytes>, Outcome) {
+        let fetch = self.fetch.as_ref().expect("first_pass checked");
+        // Each fetch starts here and runs to its end even if nobody waits.
+        let waits: Vec<_> = requests.into_iter().map(|r| fetch.fetch(r)).collect();
+        let reply = match self.ctx.config.state_fetch_timeout {
+            Some(deadline) => {
+                let _ = tokio::time::timeout(deadline, futures_util::future::join_all(waits)).await;
+                match self.ctx.call(&call.method, call.params) {
+                    Reply::Fetch(_) => Reply::Miss,
+                    reply => reply,
+                }
+            }
+            None => Reply::Miss,
+        };
+        let (chunks, outcome) = self.finish(&call, reply, started, over_ws);
+        self.count_state(&call.method, outcome, true);
+        (chunks, outcome)
+    }
+
+    /// Books a state method's outcome: a hit, an answer after fetching, or
+    /// a miss.
+    fn count_state(&self, method: &str, outcome: Outcome, fetched: bool) {
+        let Some(state) = &self.ctx.state else {
+            return;
+        };
+        if !method.starts_with("eth_get") || !state::STATE_METHODS.contains(&method) {
+            return;
+        }
+        let counter = match (outcome, fetched) {
+            (Outcome::Ok, false) => &state.counters.hits,
+            (Outcome::Ok, true) => &state.counters.fetched,
+            (Outcome::Miss, _) => &state.counters.misses,
+            (Outcome::Error, _) => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The envelope of a reply, and the metrics.
+    fn finish(
+        &self,
+        call: &Call<'_>,
+        reply: Reply,
+        started: Instant,
+        over_ws: bool,
+    ) -> (Vec<Bytes>, Outcome) {
+        let id = call.id.map_or(&b"null"[..], |id| id.get().as_bytes());
         let outcome = reply.outcome();
         // A WebSocket has no HTTP status to carry 421: say it in the answer.
         let reply = match reply {
-            Reply::Miss if over_ws => Reply::Error(
+            Reply::Miss | Reply::Fetch(_) if over_ws => Reply::Error(
                 MISS_OVER_WS,
                 "not available from this mirror; ask a full node".into(),
             ),
@@ -511,7 +618,7 @@ impl Server {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
             return json_response(StatusCode::OK, error_element(-32700, "parse error"));
         };
-        let (chunks, outcome) = self.element(raw, over_ws);
+        let (chunks, outcome) = self.element(raw, over_ws).await;
         if outcome == Outcome::Miss {
             if let Some(fallback) = &self.fallback {
                 return match fallback.post(body.clone()).await {
@@ -540,10 +647,27 @@ impl Server {
             );
             return json_response(StatusCode::OK, error_element(-32600, &message));
         }
-        let mut answers: Vec<(Vec<Bytes>, Outcome)> = elements
-            .iter()
-            .map(|raw| self.element(raw, over_ws))
-            .collect();
+        // Everything held is answered in one pass; only state reads that
+        // need fetching wait, all at once.
+        let mut answers = Vec::with_capacity(elements.len());
+        let mut fetches = Vec::new();
+        for (i, raw) in elements.iter().enumerate() {
+            match self.first_pass(raw, over_ws) {
+                FirstPass::Done(chunks, outcome) => answers.push((chunks, outcome)),
+                FirstPass::Fetch(call, requests, started) => {
+                    answers.push((Vec::new(), Outcome::Miss));
+                    fetches.push(async move {
+                        (
+                            i,
+                            self.fetch_through(call, requests, started, over_ws).await,
+                        )
+                    });
+                }
+            }
+        }
+        for (i, answer) in futures_util::future::join_all(fetches).await {
+            answers[i] = answer;
+        }
         let misses: Vec<usize> = (0..answers.len())
             .filter(|i| answers[*i].1 == Outcome::Miss)
             .collect();
@@ -571,6 +695,98 @@ impl Server {
             StatusCode::OK
         };
         json_response(status, chunks)
+    }
+
+    /// The state layer's counters for `/metrics`.
+    fn state_metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let Some(state) = &self.ctx.state else {
+            return Vec::new();
+        };
+        let s = state.stats();
+        vec![
+            (
+                "neve_state_hits_total",
+                "State reads answered from held nodes at once.",
+                s.hits,
+            ),
+            (
+                "neve_state_fetched_total",
+                "State reads answered after fetching through.",
+                s.fetched,
+            ),
+            (
+                "neve_state_misses_total",
+                "State reads answered 421.",
+                s.misses,
+            ),
+            (
+                "neve_state_refused_proofs_total",
+                "Proofs or code refused because they did not verify.",
+                s.refused,
+            ),
+            (
+                "neve_state_fetch_failures_total",
+                "Fetches that failed (upstream error or timeout).",
+                s.fetch_failures,
+            ),
+            (
+                "neve_state_fetch_shed_total",
+                "Fetches not started: too many in flight.",
+                s.shed,
+            ),
+            (
+                "neve_state_upstream_calls_total",
+                "Upstream calls made to fetch through.",
+                s.upstream_calls,
+            ),
+            (
+                "neve_state_prefetch_calls_total",
+                "Upstream calls made by prefetch.",
+                s.prefetch_calls,
+            ),
+            (
+                "neve_state_node_bytes",
+                "Bytes held by the node store.",
+                s.nodes.bytes,
+            ),
+            (
+                "neve_state_node_entries",
+                "Trie nodes and code blobs held.",
+                s.nodes.entries,
+            ),
+            (
+                "neve_state_node_budget_bytes",
+                "The node store's byte budget.",
+                s.nodes.budget,
+            ),
+            (
+                "neve_state_evictions_total",
+                "Nodes dropped to stay under the budget.",
+                s.nodes.evicted,
+            ),
+        ]
+    }
+
+    /// The state layer for `/health`: `null` when off.
+    fn state_health(&self) -> String {
+        let Some(state) = &self.ctx.state else {
+            return "null".into();
+        };
+        let s = state.stats();
+        format!(
+            "{{\"hits\":{},\"fetched\":{},\"misses\":{},\"refused_proofs\":{},\"fetch_failures\":{},\"upstream_calls\":{},\"prefetch_calls\":{},\"node_bytes\":{},\"node_entries\":{},\"node_budget_bytes\":{},\"evictions\":{}}}",
+            s.hits,
+            s.fetched,
+            s.misses,
+            s.refused,
+            s.fetch_failures,
+            s.upstream_calls,
+            s.prefetch_calls,
+            s.nodes.bytes,
+            s.nodes.entries,
+            s.nodes.budget,
+            s.nodes.evicted
+        )
     }
 
     fn behind(&self) -> Option<u64> {
@@ -625,7 +841,7 @@ impl Server {
              \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
              \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{}}},\
              \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{}}},\
-             \"memory\":{{\"rss_bytes\":{}}}}}",
+             \"state\":{},\"memory\":{{\"rss_bytes\":{}}}}}",
             self.ctx.genesis_hash,
             env!("CARGO_PKG_VERSION"),
             self.started.elapsed().as_secs_f64(),
@@ -644,6 +860,7 @@ impl Server {
             stats.segments,
             opt(self.ctx.config.retain_blocks),
             stats.corrupt_reads,
+            self.state_health(),
             opt(rss_bytes()),
         )
     }
@@ -681,6 +898,14 @@ impl Server {
             Chunks::blocks(self.ctx.reader.clone(), from, to),
         )
     }
+}
+
+/// An element after the pass over what neve holds.
+enum FirstPass<'a> {
+    /// Answered (or refused).
+    Done(Vec<Bytes>, Outcome),
+    /// A state read that needs fetching first.
+    Fetch(Call<'a>, Vec<neve_state::FetchRequest>, Instant),
 }
 
 fn is_websocket_upgrade(request: &Request<Incoming>) -> bool {

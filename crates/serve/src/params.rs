@@ -96,6 +96,39 @@ pub fn address(text: &str) -> Result<[u8; 20], String> {
     fixed_hex(text)
 }
 
+/// A storage key as geth reads one (leniently, for compatibility): `0x`
+/// optional, odd digits padded, at most 32 bytes, left-padded to 32.
+/// Returns the key and how many bytes were given (geth echoes a key of
+/// other than 32 bytes in `eth_getProof` as a quantity).
+pub fn storage_key(text: &str) -> Result<([u8; 32], usize), String> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    let padded;
+    let digits = if digits.len() % 2 == 1 {
+        padded = format!("0{digits}");
+        padded.as_str()
+    } else {
+        digits
+    };
+    if digits.len() > 64 {
+        return Err(format!(
+            "storage key too long (want at most 32 bytes): {text:?}"
+        ));
+    }
+    if !digits.is_ascii() {
+        return Err(format!("invalid hex in storage key: {text:?}"));
+    }
+    let given = digits.len() / 2;
+    let mut key = [0u8; 32];
+    for i in 0..given {
+        key[32 - given + i] = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16)
+            .map_err(|_| format!("invalid hex in storage key: {text:?}"))?;
+    }
+    Ok((key, given))
+}
+
 /// A height or tag.
 pub fn block_tag(text: &str) -> Result<BlockTag, String> {
     Ok(match text {
@@ -151,6 +184,25 @@ impl<'a> Params<'a> {
     /// A 32-byte hash.
     pub fn hash(&self, index: usize) -> Result<[u8; 32], ParamError> {
         hash(self.string(index)?).map_err(|e| ParamError::at(index, e))
+    }
+
+    /// A 20-byte address.
+    pub fn address(&self, index: usize) -> Result<[u8; 20], ParamError> {
+        address(self.string(index)?).map_err(|e| ParamError::at(index, e))
+    }
+
+    /// A storage key (see [`storage_key`]); the error is geth's, unprefixed.
+    pub fn storage_key(&self, index: usize) -> Result<([u8; 32], usize), ParamError> {
+        storage_key(self.string(index)?).map_err(ParamError)
+    }
+
+    /// A block reference that defaults to `latest` when absent or null.
+    pub fn block_ref_or_latest(&self, index: usize) -> Result<BlockRef, ParamError> {
+        match self.items.get(index) {
+            None => Ok(BlockRef::Tag(BlockTag::Latest)),
+            Some(raw) if raw.get() == "null" => Ok(BlockRef::Tag(BlockTag::Latest)),
+            Some(_) => self.block_ref(index),
+        }
     }
 
     /// A boolean; `default` when absent.
@@ -267,6 +319,26 @@ mod tests {
                 .is_err()
         );
         assert!(params(r#"[7]"#).block_ref(0).is_err());
+    }
+
+    #[test]
+    fn storage_keys_are_read_as_geth_reads_them() {
+        let mut one = [0u8; 32];
+        one[31] = 1;
+        assert_eq!(storage_key("0x1"), Ok((one, 1)));
+        assert_eq!(storage_key("01"), Ok((one, 1)));
+        assert_eq!(
+            storage_key(&format!("0x{}01", "00".repeat(31))),
+            Ok((one, 32))
+        );
+        assert_eq!(storage_key("0x"), Ok(([0; 32], 0)));
+        assert!(
+            storage_key(&format!("0x{}", "0".repeat(65)))
+                .unwrap_err()
+                .starts_with("storage key too long (want at most 32 bytes)")
+        );
+        assert!(storage_key("0xzz").unwrap_err().starts_with("invalid hex"));
+        assert!(storage_key("0xé").is_err());
     }
 
     #[test]

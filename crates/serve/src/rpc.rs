@@ -32,10 +32,13 @@ pub(crate) enum Reply {
     Unsupported,
     /// A JSON-RPC error.
     Error(i64, String),
+    /// A state read that needs nodes neve does not hold: fetch these, then
+    /// read again (a miss if that cannot be done in time).
+    Fetch(Vec<neve_state::FetchRequest>),
 }
 
 impl Reply {
-    fn json(text: impl Into<String>) -> Reply {
+    pub(crate) fn json(text: impl Into<String>) -> Reply {
         Reply::Result(vec![Bytes::from(text.into())])
     }
 
@@ -46,7 +49,7 @@ impl Reply {
     pub(crate) fn outcome(&self) -> Outcome {
         match self {
             Reply::Result(_) => Outcome::Ok,
-            Reply::Miss | Reply::Unsupported => Outcome::Miss,
+            Reply::Miss | Reply::Unsupported | Reply::Fetch(_) => Outcome::Miss,
             Reply::Error(..) => Outcome::Error,
         }
     }
@@ -62,6 +65,9 @@ impl From<ParamError> for Reply {
 pub(crate) struct Context {
     pub(crate) reader: Reader,
     pub(crate) chain: Arc<dyn ChainView>,
+    /// Verified state, when the state layer is on; state methods are
+    /// unsupported (421, -32601) without it.
+    pub(crate) state: Option<Arc<neve_state::State>>,
     pub(crate) config: ServeConfig,
     pub(crate) chain_id: Bytes,
     pub(crate) net_version: Bytes,
@@ -105,6 +111,12 @@ pub(crate) const SERVED: &[&str] = &[
     "debug_getRawHeader",
     "debug_getRawReceipts",
     "debug_getRawTransaction",
+    "eth_getBalance",
+    "eth_getTransactionCount",
+    "eth_getCode",
+    "eth_getStorageAt",
+    "eth_getStorageValues",
+    "eth_getProof",
 ];
 
 fn hex_quantity(value: u64) -> String {
@@ -231,7 +243,13 @@ impl Context {
                 },
                 None => Reply::Miss,
             },
-            _ => Reply::Unsupported,
+            _ => match &self.state {
+                Some(state) => match self.state_call(state, method, p) {
+                    Some(reply) => reply?,
+                    None => Reply::Unsupported,
+                },
+                None => Reply::Unsupported,
+            },
         })
     }
 

@@ -52,6 +52,7 @@ fn server() -> (Server, tempfile::TempDir) {
         ctx: Context {
             reader: store.reader(),
             chain: Arc::new(FixedChain),
+            state: Some(Arc::new(neve_state::State::new(1 << 20, 64))),
             config: ServeConfig {
                 logs_max_range: 5,
                 logs_max_results: 4,
@@ -64,6 +65,7 @@ fn server() -> (Server, tempfile::TempDir) {
         metrics: Arc::new(Metrics::default()),
         shutting_down: AtomicBool::new(false),
         fallback: None,
+        fetch: None,
         started: Instant::now(),
     };
     std::mem::forget(store); // keep the writer (and its lock) for the reader's lifetime

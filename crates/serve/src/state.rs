@@ -1,0 +1,375 @@
+//! State methods: balance, nonce, code, storage and proofs, read from the
+//! verified node store at the `stateRoot` of a stored block.
+//!
+//! A read either answers from held nodes, or names what it needs fetched
+//! ([`Reply::Fetch`]); the server then asks the fetcher, waits up to its
+//! deadline, and reads again (see `lib.rs`). Nothing here fetches, and
+//! nothing here executes: `eth_call` and friends stay 421 with -32601.
+
+use alloy_primitives::{U256, hex};
+use bytes::Bytes;
+use neve_state::{AccountRead, Address, FetchRequest, Hash, HotKey, Read, State};
+use serde_json::value::RawValue;
+
+use crate::params::{BlockRef, BlockTag, ParamError, Params};
+use crate::rpc::{Context, Reply};
+
+/// The methods answered here.
+pub(crate) const STATE_METHODS: &[&str] = &[
+    "eth_getBalance",
+    "eth_getTransactionCount",
+    "eth_getCode",
+    "eth_getStorageAt",
+    "eth_getStorageValues",
+    "eth_getProof",
+];
+
+/// geth's JSON-RPC code for a request over a server-side limit.
+const CLIENT_LIMIT_EXCEEDED: i64 = -32005;
+
+/// The state a read is made at: a stored block's verified root.
+struct At {
+    root: Hash,
+    block_hash: Hash,
+    latest: bool,
+}
+
+impl At {
+    fn request(&self, address: Address, slots: Vec<Hash>, code: bool) -> FetchRequest {
+        let mut slots = slots;
+        slots.sort_unstable();
+        slots.dedup();
+        FetchRequest {
+            block_hash: self.block_hash,
+            state_root: self.root,
+            address,
+            slots,
+            code,
+        }
+    }
+}
+
+fn quantity(value: U256) -> String {
+    format!("\"{value:#x}\"")
+}
+
+fn hex32(bytes: &[u8; 32]) -> String {
+    format!("\"0x{}\"", hex::encode(bytes))
+}
+
+impl Context {
+    /// Answers a state method; `None` when `method` is not one.
+    pub(crate) fn state_call(
+        &self,
+        state: &State,
+        method: &str,
+        p: &Params<'_>,
+    ) -> Option<Result<Reply, ParamError>> {
+        let reply = match method {
+            "eth_getBalance" => self.balance_or_nonce(state, p, |a| match a {
+                Some(a) => quantity(a.balance),
+                None => "\"0x0\"".into(),
+            }),
+            "eth_getTransactionCount" => self.balance_or_nonce(state, p, |a| {
+                format!("\"0x{:x}\"", a.map_or(0, |a| a.nonce))
+            }),
+            "eth_getCode" => self.code(state, p),
+            "eth_getStorageAt" => self.storage_at(state, p),
+            "eth_getStorageValues" => self.storage_values(state, p),
+            "eth_getProof" => self.proof(state, p),
+            _ => return None,
+        };
+        Some(reply)
+    }
+
+    /// The verified state root of the block `at` names, if stored.
+    fn state_at(&self, state: &State, at: BlockRef) -> Option<At> {
+        let latest = at == BlockRef::Tag(BlockTag::Latest);
+        let block = match at {
+            BlockRef::Tag(tag) => self.reader.block(self.resolve(tag)?)?,
+            BlockRef::Hash(hash) => self.reader.block_by_hash(&hash)?,
+        };
+        let block_hash = block.hash();
+        let root = state.state_root(block.height(), &block_hash, &block.hashes_only())?;
+        Some(At {
+            root,
+            block_hash,
+            latest,
+        })
+    }
+
+    fn balance_or_nonce(
+        &self,
+        state: &State,
+        p: &Params<'_>,
+        render: impl Fn(Option<&neve_state::Account>) -> String,
+    ) -> Result<Reply, ParamError> {
+        p.at_most(2)?;
+        let address = p.address(0)?;
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
+            return Ok(Reply::Miss);
+        };
+        if at.latest {
+            state.record_hot(HotKey {
+                address,
+                slot: None,
+            });
+        }
+        Ok(match state.account(&at.root, &address, false) {
+            Read::Found(read) => Reply::json(render(read.account.as_ref())),
+            Read::Missing => Reply::Fetch(vec![at.request(address, vec![], false)]),
+        })
+    }
+
+    fn code(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+        p.at_most(2)?;
+        let address = p.address(0)?;
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
+            return Ok(Reply::Miss);
+        };
+        let fetch = || Reply::Fetch(vec![at.request(address, vec![], true)]);
+        Ok(match state.account(&at.root, &address, false) {
+            Read::Found(AccountRead { account: None, .. }) => Reply::json("\"0x\""),
+            Read::Found(AccountRead {
+                account: Some(account),
+                ..
+            }) => match state.code(&account.code_hash) {
+                Read::Found(code) => Reply::Result(vec![
+                    Bytes::from_static(b"\"0x"),
+                    Bytes::from(hex::encode(&code)),
+                    Bytes::from_static(b"\""),
+                ]),
+                Read::Missing => fetch(),
+            },
+            Read::Missing => fetch(),
+        })
+    }
+
+    /// The values of `slots` of `address`, or what must be fetched.
+    fn slots(
+        &self,
+        state: &State,
+        at: &At,
+        address: Address,
+        slots: &[Hash],
+        with_proof: bool,
+    ) -> Result<(AccountRead, Vec<neve_state::SlotRead>), FetchRequest> {
+        if at.latest {
+            for slot in slots {
+                state.record_hot(HotKey {
+                    address,
+                    slot: Some(*slot),
+                });
+            }
+        }
+        let fetch = || at.request(address, slots.to_vec(), false);
+        let Read::Found(account) = state.account(&at.root, &address, with_proof) else {
+            return Err(fetch());
+        };
+        // No account, or no storage: every slot is zero with an empty proof
+        // (what geth answers).
+        let storage_root = match &account.account {
+            Some(a) if a.storage_root != neve_state::EMPTY_ROOT => a.storage_root,
+            _ => {
+                let zero = neve_state::SlotRead {
+                    value: U256::ZERO,
+                    proof: vec![],
+                };
+                return Ok((account, vec![zero; slots.len()]));
+            }
+        };
+        let mut values = Vec::with_capacity(slots.len());
+        for slot in slots {
+            match state.slot(&storage_root, slot, with_proof) {
+                Read::Found(read) => values.push(read),
+                Read::Missing => return Err(fetch()),
+            }
+        }
+        Ok((account, values))
+    }
+
+    fn storage_at(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+        p.at_most(3)?;
+        let address = p.address(0)?;
+        let (slot, _) = p.storage_key(1)?;
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?) else {
+            return Ok(Reply::Miss);
+        };
+        Ok(match self.slots(state, &at, address, &[slot], false) {
+            Ok((_, values)) => Reply::json(hex32(&values[0].value.to_be_bytes())),
+            Err(request) => Reply::Fetch(vec![request]),
+        })
+    }
+
+    fn storage_values(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+        p.at_most(2)?;
+        let requests = parse_storage_requests(p.object(0)?)?;
+        let total: usize = requests.iter().map(|(_, slots)| slots.len()).sum();
+        if total > neve_state::MAX_SLOTS_PER_REQUEST {
+            return Ok(Reply::Error(
+                CLIENT_LIMIT_EXCEEDED,
+                format!("too many slots (max {})", neve_state::MAX_SLOTS_PER_REQUEST),
+            ));
+        }
+        if total == 0 {
+            return Err(ParamError("empty request".into()));
+        }
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
+            return Ok(Reply::Miss);
+        };
+        let mut out = String::from("{");
+        let mut fetches = Vec::new();
+        for (i, (address, slots)) in requests.iter().enumerate() {
+            match self.slots(state, &at, *address, slots, false) {
+                Ok((_, values)) if fetches.is_empty() => {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&format!("\"0x{}\":[", hex::encode(address)));
+                    for (j, value) in values.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(&hex32(&value.value.to_be_bytes()));
+                    }
+                    out.push(']');
+                }
+                Ok(_) => {}
+                Err(request) => fetches.push(request),
+            }
+        }
+        out.push('}');
+        Ok(if fetches.is_empty() {
+            Reply::json(out)
+        } else {
+            Reply::Fetch(fetches)
+        })
+    }
+
+    fn proof(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+        p.at_most(3)?;
+        let address = p.address(0)?;
+        let keys = parse_proof_keys(p.object(1)?)?;
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?) else {
+            return Ok(Reply::Miss);
+        };
+        let slots: Vec<Hash> = keys.iter().map(|(key, _)| *key).collect();
+        let (account, values) = match self.slots(state, &at, address, &slots, true) {
+            Ok(found) => found,
+            Err(request) => return Ok(Reply::Fetch(vec![request])),
+        };
+        let nodes = |proof: &[Bytes], out: &mut String| {
+            out.push('[');
+            for (i, node) in proof.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str("\"0x");
+                out.push_str(&hex::encode(node));
+                out.push('"');
+            }
+            out.push(']');
+        };
+        let mut out = format!(
+            "{{\"address\":\"0x{}\",\"accountProof\":",
+            hex::encode(address)
+        );
+        nodes(&account.proof, &mut out);
+        // geth states a missing account's code and storage hashes as zero.
+        let (balance, code_hash, nonce, storage_hash) = match &account.account {
+            Some(a) => (a.balance, a.code_hash, a.nonce, a.storage_root),
+            None => (U256::ZERO, [0; 32], 0, [0; 32]),
+        };
+        out.push_str(&format!(
+            ",\"balance\":{},\"codeHash\":{},\"nonce\":\"0x{nonce:x}\",\"storageHash\":{},\"storageProof\":[",
+            quantity(balance),
+            hex32(&code_hash),
+            hex32(&storage_hash)
+        ));
+        for (i, ((key, given), read)) in keys.iter().zip(&values).enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            // geth echoes a 32-byte key as given (lower case), others as a
+            // quantity.
+            let key = if *given == 32 {
+                hex32(key)
+            } else {
+                quantity(U256::from_be_bytes(*key))
+            };
+            out.push_str(&format!(
+                "{{\"key\":{key},\"value\":{},\"proof\":",
+                quantity(read.value)
+            ));
+            nodes(&read.proof, &mut out);
+            out.push('}');
+        }
+        out.push_str("]}");
+        Ok(Reply::json(out))
+    }
+}
+
+/// `eth_getProof`'s keys: an array of storage keys, at most
+/// [`neve_state::MAX_SLOTS_PER_REQUEST`].
+fn parse_proof_keys(raw: &RawValue) -> Result<Vec<(Hash, usize)>, ParamError> {
+    let keys: Vec<&str> = serde_json::from_str(raw.get())
+        .map_err(|_| ParamError("invalid argument 1: expected an array of storage keys".into()))?;
+    if keys.len() > neve_state::MAX_SLOTS_PER_REQUEST {
+        return Err(ParamError(format!(
+            "too many storage keys requested (max {}, got {})",
+            neve_state::MAX_SLOTS_PER_REQUEST,
+            keys.len()
+        )));
+    }
+    keys.into_iter()
+        .map(|k| crate::params::storage_key(k).map_err(ParamError))
+        .collect()
+}
+
+/// `eth_getStorageValues`' requests: `{address: [slot, …]}`, addresses in
+/// the order geth answers (sorted, a repeated address's last list kept).
+fn parse_storage_requests(raw: &RawValue) -> Result<Vec<(Address, Vec<Hash>)>, ParamError> {
+    let bad = |what: String| ParamError(format!("invalid argument 0: {what}"));
+    let pairs: RawPairs<'_> = serde_json::from_str(raw.get())
+        .map_err(|_| bad("expected an object of addresses to slot arrays".into()))?;
+    let map = pairs.0;
+    let mut requests: Vec<(Address, Vec<Hash>)> = Vec::with_capacity(map.len());
+    for (address, slots) in map {
+        let address = crate::params::address(address).map_err(bad)?;
+        let slots = slots
+            .into_iter()
+            .map(crate::params::hash)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        requests.retain(|(a, _)| *a != address);
+        requests.push((address, slots));
+    }
+    requests.sort_by_key(|(address, _)| *address);
+    Ok(requests)
+}
+
+/// A JSON object's members in order, borrowed.
+struct RawPairs<'a>(Vec<(&'a str, Vec<&'a str>)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawPairs<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = RawPairs<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of addresses to slot arrays")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut pairs = Vec::new();
+                while let Some(entry) = map.next_entry::<&'de str, Vec<&'de str>>()? {
+                    pairs.push(entry);
+                }
+                Ok(RawPairs(pairs))
+            }
+        }
+        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
