@@ -39,9 +39,26 @@ pub enum Fault {
     TamperBlock,
 }
 
+/// A lie about state, told in the next answer that carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateTamper {
+    /// The `balance` an `eth_getProof` answer states.
+    Balance,
+    /// The `nonce` it states.
+    Nonce,
+    /// The first storage `value` it states.
+    StorageValue,
+    /// A byte of the last node of its `accountProof`.
+    ProofNode,
+    /// A byte of an `eth_getCode` answer.
+    CodeByte,
+}
+
 /// The proxy's switches.
 #[derive(Debug, Default)]
 pub struct Control {
+    state_tamper: std::sync::Mutex<Option<StateTamper>>,
+    state_tampered: AtomicU64,
     requests: AtomicU64,
     down: AtomicBool,
     head_lag: AtomicU64,
@@ -54,6 +71,16 @@ impl Control {
     /// While set, every connection is closed without an answer.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::Relaxed);
+    }
+
+    /// Tells this lie in the next answer that carries what it changes.
+    pub fn tamper_state(&self, tamper: StateTamper) {
+        *self.state_tamper.lock().unwrap() = Some(tamper);
+    }
+
+    /// State answers tampered with so far.
+    pub fn state_tampered(&self) -> u64 {
+        self.state_tampered.load(Ordering::Relaxed)
     }
 
     /// Report `eth_blockNumber` this many blocks below the node's.
@@ -205,7 +232,91 @@ async fn handle(
         forwarded = tampered;
         control.tampered.fetch_add(1, Ordering::Relaxed);
     }
+    let armed = *control.state_tamper.lock().unwrap();
+    if let Some(kind) = armed
+        && let Some(tampered) = tamper_state(&forwarded, kind)
+        && control.state_tamper.lock().unwrap().take().is_some()
+    {
+        forwarded = tampered;
+        control.state_tampered.fetch_add(1, Ordering::Relaxed);
+    }
     answer(status, forwarded)
+}
+
+/// A quantity made different but still well-formed.
+fn other_quantity(text: &str) -> String {
+    if text == "0x0" {
+        "0x1".into()
+    } else {
+        format!("{text}0")
+    }
+}
+
+/// A hex string with one digit in its middle changed.
+fn flip_digit(text: &str) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    let i = 2 + (bytes.len() - 2) / 2;
+    bytes[i] = if bytes[i] == b'0' { b'1' } else { b'0' };
+    String::from_utf8(bytes).expect("hex is ASCII")
+}
+
+/// Tells `kind`'s lie in a (batch) answer; `None` when it carries nothing
+/// that lie changes.
+fn tamper_state(body: &[u8], kind: StateTamper) -> Option<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let items: Vec<&mut serde_json::Value> = match &mut value {
+        serde_json::Value::Array(items) => items.iter_mut().collect(),
+        item => vec![item],
+    };
+    // neve asks for code in the same batch as the account's proof; only
+    // such an answer's code is touched (raw blocks are hex strings too).
+    let with_proof = items.iter().any(|item| {
+        item.get("result")
+            .and_then(|r| r.get("accountProof"))
+            .is_some()
+    });
+    let mut done = false;
+    for item in items {
+        let Some(result) = item.get_mut("result") else {
+            continue;
+        };
+        let is_proof = result.get("accountProof").is_some();
+        match kind {
+            StateTamper::Balance | StateTamper::Nonce if is_proof => {
+                let field = if kind == StateTamper::Balance {
+                    "balance"
+                } else {
+                    "nonce"
+                };
+                let text = result[field].as_str()?.to_string();
+                result[field] = other_quantity(&text).into();
+                done = true;
+            }
+            StateTamper::StorageValue if is_proof => {
+                let slot = result["storageProof"].get_mut(0)?;
+                let text = slot["value"].as_str()?.to_string();
+                slot["value"] = other_quantity(&text).into();
+                done = true;
+            }
+            StateTamper::ProofNode if is_proof => {
+                let node = result["accountProof"].as_array_mut()?.last_mut()?;
+                let text = node.as_str()?.to_string();
+                *node = flip_digit(&text).into();
+                done = true;
+            }
+            StateTamper::CodeByte if with_proof => {
+                if let Some(code) = result
+                    .as_str()
+                    .filter(|c| c.len() > 4 && c.starts_with("0x"))
+                {
+                    *result = flip_digit(code).into();
+                    done = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    done.then(|| serde_json::to_vec(&value).expect("JSON serialises"))
 }
 
 /// Rewrites every `eth_blockNumber` answer in a (batch) response `lag` lower.

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use alloy_primitives::keccak256;
+use alloy_primitives::{U256, keccak256};
 use bytes::Bytes;
 use neve_state::{
     Account, EMPTY_CODE_HASH, EMPTY_ROOT, Fetch, FetchRequest, Hash, ProofError, Read, State,
@@ -148,20 +148,66 @@ impl Fetch for ProofFetcher {
     }
 }
 
-/// The parts of an `eth_getProof` answer that are checked: the nodes. The
-/// values it states are not used; they are read back from the nodes.
+/// An `eth_getProof` answer. Only the nodes are stored (and every value
+/// served is read back from them); the values it states are checked
+/// against the nodes, so an upstream that lies about them is caught and
+/// counted even where its nodes are honest.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ProofAnswer {
     account_proof: Vec<String>,
+    balance: String,
+    nonce: String,
+    code_hash: String,
+    storage_hash: String,
     #[serde(default)]
     storage_proof: Vec<StorageAnswer>,
 }
 
 #[derive(Deserialize)]
 struct StorageAnswer {
+    value: String,
     #[serde(default)]
     proof: Vec<String>,
+}
+
+/// What an answer states, decoded.
+struct Stated {
+    balance: U256,
+    nonce: u64,
+    code_hash: Hash,
+    storage_hash: Hash,
+    values: Vec<U256>,
+}
+
+fn quantity_u256(text: &str) -> Result<U256, FetchError> {
+    text.strip_prefix("0x")
+        .and_then(|digits| U256::from_str_radix(digits, 16).ok())
+        .ok_or_else(|| FetchError::Shape(format!("{text:?} is not a quantity")))
+}
+
+fn hash32(text: &str) -> Result<Hash, FetchError> {
+    decode_hex(text)?
+        .as_ref()
+        .try_into()
+        .map_err(|_| FetchError::Shape(format!("{text:?} is not a 32-byte hash")))
+}
+
+impl ProofAnswer {
+    fn stated(&self) -> Result<Stated, FetchError> {
+        Ok(Stated {
+            balance: quantity_u256(&self.balance)?,
+            nonce: u64::try_from(quantity_u256(&self.nonce)?)
+                .map_err(|_| FetchError::Shape("nonce over 64 bits".into()))?,
+            code_hash: hash32(&self.code_hash)?,
+            storage_hash: hash32(&self.storage_hash)?,
+            values: self
+                .storage_proof
+                .iter()
+                .map(|s| quantity_u256(&s.value))
+                .collect::<Result<_, _>>()?,
+        })
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -203,6 +249,7 @@ impl Inner {
             }
             None => None,
         };
+        let stated = proof.stated()?;
         let account_nodes = proof
             .account_proof
             .iter()
@@ -217,7 +264,13 @@ impl Inner {
         // the async workers.
         let request = request.clone();
         let verified = tokio::task::spawn_blocking(move || {
-            verify_answer(&request, &account_nodes, &storage_nodes, code.as_deref())
+            verify_answer(
+                &request,
+                &stated,
+                &account_nodes,
+                &storage_nodes,
+                code.as_deref(),
+            )
         })
         .await
         .map_err(|e| FetchError::Shape(format!("verification task: {e}")))??;
@@ -230,6 +283,7 @@ impl Inner {
 /// what it proved.
 fn verify_answer(
     request: &FetchRequest,
+    stated: &Stated,
     account_nodes: &[Bytes],
     storage_nodes: &[Vec<Bytes>],
     code: Option<&[u8]>,
@@ -239,29 +293,55 @@ fn verify_answer(
         &keccak256(request.address).0,
         account_nodes,
     )?;
+    if stated.values.len() != request.slots.len() || storage_nodes.len() != request.slots.len() {
+        return Err(ProofError::Disagrees("number of storage proofs"));
+    }
     let Some(leaf) = leaf else {
         // The account does not exist: its proof of absence is all there is.
+        if stated.balance != U256::ZERO || stated.nonce != 0 {
+            return Err(ProofError::Disagrees(
+                "balance or nonce of a missing account",
+            ));
+        }
+        if stated.values.iter().any(|v| *v != U256::ZERO) {
+            return Err(ProofError::Disagrees("storage value of a missing account"));
+        }
         return Ok(verified);
     };
     let account =
         Account::decode(&leaf).map_err(|_| ProofError::BadLeaf("account does not decode"))?;
-    if account.storage_root != EMPTY_ROOT && !request.slots.is_empty() {
-        if storage_nodes.len() != request.slots.len() {
-            return Err(ProofError::BadLeaf(
-                "storage proofs do not match the slots asked",
-            ));
+    for (disagrees, what) in [
+        (stated.balance != account.balance, "balance"),
+        (stated.nonce != account.nonce, "nonce"),
+        (stated.code_hash != account.code_hash, "code hash"),
+        (stated.storage_hash != account.storage_root, "storage hash"),
+    ] {
+        if disagrees {
+            return Err(ProofError::Disagrees(what));
         }
-        for (slot, nodes) in request.slots.iter().zip(storage_nodes) {
-            let (slot_nodes, value) =
+    }
+    for ((slot, nodes), stated_value) in request.slots.iter().zip(storage_nodes).zip(&stated.values)
+    {
+        let value = if account.storage_root == EMPTY_ROOT {
+            U256::ZERO
+        } else {
+            let (slot_nodes, leaf) =
                 proof::verify(&account.storage_root, &keccak256(slot).0, nodes)?;
-            if let Some(value) = value {
-                let bytes = neve_state::trie::rlp_string(&value)
-                    .map_err(|_| ProofError::BadLeaf("slot value does not decode"))?;
-                if bytes.len() > 32 {
-                    return Err(ProofError::BadLeaf("slot value over 32 bytes"));
+            verified.extend(slot_nodes);
+            match leaf {
+                None => U256::ZERO,
+                Some(leaf) => {
+                    let bytes = neve_state::trie::rlp_string(&leaf)
+                        .map_err(|_| ProofError::BadLeaf("slot value does not decode"))?;
+                    if bytes.len() > 32 {
+                        return Err(ProofError::BadLeaf("slot value over 32 bytes"));
+                    }
+                    U256::from_be_slice(bytes)
                 }
             }
-            verified.extend(slot_nodes);
+        };
+        if value != *stated_value {
+            return Err(ProofError::Disagrees("storage value"));
         }
     }
     if request.code && account.code_hash != EMPTY_CODE_HASH {

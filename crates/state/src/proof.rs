@@ -24,6 +24,10 @@ pub enum ProofError {
     /// The leaf's value is not what its trie holds (an account or a slot).
     #[error("proof's leaf does not decode: {0}")]
     BadLeaf(&'static str),
+    /// The answer states a value (balance, nonce, hashes, a slot) that its
+    /// own proof contradicts: the upstream is lying or broken.
+    #[error("the answer states a {0} its proof contradicts")]
+    Disagrees(&'static str),
     /// Code that does not hash to the account's code hash.
     #[error("code does not hash to the account's code hash")]
     CodeMismatch,

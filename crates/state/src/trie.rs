@@ -120,7 +120,11 @@ fn node_items(node: &[u8]) -> Result<([Item; 17], usize), Malformed> {
 /// The nibble of `key` at position `i` (0..64).
 fn nibble(key: &Hash, i: usize) -> u8 {
     let byte = key[i / 2];
-    if i.is_multiple_of(2) { byte >> 4 } else { byte & 0x0f }
+    if i.is_multiple_of(2) {
+        byte >> 4
+    } else {
+        byte & 0x0f
+    }
 }
 
 /// A reference to the next node.
@@ -199,7 +203,11 @@ pub fn walk(
             // even, its padding nibble).
             let j = i + if odd { 1 } else { 2 };
             let byte = path[j / 2];
-            if j.is_multiple_of(2) { byte >> 4 } else { byte & 0x0f }
+            if j.is_multiple_of(2) {
+                byte >> 4
+            } else {
+                byte & 0x0f
+            }
         };
         let len = path.len() * 2 - if odd { 1 } else { 2 };
         if depth + len > 64 || (0..len).any(|i| path_nibbles(i) != nibble(key, depth + i)) {

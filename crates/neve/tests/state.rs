@@ -1,0 +1,394 @@
+//! Verified state reads against the live node: under `neve load` traffic,
+//! at random heights of the tail, neve's balance, nonce, code, storage and
+//! proof answers equal geth's, directly and through a neve mirroring a
+//! neve; a proxy that lies about state gets refused and counted; after a
+//! reorg no read is answered from a dropped root; bad parameters get
+//! -32602 and fetch nothing.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use neve_devnet::faults::{FaultProxy, StateTamper};
+use neve_upstream::{RpcClient, parse_quantity, quantity};
+use serde_json::{Value, json};
+use support::*;
+
+/// A never-used address.
+const NOBODY: &str = "0x00000000000000000000000000000000000c0ffe";
+
+/// The JSON-RPC answer and HTTP status of one call.
+async fn call(client: &RpcClient, method: &str, params: Value) -> (u16, Value) {
+    let body = json!({"jsonrpc":"2.0","id":7,"method":method,"params":params}).to_string();
+    let (status, bytes) = client.post(body.into()).await.unwrap();
+    (status.as_u16(), serde_json::from_slice(&bytes).unwrap())
+}
+
+/// neve's answer equals geth's (a 421 is retried once: the fetch it
+/// started has warmed the store by then).
+async fn same(neve: &RpcClient, geth: &RpcClient, method: &str, params: Value) {
+    let (_, expected) = call(geth, method, params.clone()).await;
+    let (mut status, mut got) = call(neve, method, params.clone()).await;
+    if status == 421 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        (status, got) = call(neve, method, params.clone()).await;
+    }
+    assert_eq!(status, 200, "{method} {params}: {got}");
+    assert_eq!(got["result"], expected["result"], "{method} {params}");
+    assert!(expected.get("result").is_some(), "geth answered {expected}");
+}
+
+/// Senders, recipients, token holders and the token, from the chain.
+async fn addresses(geth: &RpcClient) -> (Vec<String>, String, Vec<String>) {
+    let mut accounts = BTreeSet::new();
+    for block in blocks(geth).await {
+        for tx in block["transactions"].as_array().unwrap() {
+            accounts.insert(tx["from"].as_str().unwrap().to_string());
+            if let Some(to) = tx["to"].as_str() {
+                accounts.insert(to.to_string());
+            }
+        }
+    }
+    let logs = transfer_logs(geth).await;
+    let token = logs[0]["address"].as_str().unwrap().to_string();
+    // The token keys each holder's balance by the holder's address.
+    let slots: BTreeSet<String> = logs
+        .iter()
+        .map(|l| l["topics"][2].as_str().unwrap().to_string())
+        .take(6)
+        .collect();
+    accounts.remove(&token);
+    (
+        accounts.into_iter().collect(),
+        token,
+        slots.into_iter().collect(),
+    )
+}
+
+/// Compares every state method at `height` for a sample of keys.
+async fn compare_at(
+    neve: &RpcClient,
+    geth: &RpcClient,
+    height: u64,
+    accounts: &[String],
+    token: &str,
+    slots: &[String],
+) {
+    let at = quantity(height);
+    for (i, account) in accounts.iter().enumerate() {
+        same(neve, geth, "eth_getBalance", json!([account, at])).await;
+        if i % 2 == 0 {
+            same(neve, geth, "eth_getTransactionCount", json!([account, at])).await;
+        }
+    }
+    same(neve, geth, "eth_getBalance", json!([NOBODY, at])).await;
+    same(neve, geth, "eth_getCode", json!([NOBODY, at])).await;
+    same(neve, geth, "eth_getCode", json!([token, at])).await;
+    same(neve, geth, "eth_getCode", json!([accounts[0], at])).await;
+    for slot in slots.iter().take(3) {
+        same(neve, geth, "eth_getStorageAt", json!([token, slot, at])).await;
+    }
+    same(neve, geth, "eth_getStorageAt", json!([token, "0x1", at])).await;
+    same(
+        neve,
+        geth,
+        "eth_getStorageValues",
+        json!([{token: slots, (accounts[0].as_str()): [slots[0]]}, at]),
+    )
+    .await;
+    let mut keys: Vec<Value> = slots.iter().map(|s| json!(s)).collect();
+    keys.push(json!("0x5"));
+    same(neve, geth, "eth_getProof", json!([token, keys, at])).await;
+    same(
+        neve,
+        geth,
+        "eth_getProof",
+        json!([accounts[1], [slots[0]], at]),
+    )
+    .await;
+    same(neve, geth, "eth_getProof", json!([NOBODY, ["0x0"], at])).await;
+    // By block hash (EIP-1898) too.
+    let block: Value = geth
+        .call("eth_getBlockByNumber", (at.clone(), false))
+        .await
+        .unwrap();
+    let by_hash = json!({"blockHash": block["hash"], "requireCanonical": true});
+    same(neve, geth, "eth_getBalance", json!([accounts[0], by_hash])).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn state_reads_equal_geths_under_load_directly_and_through_a_mirror() {
+    let (geth_node, head) = chain_with_logs().await;
+    let geth = RpcClient::new(geth_node.http_url()).unwrap();
+    let neve = Neve::start(
+        geth_node.http_url(),
+        &["--floor", "0", "--ws-url", geth_node.ws_url()],
+        head,
+    )
+    .await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let (accounts, token, slots) = addresses(&geth).await;
+    assert!(accounts.len() >= 4 && !slots.is_empty());
+    let sample: Vec<String> = accounts
+        .iter()
+        .step_by(accounts.len() / 4)
+        .cloned()
+        .collect();
+
+    // Traffic goes on while heights are compared.
+    let mut load = neve_load::LoadConfig::new(geth_node.http_url(), Duration::from_secs(6));
+    load.accounts = 8;
+    load.tps = Some(200);
+    let traffic = tokio::spawn(neve_load::run(load, |_| {}));
+    for step in 0..6u64 {
+        let height = 1 + (step * 7919) % head;
+        compare_at(&client, &geth, height, &sample, &token, &slots).await;
+    }
+    traffic.await.unwrap().expect("load");
+
+    // Bad input: -32602 naming the argument, and nothing fetched for it.
+    let before = neve.health().unwrap()["state"]["upstream_calls"].clone();
+    for (method, params) in [
+        ("eth_getBalance", json!(["0x1234", "latest"])),
+        ("eth_getBalance", json!([NOBODY, "0xzz"])),
+        (
+            "eth_getStorageAt",
+            json!([token, format!("0x{}", "1".repeat(65)), "latest"]),
+        ),
+        ("eth_getProof", json!([token, "0x1", "latest"])),
+        ("eth_getProof", json!([token, vec!["0x1"; 1025], "latest"])),
+        ("eth_getStorageValues", json!([{}, "latest"])),
+        (
+            "eth_getStorageValues",
+            json!([{ "0x12": ["0x1"] }, "latest"]),
+        ),
+        ("eth_getCode", json!([NOBODY, {"blockHash": "0x12"}])),
+    ] {
+        let (status, answer) = call(&client, method, params.clone()).await;
+        assert_eq!(status, 200, "{method} {params}");
+        assert_eq!(
+            answer["error"]["code"], -32602,
+            "{method} {params}: {answer}"
+        );
+    }
+    let (_, answer) = call(
+        &client,
+        "eth_getStorageValues",
+        json!([{ (token.as_str()): vec![slots[0].clone(); 1025] }, "latest"]),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32005, "{answer}");
+    assert_eq!(
+        neve.health().unwrap()["state"]["upstream_calls"],
+        before,
+        "bad requests fetched nothing"
+    );
+    // Not ours to answer: pending, and heights past the tail.
+    let (status, _) = call(&client, "eth_getBalance", json!([NOBODY, "pending"])).await;
+    assert_eq!(status, 421);
+    let (status, _) = call(&client, "eth_getBalance", json!([NOBODY, "0xffffff"])).await;
+    assert_eq!(status, 421);
+    let (status, answer) = call(&client, "eth_call", json!([{"to": token}, "latest"])).await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (421, json!(-32601))
+    );
+
+    // A neve mirroring that neve fetches its proofs from it, and verifies
+    // them against headers it verified itself.
+    let stored = neve.health().unwrap()["blocks"]["max_contiguous_height"]
+        .as_u64()
+        .unwrap();
+    let mirror = Neve::start_mirror(&neve.url, stored).await;
+    let mirrored = RpcClient::new(&mirror.url).unwrap();
+    for height in [stored / 3, stored - 1] {
+        compare_at(&mirrored, &geth, height, &sample, &token, &slots).await;
+    }
+    let health = neve.health().unwrap();
+    let state = &health["state"];
+    eprintln!("state: {state}");
+    assert_eq!(state["refused_proofs"], 0, "geth's proofs all verify");
+    assert!(state["hits"].as_u64().unwrap() > 0 && state["fetched"].as_u64().unwrap() > 0);
+    assert_eq!(mirror.health().unwrap()["state"]["refused_proofs"], 0);
+    let metrics = neve.get("/metrics").unwrap().1;
+    for name in [
+        "neve_state_hits_total",
+        "neve_state_fetched_total",
+        "neve_state_misses_total",
+        "neve_state_refused_proofs_total",
+        "neve_state_node_bytes",
+        "neve_state_evictions_total",
+    ] {
+        assert!(metrics.contains(name), "{name} in /metrics");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lying_upstream_gets_its_state_refused_counted_and_never_served() {
+    let (geth_node, head) = chain_with_logs().await;
+    let geth = RpcClient::new(geth_node.http_url()).unwrap();
+    let proxy = FaultProxy::start(geth_node.http_url(), vec![]).await;
+    let neve = Neve::start(
+        proxy.url(),
+        &[
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+            "--state-prefetch-rate",
+            "0",
+        ],
+        head,
+    )
+    .await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let (accounts, token, slots) = addresses(&geth).await;
+    let lies = [
+        (StateTamper::Balance, "eth_getBalance", json!([accounts[0]])),
+        (
+            StateTamper::Nonce,
+            "eth_getTransactionCount",
+            json!([accounts[1]]),
+        ),
+        (
+            StateTamper::StorageValue,
+            "eth_getStorageAt",
+            json!([token, slots[0]]),
+        ),
+        (
+            StateTamper::ProofNode,
+            "eth_getBalance",
+            json!([accounts[2]]),
+        ),
+        (StateTamper::CodeByte, "eth_getCode", json!([token])),
+    ];
+    for (i, (lie, method, params)) in lies.into_iter().enumerate() {
+        // A height no earlier read touched, so the read must fetch.
+        let height = quantity(head - 1 - i as u64);
+        let mut params = params.as_array().unwrap().clone();
+        params.push(json!(height));
+        let params = Value::Array(params);
+        let refused = neve.health().unwrap()["state"]["refused_proofs"]
+            .as_u64()
+            .unwrap();
+        proxy.control().tamper_state(lie);
+        let (status, answer) = call(&client, method, params.clone()).await;
+        assert_eq!(status, 421, "{lie:?}: the lie is not served: {answer}");
+        assert_eq!(
+            proxy.control().state_tampered(),
+            i as u64 + 1,
+            "{lie:?} told"
+        );
+        assert_eq!(
+            neve.health().unwrap()["state"]["refused_proofs"],
+            refused + 1,
+            "{lie:?} refused and counted"
+        );
+        // Nothing of the lie was stored: the honest answer comes next.
+        same(&client, &geth, method, params).await;
+    }
+    assert!(
+        neve.get("/metrics")
+            .unwrap()
+            .1
+            .contains("neve_state_refused_proofs_total 5")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_reorg_no_read_is_answered_from_a_dropped_root() {
+    let (geth_node, head) = chain_with_logs().await;
+    let geth = RpcClient::new(geth_node.http_url()).unwrap();
+    let neve = Neve::start(
+        geth_node.http_url(),
+        &["--floor", "0", "--ws-url", geth_node.ws_url()],
+        head,
+    )
+    .await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let (accounts, _, _) = addresses(&geth).await;
+    let dropped = head - 2;
+    let old: Value = geth
+        .call("eth_getBlockByNumber", (quantity(dropped), false))
+        .await
+        .unwrap();
+    let old_hash = old["hash"].clone();
+    same(
+        &client,
+        &geth,
+        "eth_getBalance",
+        json!([accounts[0], {"blockHash": old_hash}]),
+    )
+    .await;
+
+    let _: Value = geth
+        .call("debug_setHead", [quantity(dropped - 1)])
+        .await
+        .unwrap();
+    let mut load = neve_load::LoadConfig::new(geth_node.http_url(), Duration::from_secs(3));
+    load.accounts = 8;
+    load.tps = Some(200);
+    neve_load::run(load, |_| {})
+        .await
+        .expect("load after the fork");
+    let new_head = head_of(&geth).await;
+    assert!(new_head >= dropped, "the chain grew past the fork");
+    let new: Value = geth
+        .call("eth_getBlockByNumber", (quantity(dropped), false))
+        .await
+        .unwrap();
+    assert_ne!(new["hash"], old_hash, "the block was replaced");
+    wait_for_block(&client, dropped, &new["hash"]).await;
+
+    // The dropped block's root is gone with it: 421, though geth (archive)
+    // still answers for it.
+    let (status, answer) = call(
+        &client,
+        "eth_getBalance",
+        json!([accounts[0], {"blockHash": old_hash}]),
+    )
+    .await;
+    assert_eq!(status, 421, "{answer}");
+    // The same height now reads the new block's state.
+    same(
+        &client,
+        &geth,
+        "eth_getBalance",
+        json!([accounts[0], quantity(dropped)]),
+    )
+    .await;
+    same(
+        &client,
+        &geth,
+        "eth_getTransactionCount",
+        json!([accounts[0], quantity(dropped)]),
+    )
+    .await;
+}
+
+async fn head_of(client: &RpcClient) -> u64 {
+    let head: String = client.call("eth_blockNumber", ()).await.unwrap();
+    parse_quantity(&head).unwrap()
+}
+
+/// Waits until neve stores `hash` at `height`.
+async fn wait_for_block(client: &RpcClient, height: u64, hash: &Value) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = call(
+            client,
+            "eth_getBlockByNumber",
+            json!([quantity(height), false]),
+        )
+        .await;
+        if status == 200 && answer["result"]["hash"] == *hash {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "neve never rolled back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
