@@ -22,14 +22,19 @@ pub const SEEDS_READ_MIX: &str = include_str!("../mixes/seeds-read.toml");
 /// Only the block-tail methods neve serves.
 pub const BLOCK_TAIL_MIX: &str = include_str!("../mixes/block-tail.toml");
 
-/// The single-method workloads, by name.
-pub const SINGLE: [&str; 6] = [
+/// The single-method workloads, by name. `balance` reads the balances of
+/// the chain's own senders and recipients, `storage` the token holders'
+/// balance slots of the busiest log contract; each half at random heights
+/// of the common range, half at `latest`.
+pub const SINGLE: [&str; 8] = [
     "randblock",
     "randblock-full",
     "tx",
     "receipt",
     "block-receipts",
     "logs",
+    "balance",
+    "storage",
 ];
 
 /// A named pool of request bodies.
@@ -107,6 +112,10 @@ pub fn build(name: &str, corpus: &Corpus, size: usize, seed: u64) -> Result<Work
             requests.push(request(&call.method, &params_for(call, corpus, &mut rng)?));
         }
         requests
+    } else if name == "balance" || name == "storage" {
+        (0..size)
+            .map(|_| state_request(name, corpus, &mut rng))
+            .collect::<Result<_, BenchError>>()?
     } else {
         let call = |method: &str, full_tx| MixCall {
             method: method.into(),
@@ -159,6 +168,43 @@ fn slug(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// One request of the `balance` or `storage` workload.
+fn state_request(name: &str, corpus: &Corpus, rng: &mut SmallRng) -> Result<Bytes, BenchError> {
+    let missing = |what: &str| {
+        BenchError::Corpus(format!(
+            "{name} needs {what}, and the common range has none"
+        ))
+    };
+    let address = corpus
+        .addresses
+        .choose(rng)
+        .ok_or_else(|| missing("an address"))?;
+    let at = if rand::Rng::random_bool(rng, 0.5) {
+        "latest".to_owned()
+    } else {
+        quantity(
+            *corpus
+                .heights
+                .choose(rng)
+                .ok_or_else(|| missing("a block"))?,
+        )
+    };
+    Ok(if name == "balance" {
+        request("eth_getBalance", &format!(r#"["{address}","{at}"]"#))
+    } else {
+        let token = corpus
+            .log_address
+            .as_ref()
+            .ok_or_else(|| missing("a contract with logs"))?;
+        // The token keys a holder's balance by the holder's address.
+        let slot = format!("0x{:0>64}", address.trim_start_matches("0x"));
+        request(
+            "eth_getStorageAt",
+            &format!(r#"["{token}","{slot}","{at}"]"#),
+        )
+    })
 }
 
 fn request(method: &str, params: &str) -> Bytes {

@@ -90,14 +90,18 @@ async fn bench_compares_neve_and_geth_over_the_same_blocks() {
     let png = std::fs::read(out.path().join("randblock-throughput.png")).expect("a PNG plot");
     assert_eq!(&png[..4], b"\x89PNG");
 
-    // The seeds' read mix is mostly state reads a block-tail mirror does
-    // not serve: every one is a 421, and the run says so loudly.
+    // The seeds' read mix is mostly balance reads: served from verified
+    // proofs (fetched while the pool is primed), so no reject path.
     let output = run_neve(&[
         "bench",
         "--target",
         &neve_target,
         "--workload",
         "mix:seeds-read",
+        "--workload",
+        "balance",
+        "--workload",
+        "storage",
         "--conns",
         "2",
         "--warmup",
@@ -106,6 +110,36 @@ async fn bench_compares_neve_and_geth_over_the_same_blocks() {
         "0.5",
         "--pool",
         "200",
+        "--out",
+        &out_dir,
+    ])
+    .await;
+    let stdout = expect_success(&output);
+    assert!(!stdout.contains("REJECT PATH"), "{stdout}");
+    let state = &neve.health().unwrap()["state"];
+    assert!(state["hits"].as_u64().unwrap() > 0, "{state}");
+
+    // A method neve does not serve is a 421, and the run says so loudly.
+    let mix = out.path().join("call.toml");
+    std::fs::write(
+        &mix,
+        "[[call]]\nmethod = \"eth_call\"\nweight = 1\nparams = '[{\"to\":\"0x00000000000000000000000000000000000c0ffe\"},\"latest\"]'\n",
+    )
+    .unwrap();
+    let output = run_neve(&[
+        "bench",
+        "--target",
+        &neve_target,
+        "--workload",
+        &format!("mix:{}", mix.display()),
+        "--conns",
+        "2",
+        "--warmup",
+        "0",
+        "--duration",
+        "0.5",
+        "--pool",
+        "50",
         "--out",
         &out_dir,
     ])

@@ -49,7 +49,14 @@ async fn state_reads_equal_avalanchegos() {
     let head = head(&client).await;
     let neve = Neve::start(
         node.base_url(),
-        &["--upstream-kind", "avalanchego", "--floor", "0", "--ws-url", "none"],
+        &[
+            "--upstream-kind",
+            "avalanchego",
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+        ],
         head,
     )
     .await;
@@ -72,14 +79,35 @@ async fn state_reads_equal_avalanchegos() {
         let at = quantity(height);
         for account in &accounts {
             same(&mirror, &client, "eth_getBalance", json!([account, at])).await;
-            same(&mirror, &client, "eth_getTransactionCount", json!([account, at])).await;
+            same(
+                &mirror,
+                &client,
+                "eth_getTransactionCount",
+                json!([account, at]),
+            )
+            .await;
             same(&mirror, &client, "eth_getProof", json!([account, [], at])).await;
         }
         same(&mirror, &client, "eth_getCode", json!([token, at])).await;
-        same(&mirror, &client, "eth_getStorageAt", json!([token, slot, at])).await;
-        same(&mirror, &client, "eth_getProof", json!([token, [slot, "0x1"], at])).await;
+        same(
+            &mirror,
+            &client,
+            "eth_getStorageAt",
+            json!([token, slot, at]),
+        )
+        .await;
+        same(
+            &mirror,
+            &client,
+            "eth_getProof",
+            json!([token, [slot, "0x1"], at]),
+        )
+        .await;
     }
     let health = neve.health().unwrap();
     eprintln!("state: {}", health["state"]);
-    assert_eq!(health["state"]["refused_proofs"], 0, "coreth's proofs verify");
+    assert_eq!(
+        health["state"]["refused_proofs"], 0,
+        "coreth's proofs verify"
+    );
 }
