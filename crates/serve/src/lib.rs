@@ -13,6 +13,11 @@
 //!   resolve, a log range not fully stored) is answered with HTTP 421 and
 //!   `{"jsonrpc":"2.0","id":…,"result":null}`.
 //! - A method neve does not serve: HTTP 421 with error -32601.
+//! - A state read (balance, nonce, code, storage, proof) is answered from
+//!   `neve_state`'s verified nodes at a stored block's `stateRoot`; when a
+//!   node is missing, the [`StateAccess`]'s fetcher is asked and waited for
+//!   up to [`ServeConfig::state_fetch_timeout`], then it is a 421 like any
+//!   other miss.
 //! - A batch is answered element by element; its status is 421 when any
 //!   element is a miss, so a front end can retry the whole batch elsewhere.
 //! - With a fallback node configured, misses are forwarded to it instead and
