@@ -27,7 +27,7 @@ use neve_state::{
 use neve_store::Reader;
 use neve_upstream::{RpcClient, RpcError};
 use serde::Deserialize;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 
 /// Most fetches (fetch-through and prefetch together) under way at once; a
 /// read that would start another is a miss at once (and counted as shed),
@@ -44,6 +44,9 @@ pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// ~11k proofs/s from a local geth at c16, so this is under a tenth of it).
 /// Default is 1,000.
 pub const DEFAULT_PREFETCH_RATE: u32 = 1000;
+
+/// How often prefetch looks for a new tip. Default is 50 ms.
+const TIP_POLL: Duration = Duration::from_millis(50);
 
 /// Who a fetch is for, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,7 +361,6 @@ fn verify_answer(
 pub async fn prefetch(
     fetcher: ProofFetcher,
     reader: Reader,
-    changed: Arc<Notify>,
     rate: u32,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -370,11 +372,11 @@ pub async fn prefetch(
     let mut done_for: Option<Hash> = None;
     let mut next_call = Instant::now();
     loop {
+        // Polled, not woken: ingest's change notification wakes one
+        // waiter (the subscription watcher), and a reading of the tip
+        // every few milliseconds costs nothing.
         tokio::select! {
-            _ = changed.notified() => {}
-            // The notification is a wake-up, not the only way to learn of
-            // a new tip.
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = tokio::time::sleep(TIP_POLL) => {}
             _ = stop.changed() => return,
         }
         let Some(tip) = reader.stats().max_contiguous_height else {

@@ -319,7 +319,6 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tokio::spawn(neve_ingest::state_fetch::prefetch(
             fetcher.clone(),
             reader.clone(),
-            view.status.changed.clone(),
             args.state_prefetch_rate,
             stopped.clone(),
         ));
