@@ -76,7 +76,7 @@ pub struct ProofFetcher {
 struct Inner {
     client: RpcClient,
     state: Arc<State>,
-    slots: Arc<Semaphore>,
+    in_flight: Arc<Semaphore>,
     pending: Mutex<HashMap<FetchRequest, watch::Receiver<bool>>>,
 }
 
@@ -87,7 +87,7 @@ impl ProofFetcher {
             inner: Arc::new(Inner {
                 client: client.with_timeout(FETCH_TIMEOUT),
                 state,
-                slots: Arc::new(Semaphore::new(MAX_FETCHES_IN_FLIGHT)),
+                in_flight: Arc::new(Semaphore::new(MAX_FETCHES_IN_FLIGHT)),
                 pending: Mutex::default(),
             }),
         }
@@ -100,7 +100,7 @@ impl ProofFetcher {
             return done.clone();
         }
         let (tx, rx) = watch::channel(false);
-        let Ok(permit) = self.inner.slots.clone().try_acquire_owned() else {
+        let Ok(permit) = self.inner.in_flight.clone().try_acquire_owned() else {
             self.inner
                 .state
                 .counters
@@ -263,21 +263,23 @@ impl Inner {
             .iter()
             .map(|s| s.proof.iter().map(|n| decode_hex(n)).collect())
             .collect::<Result<Vec<Vec<Bytes>>, _>>()?;
-        // Hashing a proof of up to 1,024 slots is milliseconds of CPU: off
-        // the async workers.
+        // Hashing a proof of up to 1,024 slots is milliseconds of CPU, and
+        // an insert may free an evicted generation: off the async workers.
         let request = request.clone();
-        let verified = tokio::task::spawn_blocking(move || {
-            verify_answer(
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            let verified = verify_answer(
                 &request,
                 &stated,
                 &account_nodes,
                 &storage_nodes,
                 code.as_deref(),
-            )
+            )?;
+            state.insert(verified);
+            Ok::<_, ProofError>(())
         })
         .await
         .map_err(|e| FetchError::Shape(format!("verification task: {e}")))??;
-        self.state.insert(verified);
         Ok(())
     }
 }

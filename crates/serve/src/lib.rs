@@ -388,8 +388,11 @@ impl Server {
                     ),
                 ]
                 .into_iter()
-                .chain(self.state_metrics())
-                {
+                .chain(
+                    self.state_figures()
+                        .into_iter()
+                        .map(|(name, _, help, value)| (name, help, value)),
+                ) {
                     let kind = if name.ends_with("_total") {
                         "counter"
                     } else {
@@ -544,8 +547,7 @@ impl Server {
                 FirstPass::Fetch(call, requests, started)
             }
             reply => {
-                let (chunks, outcome) = self.finish(&call, reply, started, over_ws);
-                self.count_state(&call.method, outcome, false);
+                let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
                 FirstPass::Done(chunks, outcome)
             }
         }
@@ -573,39 +575,35 @@ impl Server {
             }
             None => Reply::Miss,
         };
-        let (chunks, outcome) = self.finish(&call, reply, started, over_ws);
-        self.count_state(&call.method, outcome, true);
-        (chunks, outcome)
+        self.finish(&call, reply, started, over_ws, true)
     }
 
-    /// Books a state method's outcome: a hit, an answer after fetching, or
-    /// a miss.
-    fn count_state(&self, method: &str, outcome: Outcome, fetched: bool) {
-        let Some(state) = &self.ctx.state else {
-            return;
-        };
-        if !method.starts_with("eth_get") || !state::STATE_METHODS.contains(&method) {
-            return;
-        }
-        let counter = match (outcome, fetched) {
-            (Outcome::Ok, false) => &state.counters.hits,
-            (Outcome::Ok, true) => &state.counters.fetched,
-            (Outcome::Miss, _) => &state.counters.misses,
-            (Outcome::Error, _) => return,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The envelope of a reply, and the metrics.
+    /// The envelope of a reply, and the metrics: per method, and for a
+    /// state read whether it was a hit, an answer after `fetched`, or a miss.
     fn finish(
         &self,
         call: &Call<'_>,
         reply: Reply,
         started: Instant,
         over_ws: bool,
+        fetched: bool,
     ) -> (Vec<Bytes>, Outcome) {
         let id = call.id.map_or(&b"null"[..], |id| id.get().as_bytes());
         let outcome = reply.outcome();
+        let index = rpc::method_index(&call.method);
+        if let Some(state) = &self.ctx.state
+            && rpc::is_state_method(index)
+        {
+            let counter = match (outcome, fetched) {
+                (Outcome::Ok, false) => Some(&state.counters.hits),
+                (Outcome::Ok, true) => Some(&state.counters.fetched),
+                (Outcome::Miss, _) => Some(&state.counters.misses),
+                (Outcome::Error, _) => None,
+            };
+            if let Some(counter) = counter {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         // A WebSocket has no HTTP status to carry 421: say it in the answer.
         let reply = match reply {
             Reply::Miss | Reply::Fetch(_) if over_ws => Reply::Error(
@@ -614,8 +612,7 @@ impl Server {
             ),
             other => other,
         };
-        self.metrics
-            .record(&call.method, outcome, started.elapsed());
+        self.metrics.record(index, outcome, started.elapsed());
         (envelope(id, reply), outcome)
     }
 
@@ -702,8 +699,9 @@ impl Server {
         json_response(status, chunks)
     }
 
-    /// The state layer's counters for `/metrics`.
-    fn state_metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+    /// The state layer's figures, once for both `/metrics` and `/health`:
+    /// (metric name, `/health` key, help, value). Empty when the layer is off.
+    fn state_figures(&self) -> Vec<(&'static str, &'static str, &'static str, u64)> {
         let Some(state) = &self.ctx.state else {
             return Vec::new();
         };
@@ -711,61 +709,73 @@ impl Server {
         vec![
             (
                 "neve_state_hits_total",
+                "hits",
                 "State reads answered from held nodes at once.",
                 s.hits,
             ),
             (
                 "neve_state_fetched_total",
+                "fetched",
                 "State reads answered after fetching through.",
                 s.fetched,
             ),
             (
                 "neve_state_misses_total",
+                "misses",
                 "State reads answered 421.",
                 s.misses,
             ),
             (
                 "neve_state_refused_proofs_total",
+                "refused_proofs",
                 "Proofs or code refused because they did not verify.",
                 s.refused,
             ),
             (
                 "neve_state_fetch_failures_total",
+                "fetch_failures",
                 "Fetches that failed (upstream error or timeout).",
                 s.fetch_failures,
             ),
             (
                 "neve_state_fetch_shed_total",
+                "fetch_shed",
                 "Fetches not started: too many in flight.",
                 s.shed,
             ),
             (
                 "neve_state_upstream_calls_total",
+                "upstream_calls",
                 "Upstream calls made to fetch through.",
                 s.upstream_calls,
             ),
             (
                 "neve_state_prefetch_calls_total",
+                "prefetch_calls",
                 "Upstream calls made by prefetch.",
                 s.prefetch_calls,
             ),
             (
                 "neve_state_node_bytes",
+                "node_bytes",
                 "Bytes held by the node store.",
                 s.nodes.bytes,
             ),
             (
                 "neve_state_node_entries",
+                "node_entries",
                 "Trie nodes and code blobs held.",
                 s.nodes.entries,
             ),
             (
                 "neve_state_node_budget_bytes",
+                "node_budget_bytes",
                 "The node store's byte budget.",
                 s.nodes.budget,
             ),
             (
                 "neve_state_evictions_total",
+                "evictions",
                 "Nodes dropped to stay under the budget.",
                 s.nodes.evicted,
             ),
@@ -774,24 +784,15 @@ impl Server {
 
     /// The state layer for `/health`: `null` when off.
     fn state_health(&self) -> String {
-        let Some(state) = &self.ctx.state else {
+        if self.ctx.state.is_none() {
             return "null".into();
-        };
-        let s = state.stats();
-        format!(
-            "{{\"hits\":{},\"fetched\":{},\"misses\":{},\"refused_proofs\":{},\"fetch_failures\":{},\"upstream_calls\":{},\"prefetch_calls\":{},\"node_bytes\":{},\"node_entries\":{},\"node_budget_bytes\":{},\"evictions\":{}}}",
-            s.hits,
-            s.fetched,
-            s.misses,
-            s.refused,
-            s.fetch_failures,
-            s.upstream_calls,
-            s.prefetch_calls,
-            s.nodes.bytes,
-            s.nodes.entries,
-            s.nodes.budget,
-            s.nodes.evicted
-        )
+        }
+        let members: Vec<String> = self
+            .state_figures()
+            .into_iter()
+            .map(|(_, key, _, value)| format!("\"{key}\":{value}"))
+            .collect();
+        format!("{{{}}}", members.join(","))
     }
 
     fn behind(&self) -> Option<u64> {

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::rpc::{Outcome, SERVED};
+use crate::rpc::{Outcome, SERVED_COUNT, served};
 
 /// Upper bounds of the latency buckets, in seconds: fine below a
 /// millisecond, where neve's answers live, coarse above.
@@ -37,8 +37,8 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
-            calls: (0..=SERVED.len()).map(|_| Default::default()).collect(),
-            latency: (0..=SERVED.len()).map(|_| Histogram::default()).collect(),
+            calls: (0..=SERVED_COUNT).map(|_| Default::default()).collect(),
+            latency: (0..=SERVED_COUNT).map(|_| Histogram::default()).collect(),
             too_large: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
             connections: AtomicU64::new(0),
@@ -47,17 +47,9 @@ impl Default for Metrics {
     }
 }
 
-fn method_index(method: &str) -> usize {
-    SERVED
-        .iter()
-        .position(|m| *m == method)
-        .unwrap_or(SERVED.len())
-}
-
 impl Metrics {
-    /// Books one call.
-    pub(crate) fn record(&self, method: &str, outcome: Outcome, elapsed: Duration) {
-        let index = method_index(method);
+    /// Books one call of the method at `index` (see `rpc::method_index`).
+    pub(crate) fn record(&self, index: usize, outcome: Outcome, elapsed: Duration) {
         let slot = match outcome {
             Outcome::Ok => 0,
             Outcome::Miss => 1,
@@ -77,7 +69,8 @@ impl Metrics {
 
     /// Appends the serving metrics in Prometheus text format.
     pub(crate) fn render(&self, out: &mut String) {
-        let name = |i: usize| SERVED.get(i).copied().unwrap_or("other");
+        let names: Vec<&str> = served().chain(["other"]).collect();
+        let name = |i: usize| names[i];
         out.push_str("# HELP neve_rpc_requests_total JSON-RPC calls by method and outcome (ok, miss = HTTP 421, error).\n");
         out.push_str("# TYPE neve_rpc_requests_total counter\n");
         for (i, counts) in self.calls.iter().enumerate() {

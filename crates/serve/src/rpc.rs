@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
+use crate::state::STATE_METHODS;
 use crate::{ChainView, ServeConfig, logs};
 
 /// How a call ended, for the HTTP status and the metrics.
@@ -86,8 +87,8 @@ pub(crate) struct Call<'a> {
     pub(crate) params: Option<&'a RawValue>,
 }
 
-/// Methods counted by name in the metrics; anything else is "other".
-pub(crate) const SERVED: &[&str] = &[
+/// The block-tail methods.
+pub(crate) const BLOCK_TAIL: &[&str] = &[
     "eth_chainId",
     "net_version",
     "web3_clientVersion",
@@ -111,13 +112,26 @@ pub(crate) const SERVED: &[&str] = &[
     "debug_getRawHeader",
     "debug_getRawReceipts",
     "debug_getRawTransaction",
-    "eth_getBalance",
-    "eth_getTransactionCount",
-    "eth_getCode",
-    "eth_getStorageAt",
-    "eth_getStorageValues",
-    "eth_getProof",
 ];
+
+/// How many methods are counted by name in the metrics.
+pub(crate) const SERVED_COUNT: usize = BLOCK_TAIL.len() + STATE_METHODS.len();
+
+/// Every method counted by name in the metrics: the block tail, then
+/// state. Anything else is "other", at index [`SERVED_COUNT`].
+pub(crate) fn served() -> impl Iterator<Item = &'static str> {
+    BLOCK_TAIL.iter().chain(STATE_METHODS).copied()
+}
+
+/// `method`'s index in [`served`], or [`SERVED_COUNT`] for any other.
+pub(crate) fn method_index(method: &str) -> usize {
+    served().position(|m| m == method).unwrap_or(SERVED_COUNT)
+}
+
+/// Whether the method at `index` (of [`method_index`]) is a state read.
+pub(crate) fn is_state_method(index: usize) -> bool {
+    (BLOCK_TAIL.len()..SERVED_COUNT).contains(&index)
+}
 
 fn hex_quantity(value: u64) -> String {
     format!("\"0x{value:x}\"")

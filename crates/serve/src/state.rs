@@ -220,7 +220,20 @@ impl Context {
         let mut out = String::from("{");
         let mut fetches = Vec::new();
         for (i, (address, slots)) in requests.iter().enumerate() {
-            match self.slots(state, &at, *address, slots, false) {
+            // No slots, nothing to read (and no walk for each of the many
+            // empty lists a body can hold).
+            let read = if slots.is_empty() {
+                Ok((
+                    AccountRead {
+                        account: None,
+                        proof: vec![],
+                    },
+                    vec![],
+                ))
+            } else {
+                self.slots(state, &at, *address, slots, false)
+            };
+            match read {
                 Ok((_, values)) if fetches.is_empty() => {
                     if i > 0 {
                         out.push(',');
@@ -332,20 +345,19 @@ fn parse_storage_requests(raw: &RawValue) -> Result<Vec<(Address, Vec<Hash>)>, P
     let bad = |what: String| ParamError(format!("invalid argument 0: {what}"));
     let pairs: RawPairs<'_> = serde_json::from_str(raw.get())
         .map_err(|_| bad("expected an object of addresses to slot arrays".into()))?;
-    let map = pairs.0;
-    let mut requests: Vec<(Address, Vec<Hash>)> = Vec::with_capacity(map.len());
-    for (address, slots) in map {
+    // A map: sorted as geth's answer is, a repeated address's last list
+    // kept, and O(log n) per member however many the body holds.
+    let mut requests = std::collections::BTreeMap::new();
+    for (address, slots) in pairs.0 {
         let address = crate::params::address(address).map_err(bad)?;
         let slots = slots
             .into_iter()
             .map(crate::params::hash)
             .collect::<Result<Vec<_>, _>>()
             .map_err(bad)?;
-        requests.retain(|(a, _)| *a != address);
-        requests.push((address, slots));
+        requests.insert(address, slots);
     }
-    requests.sort_by_key(|(address, _)| *address);
-    Ok(requests)
+    Ok(requests.into_iter().collect())
 }
 
 /// A JSON object's members in order, borrowed.

@@ -4,9 +4,11 @@
 //! Eviction is two-generational per shard: new and re-read entries go to
 //! the young map; when it holds half the shard's budget, the old map is
 //! dropped whole and the young one becomes old. A read that hits the old map
-//! moves the entry back to the young one. So what is read survives, memory
-//! stays under the budget at every instant, and neither reads nor inserts
-//! ever scan. Only [`crate::proof`] and [`crate::verify_code`] can produce
+//! moves the entry back to the young one (moving bytes, adding none, so a
+//! read never rotates). So what is read survives, memory stays under the
+//! budget at every instant, and neither reads nor inserts ever scan; the
+//! dropped generation is freed by the inserting thread after the shard's
+//! lock is released (ingest inserts off the async workers). Only [`crate::proof`] and [`crate::verify_code`] can produce
 //! what goes in, so nothing unverified can enter.
 
 use std::collections::HashMap;
@@ -50,6 +52,7 @@ struct Shard {
     young: Map,
     old: Map,
     young_bytes: usize,
+    old_bytes: usize,
 }
 
 fn cost(bytes: &Bytes) -> usize {
@@ -122,7 +125,9 @@ impl NodeStore {
         let mut shard = self.write(hash);
         match shard.old.remove(hash) {
             Some(bytes) => {
-                self.put_young(&mut shard, *hash, bytes.clone());
+                shard.old_bytes -= cost(&bytes);
+                shard.young_bytes += cost(&bytes);
+                shard.young.insert(*hash, bytes.clone());
                 Some(bytes)
             }
             None => shard.young.get(hash).cloned(),
@@ -137,37 +142,43 @@ impl NodeStore {
 
     /// Stores verified bytes under their hash.
     pub(crate) fn insert(&self, hash: Hash, bytes: Bytes) {
-        let mut shard = self.write(&hash);
-        if shard.young.contains_key(&hash) {
-            return;
-        }
-        let bytes = match shard.old.remove(&hash) {
-            Some(held) => held,
-            None => {
-                self.bytes.fetch_add(cost(&bytes) as i64, Ordering::Relaxed);
-                self.entries.fetch_add(1, Ordering::Relaxed);
-                bytes
+        let dropped = {
+            let mut shard = self.write(&hash);
+            if shard.young.contains_key(&hash) {
+                return;
             }
-        };
-        self.put_young(&mut shard, hash, bytes);
-    }
-
-    /// Puts an entry (already counted in `bytes`) into the young map,
-    /// rotating the generations when it is full.
-    fn put_young(&self, shard: &mut Shard, hash: Hash, bytes: Bytes) {
-        shard.young_bytes += cost(&bytes);
-        shard.young.insert(hash, bytes);
-        if shard.young_bytes >= self.rotate_at {
-            let dropped = std::mem::replace(&mut shard.old, std::mem::take(&mut shard.young));
+            let bytes = match shard.old.remove(&hash) {
+                Some(held) => {
+                    shard.old_bytes -= cost(&held);
+                    held
+                }
+                None => {
+                    self.bytes.fetch_add(cost(&bytes) as i64, Ordering::Relaxed);
+                    self.entries.fetch_add(1, Ordering::Relaxed);
+                    bytes
+                }
+            };
+            shard.young_bytes += cost(&bytes);
+            shard.young.insert(hash, bytes);
+            if shard.young_bytes < self.rotate_at {
+                return;
+            }
+            // Rotate: the old generation goes, the young one becomes old.
+            let young = std::mem::take(&mut shard.young);
+            let dropped = std::mem::replace(&mut shard.old, young);
+            let young_bytes = shard.young_bytes;
+            let dropped_bytes = std::mem::replace(&mut shard.old_bytes, young_bytes);
             shard.young_bytes = 0;
-            let dropped_bytes: usize = dropped.values().map(cost).sum();
             self.bytes
                 .fetch_sub(dropped_bytes as i64, Ordering::Relaxed);
             self.entries
                 .fetch_sub(dropped.len() as i64, Ordering::Relaxed);
             self.evicted
                 .fetch_add(dropped.len() as u64, Ordering::Relaxed);
-        }
+            dropped
+        };
+        // Freed here, after the lock: readers of the shard do not wait on it.
+        drop(dropped);
     }
 
     /// Current counters.

@@ -16,7 +16,7 @@ use crate::trie::{self, Hash, Malformed, Walked};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProofError {
     /// The path needs a node the proof does not hold (its hash).
-    #[error("proof lacks node 0x{}", hex(.0))]
+    #[error("proof lacks node 0x{}", alloy_primitives::hex::encode(.0))]
     Incomplete(Hash),
     /// A node on the path does not decode as a trie node.
     #[error("proof holds a malformed node")]
@@ -37,10 +37,6 @@ impl From<Malformed> for ProofError {
     fn from(_: Malformed) -> Self {
         ProofError::Malformed
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Nodes proven to lie on a path from a trusted root; the only thing
@@ -135,23 +131,26 @@ mod tests {
             .collect()
     }
 
-    fn nodes(result: &serde_json::Value) -> Vec<Bytes> {
-        result["accountProof"]
+    /// The fixture's proof nodes, the root they hash up to, its address
+    /// and the answer itself.
+    fn proof() -> (Vec<Bytes>, Hash, [u8; 20], serde_json::Value) {
+        let result = fixture();
+        let nodes: Vec<Bytes> = result["accountProof"]
             .as_array()
             .unwrap()
             .iter()
             .map(|n| Bytes::from(decode_hex(n.as_str().unwrap())))
-            .collect()
+            .collect();
+        let root = keccak256(&nodes[0]).0;
+        let address = decode_hex(result["address"].as_str().unwrap())
+            .try_into()
+            .unwrap();
+        (nodes, root, address, result)
     }
 
     #[test]
     fn a_geth_proof_verifies_and_answers_from_the_store() {
-        let result = fixture();
-        let nodes = nodes(&result);
-        let root = keccak256(&nodes[0]).0;
-        let address: [u8; 20] = decode_hex(result["address"].as_str().unwrap())
-            .try_into()
-            .unwrap();
+        let (nodes, root, address, result) = proof();
         let (verified, leaf) = verify(&root, &keccak256(address).0, &nodes).unwrap();
         assert_eq!(verified.len(), nodes.len());
         let account = Account::decode(&leaf.unwrap()).unwrap();
@@ -176,12 +175,7 @@ mod tests {
 
     #[test]
     fn a_tampered_or_partial_proof_is_refused() {
-        let result = fixture();
-        let nodes = nodes(&result);
-        let root = keccak256(&nodes[0]).0;
-        let address: [u8; 20] = decode_hex(result["address"].as_str().unwrap())
-            .try_into()
-            .unwrap();
+        let (nodes, root, address, _) = proof();
         let key = keccak256(address).0;
         // A changed byte in the leaf (the balance, say) breaks its hash.
         let mut tampered = nodes.clone();
