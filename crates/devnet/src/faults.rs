@@ -1,8 +1,10 @@
 //! A fault-injecting HTTP proxy in front of a real node, for the faults a
 //! real node will not produce on demand: 429 with `Retry-After`, 5xx,
 //! answers slower than the client's timeout, truncated and garbage bodies,
-//! a tampered transaction inside a block, being down (a restart), and a head
-//! that lags (an upstream behind its follower after a restart).
+//! a tampered transaction inside a block, being down (a restart), a head
+//! that lags (an upstream behind its follower after a restart), bodies that
+//! never end and streams that stall. `GET`s (another neve's `/health` and
+//! `/blocks`) are forwarded too.
 //!
 //! Faults follow a fixed schedule over the requests, so a test is repeatable.
 
@@ -37,6 +39,11 @@ pub enum Fault {
     /// Change a transaction's `value` in the next answer, this one or a
     /// later one, that carries a block with full transactions.
     TamperBlock,
+    /// Answer 200 with a body that never ends (and holds no newline).
+    Endless,
+    /// Send the first 4 KiB of the real answer (all of it if shorter), then
+    /// nothing, without ever ending the body.
+    Stall,
 }
 
 /// A lie about state, told in the next answer that carries it.
@@ -57,6 +64,8 @@ pub enum StateTamper {
 /// The proxy's switches.
 #[derive(Debug, Default)]
 pub struct Control {
+    override_fault: std::sync::Mutex<Option<Fault>>,
+    stream_fault: std::sync::Mutex<Option<Fault>>,
     state_tamper: std::sync::Mutex<Option<StateTamper>>,
     state_tampered: AtomicU64,
     requests: AtomicU64,
@@ -68,6 +77,17 @@ pub struct Control {
 }
 
 impl Control {
+    /// While set, every JSON-RPC request gets this fault instead of the
+    /// schedule's.
+    pub fn set_override(&self, fault: Option<Fault>) {
+        *self.override_fault.lock().unwrap() = fault;
+    }
+
+    /// While set, every `GET /blocks` gets this fault.
+    pub fn set_stream_fault(&self, fault: Option<Fault>) {
+        *self.stream_fault.lock().unwrap() = fault;
+    }
+
     /// While set, every connection is closed without an answer.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::Relaxed);
@@ -167,10 +187,60 @@ impl FaultProxy {
     }
 }
 
-fn answer(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(body.into()));
+/// A proxy answer's body: whole, endless or stalling.
+type ProxyBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn answer(status: StatusCode, body: impl Into<Bytes>) -> Response<ProxyBody> {
+    let mut response = Response::new(Full::new(body.into()).boxed());
     *response.status_mut() = status;
     response
+}
+
+/// A body that sends `prefix`, then `x`s for ever (`endless`) or nothing
+/// for ever.
+struct Unending {
+    prefix: Option<Bytes>,
+    endless: bool,
+}
+
+impl hyper::body::Body for Unending {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        static XS: [u8; 64 << 10] = [b'x'; 64 << 10];
+        if let Some(prefix) = self.prefix.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(prefix))));
+        }
+        if self.endless {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+                &XS,
+            )))));
+        }
+        // Never woken: the connection stays open with the body unfinished.
+        std::task::Poll::Pending
+    }
+}
+
+/// `fault` applied to a whole answer, if it is one of the unending kinds.
+fn unending(fault: Fault, status: StatusCode, whole: &[u8]) -> Option<Response<ProxyBody>> {
+    let body = match fault {
+        Fault::Endless => Unending {
+            prefix: None,
+            endless: true,
+        },
+        Fault::Stall => Unending {
+            prefix: Some(Bytes::copy_from_slice(&whole[..whole.len().min(4096)])),
+            endless: false,
+        },
+        _ => return None,
+    };
+    let mut response = Response::new(body.boxed());
+    *response.status_mut() = status;
+    Some(response)
 }
 
 async fn handle(
@@ -178,12 +248,34 @@ async fn handle(
     schedule: &[Fault],
     control: &Control,
     request: Request<hyper::body::Incoming>,
-) -> Response<Full<Bytes>> {
+) -> Response<ProxyBody> {
+    if request.method() == hyper::Method::GET {
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let Ok((status, body)) = client.get(&path).await else {
+            return answer(StatusCode::BAD_GATEWAY, "");
+        };
+        let fault = *control.stream_fault.lock().unwrap();
+        if path.starts_with("/blocks")
+            && let Some(fault) = fault
+            && let Some(response) = unending(fault, status, &body)
+        {
+            control.faults_served.fetch_add(1, Ordering::Relaxed);
+            return response;
+        }
+        return answer(status, body);
+    }
     let index = control.requests.fetch_add(1, Ordering::Relaxed);
-    let fault = schedule
-        .get(index as usize % schedule.len().max(1))
-        .copied()
-        .unwrap_or(Fault::Pass);
+    let overridden = *control.override_fault.lock().unwrap();
+    let fault = overridden.unwrap_or_else(|| {
+        schedule
+            .get(index as usize % schedule.len().max(1))
+            .copied()
+            .unwrap_or(Fault::Pass)
+    });
     if fault != Fault::Pass {
         control.faults_served.fetch_add(1, Ordering::Relaxed);
     }
@@ -208,6 +300,9 @@ async fn handle(
     let Ok((status, forwarded)) = client.post(body.clone()).await else {
         return answer(StatusCode::BAD_GATEWAY, "");
     };
+    if let Some(response) = unending(fault, status, &forwarded) {
+        return response;
+    }
     let mut forwarded = forwarded.to_vec();
     let lag = control.head_lag.load(Ordering::Relaxed);
     if lag > 0 && body.windows(15).any(|w| w == b"eth_blockNumber") {

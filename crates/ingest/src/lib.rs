@@ -15,13 +15,19 @@
 //!
 //! Start at [`Follower::connect`] and [`Follower::sync_once`].
 
+pub mod bootstrap;
+mod error;
+pub mod fetch;
 pub mod follow;
 pub mod heads;
 pub mod prepare;
 pub mod rawrlp;
 pub mod state_fetch;
+mod status;
+pub mod supervise;
 pub mod verify;
 
-pub use follow::{
-    Capabilities, Floor, Follower, IngestConfig, IngestError, IngestStatus, SyncOutcome,
-};
+pub use error::IngestError;
+pub use fetch::Capabilities;
+pub use follow::{Floor, Follower, IngestConfig, SharedStore, SyncOutcome};
+pub use status::IngestStatus;

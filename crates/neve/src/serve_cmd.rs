@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// How long one exchange with the upstream may take, in milliseconds.
     #[arg(long, default_value_t = neve_upstream::DEFAULT_TIMEOUT.as_millis() as u64)]
     upstream_timeout_ms: u64,
+    /// Largest answer body accepted from the upstream, in bytes; a larger
+    /// (or endless) one is refused and the step retried.
+    #[arg(long, default_value_t = neve_upstream::DEFAULT_MAX_RESPONSE_BYTES)]
+    upstream_max_body_bytes: usize,
     /// How often to ask the upstream for its head, in milliseconds.
     #[arg(long, default_value_t = 100)]
     poll_ms: u64,
@@ -92,6 +96,14 @@ pub struct ServeArgs {
     /// Most logs one eth_getLogs may return.
     #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RESULTS)]
     logs_max_results: usize,
+    /// Most blocks the eth_getLogs calls of one request (a whole batch
+    /// included) may scan together; the rest get -32005.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_BUDGET_BLOCKS)]
+    logs_budget_blocks: u64,
+    /// Most bytes of logs the eth_getLogs calls of one request may return
+    /// together; the rest get -32005.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_BUDGET_BYTES)]
+    logs_budget_bytes: u64,
     /// Verified state reads (balance, nonce, code, storage, proofs); `off` answers them 421.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     state: Switch,
@@ -172,10 +184,17 @@ impl ChainView for IngestView {
             last_block_age_seconds: age_seconds(
                 self.status.last_block_unix_ms.load(Ordering::Relaxed),
             ),
+            last_error: self.status.last_error(),
         }
     }
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         Some(self.status.changed.clone())
+    }
+    fn following(&self) -> bool {
+        !self.status.follower_down.load(Ordering::Relaxed)
+    }
+    fn follower_restarts(&self) -> u64 {
+        self.status.follower_restarts.load(Ordering::Relaxed)
     }
     fn render_metrics(&self, out: &mut String) {
         let s = &self.status;
@@ -203,6 +222,18 @@ impl ChainView for IngestView {
                 "Reorgs followed by a rollback.",
                 "counter",
                 s.reorgs.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_ingest_follower_restarts_total",
+                "Followers restarted after one died (a panic); each is logged.",
+                "counter",
+                s.follower_restarts.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_ingest_follower_up",
+                "1 while a follower runs; 0 after one died until its successor runs.",
+                "gauge",
+                !s.follower_down.load(Ordering::Relaxed) as u64,
             ),
             (
                 "neve_ingest_upstream_connected",
@@ -234,7 +265,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     };
     let client = RpcClient::new(&rpc_url)
         .context("--upstream")?
-        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)));
+        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
+        .with_max_response_bytes(args.upstream_max_body_bytes);
     let store_config = StoreConfig {
         retain_blocks: args.retain_blocks,
         retain_bytes: args.retain_bytes,
@@ -328,8 +360,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             fetch: Some(fetch),
         }
     });
-    let ingest =
-        tokio::spawn(follower.run(wake, Duration::from_millis(args.poll_ms), stopped.clone()));
+    let ingest = tokio::spawn(neve_ingest::supervise::supervise(
+        follower,
+        wake,
+        Duration::from_millis(args.poll_ms),
+        stopped.clone(),
+    ));
     let config = ServeConfig {
         max_body_bytes: args.max_body_bytes,
         max_batch: args.max_batch,
@@ -337,6 +373,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         logs_max_range: args.logs_max_range,
         logs_max_results: args.logs_max_results,
+        logs_budget_blocks: args.logs_budget_blocks,
+        logs_budget_bytes: args.logs_budget_bytes,
         latest_lag: args.latest_lag,
         max_behind: args.max_behind,
         retain_blocks: args.retain_blocks,
@@ -351,7 +389,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop.send(true);
-    let _ = ingest.await;
+    if let Err(error) = ingest.await {
+        tracing::error!(%error, "the follower's supervisor ended abnormally");
+    }
     server.await.context("server task")?.context("server")?;
     Ok(())
 }

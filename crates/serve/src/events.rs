@@ -52,6 +52,35 @@ pub(crate) fn header_json(block: &Block) -> Bytes {
     Bytes::from(serde_json::to_vec(&fields).expect("a map serialises"))
 }
 
+/// Pause before restarting a watcher that panicked; a crash loop costs a
+/// log line a second, not a core. Default is 1 s.
+const WATCH_RESTART_PAUSE: Duration = Duration::from_secs(1);
+
+/// Runs [`watch`] and restarts it whenever it panics (counted in
+/// `restarts`), so subscribers never silently stop hearing of blocks.
+pub(crate) async fn watch_supervised(
+    reader: Reader,
+    chain: Arc<dyn ChainView>,
+    sender: broadcast::Sender<Event>,
+    restarts: Arc<crate::Metrics>,
+) {
+    loop {
+        let watcher = tokio::spawn(watch(reader.clone(), chain.clone(), sender.clone()));
+        match watcher.await {
+            Err(error) if error.is_panic() => {
+                restarts
+                    .events_restarts
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(%error, "the chain-event watcher panicked; restarting it");
+                tokio::time::sleep(WATCH_RESTART_PAUSE).await;
+            }
+            // It never returns on its own; cancelled means the runtime is
+            // shutting down.
+            _ => return,
+        }
+    }
+}
+
 /// Watches the tip and broadcasts events.
 pub(crate) async fn watch(
     reader: Reader,

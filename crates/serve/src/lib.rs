@@ -33,6 +33,9 @@
 
 mod body;
 mod events;
+mod export;
+mod fallback;
+mod health;
 mod logs;
 mod metrics;
 pub mod params;
@@ -85,6 +88,16 @@ pub trait ChainView: Send + Sync + 'static {
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         None
     }
+    /// Whether a follower is keeping the store up with the upstream. While
+    /// it is not (it died and is being restarted), `latest` is a miss and
+    /// readiness is down: the stored tip is no longer known to be the head.
+    fn following(&self) -> bool {
+        true
+    }
+    /// Followers restarted after one died, for `/health`.
+    fn follower_restarts(&self) -> u64 {
+        0
+    }
 }
 
 /// The upstream's state for `/health`.
@@ -98,6 +111,9 @@ pub struct UpstreamHealth {
     pub last_contact_age_seconds: Option<f64>,
     /// Seconds since the last block was stored.
     pub last_block_age_seconds: Option<f64>,
+    /// What the last sync step (or the follower's death) failed with, if
+    /// the last one failed.
+    pub last_error: Option<String>,
 }
 
 /// Largest request body. Large enough for a 1,000-element batch of log
@@ -120,6 +136,8 @@ pub const DEFAULT_LOGS_MAX_RANGE: u64 = 10_000;
 /// fits. Default is 10,000.
 pub const DEFAULT_LOGS_MAX_RESULTS: usize = 10_000;
 
+pub use logs::{DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, SCAN_INLINE_BLOCKS};
+
 /// How the server behaves; every limit is documented at its default constant.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -137,6 +155,10 @@ pub struct ServeConfig {
     pub logs_max_range: u64,
     /// See [`DEFAULT_LOGS_MAX_RESULTS`].
     pub logs_max_results: usize,
+    /// See [`DEFAULT_LOGS_BUDGET_BLOCKS`].
+    pub logs_budget_blocks: u64,
+    /// See [`DEFAULT_LOGS_BUDGET_BYTES`].
+    pub logs_budget_bytes: u64,
     /// How far the stored tip may trail the upstream's head while `latest`
     /// (and `eth_blockNumber`) are still answered from it. Default is 0:
     /// `latest` is a miss until the newest block is stored.
@@ -180,6 +202,8 @@ impl Default for ServeConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             logs_max_range: DEFAULT_LOGS_MAX_RANGE,
             logs_max_results: DEFAULT_LOGS_MAX_RESULTS,
+            logs_budget_blocks: DEFAULT_LOGS_BUDGET_BLOCKS,
+            logs_budget_bytes: DEFAULT_LOGS_BUDGET_BYTES,
             latest_lag: 0,
             max_behind: 2,
             retain_blocks: None,
@@ -197,8 +221,15 @@ pub enum ServeError {
     Fallback(#[from] neve_upstream::RpcError),
 }
 
+/// A slot under `--max-connections`, held by a connection and by the
+/// WebSocket session it may upgrade to.
+type ConnectionPermit = Arc<tokio::sync::OwnedSemaphorePermit>;
+
 struct Server {
-    ctx: Context,
+    ctx: Arc<Context>,
+    /// Slots for long `eth_getLogs` scans on the blocking pool (see
+    /// [`scan_slots`]); more wait their turn rather than crowd out serving.
+    scans: tokio::sync::Semaphore,
     events: tokio::sync::broadcast::Sender<events::Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
@@ -227,11 +258,18 @@ pub async fn serve(
     let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
     let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
-    tokio::spawn(events::watch(reader.clone(), chain.clone(), events.clone()));
+    let metrics = Arc::new(Metrics::default());
+    tokio::spawn(events::watch_supervised(
+        reader.clone(),
+        chain.clone(),
+        events.clone(),
+        metrics.clone(),
+    ));
     let server = Arc::new(Server {
         events,
         fetch: state.as_ref().and_then(|s| s.fetch.clone()),
-        ctx: Context {
+        scans: scan_slots(),
+        ctx: Arc::new(Context {
             reader,
             chain,
             state: state.map(|s| s.state),
@@ -243,8 +281,8 @@ pub async fn serve(
                 .map(|b| format!("{b:02x}"))
                 .collect(),
             config,
-        },
-        metrics: Arc::new(Metrics::default()),
+        }),
+        metrics,
         shutting_down: AtomicBool::new(false),
         fallback,
         started: Instant::now(),
@@ -280,11 +318,15 @@ pub async fn serve(
             continue;
         };
         let server = server.clone();
+        // Shared with a WebSocket session the connection upgrades to: the
+        // slot is freed when both the HTTP connection and the session end.
+        let permit = Arc::new(permit);
         tokio::spawn(async move {
             server.metrics.connections.fetch_add(1, Ordering::Relaxed);
             let service = service_fn(|request| {
                 let server = server.clone();
-                async move { Ok::<_, Infallible>(server.handle(request).await) }
+                let permit = permit.clone();
+                async move { Ok::<_, Infallible>(server.handle(request, permit).await) }
             });
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -294,9 +336,15 @@ pub async fn serve(
                 .with_upgrades()
                 .await;
             server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
         });
     }
+}
+
+/// Long log scans at once, across all requests: half the cores (at least
+/// one), so scans never take every core from the workers that serve.
+fn scan_slots() -> tokio::sync::Semaphore {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::sync::Semaphore::new((cores / 2).max(1))
 }
 
 fn response(status: StatusCode, content_type: &'static str, body: Chunks) -> Response<Chunks> {
@@ -349,9 +397,13 @@ fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
 }
 
 impl Server {
-    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<Chunks> {
+    async fn handle(
+        self: &Arc<Self>,
+        request: Request<Incoming>,
+        permit: ConnectionPermit,
+    ) -> Response<Chunks> {
         if is_websocket_upgrade(&request) {
-            return self.upgrade(request);
+            return self.upgrade(request, permit);
         }
         match (request.method(), request.uri().path()) {
             (&Method::POST, "/") => self.rpc(request).await,
@@ -422,7 +474,11 @@ impl Server {
     }
 
     /// Accepts a WebSocket handshake and serves the socket on its own task.
-    fn upgrade(self: &Arc<Self>, mut request: Request<Incoming>) -> Response<Chunks> {
+    fn upgrade(
+        self: &Arc<Self>,
+        mut request: Request<Incoming>,
+        permit: ConnectionPermit,
+    ) -> Response<Chunks> {
         let key = request
             .headers()
             .get(hyper::header::SEC_WEBSOCKET_KEY)
@@ -440,6 +496,7 @@ impl Server {
             if let Ok(upgraded) = hyper::upgrade::on(&mut request).await {
                 ws::serve(server, upgraded).await;
             }
+            drop(permit);
         });
         let mut answer = response(
             StatusCode::SWITCHING_PROTOCOLS,
@@ -524,8 +581,18 @@ impl Server {
 
     /// Answers one element; returns its chunks and outcome.
     async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
-        match self.first_pass(raw, over_ws) {
+        let mut budget = self.ctx.logs_budget();
+        match self.first_pass(raw, over_ws, &mut budget) {
             FirstPass::Done(chunks, outcome) => (chunks, outcome),
+            FirstPass::Silent => (Vec::new(), Outcome::Ok),
+            FirstPass::Scan(call, plan, started) => {
+                let reply = self
+                    .scan_off_workers(vec![plan], budget)
+                    .await
+                    .pop()
+                    .expect("one reply per plan");
+                self.finish(&call, reply, started, over_ws, false)
+            }
             FirstPass::Fetch(call, requests, started) => {
                 self.fetch_through(call, requests, started, over_ws).await
             }
@@ -534,14 +601,48 @@ impl Server {
 
     /// Answers one element from what neve holds, or names what a state read
     /// needs fetched.
-    fn first_pass<'a>(&self, raw: &'a RawValue, over_ws: bool) -> FirstPass<'a> {
+    fn first_pass<'a>(
+        &self,
+        raw: &'a RawValue,
+        over_ws: bool,
+        budget: &mut logs::Budget,
+    ) -> FirstPass<'a> {
         let call: Call<'_> = match serde_json::from_str(raw.get()) {
             Ok(call) => call,
             Err(_) => {
                 return FirstPass::Done(error_element(-32600, "invalid request"), Outcome::Error);
             }
         };
+        match call.validate() {
+            rpc::Validity::Call => {}
+            // Nothing to answer, and a read has no effect to perform.
+            rpc::Validity::Notification => return FirstPass::Silent,
+            rpc::Validity::Invalid { echo_id } => {
+                let id = match call.id {
+                    Some(id) if echo_id => id.get().as_bytes(),
+                    _ => b"null",
+                };
+                let reply = Reply::Error(-32600, "invalid request".into());
+                return FirstPass::Done(envelope(id, reply), Outcome::Error);
+            }
+        }
         let started = Instant::now();
+        if call.method == "eth_getLogs" {
+            let reply = match self.ctx.logs_plan(call.params) {
+                Err(reply) => reply,
+                Ok(plan) => {
+                    match budget.charge_blocks(plan.blocks(), self.ctx.config.logs_budget_blocks) {
+                        Err(reply) => reply,
+                        Ok(()) if plan.blocks() <= logs::SCAN_INLINE_BLOCKS => {
+                            logs::scan(&self.ctx, &plan, budget)
+                        }
+                        Ok(()) => return FirstPass::Scan(call, plan, started),
+                    }
+                }
+            };
+            let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
+            return FirstPass::Done(chunks, outcome);
+        }
         match self.ctx.call(&call.method, call.params) {
             Reply::Fetch(requests) if self.fetch.is_some() => {
                 FirstPass::Fetch(call, requests, started)
@@ -551,6 +652,35 @@ impl Server {
                 FirstPass::Done(chunks, outcome)
             }
         }
+    }
+
+    /// Scans log queries in order on the blocking pool (in one of the
+    /// server's scan slots), so a long scan never holds an async
+    /// worker; they share what is left of the request's budget.
+    async fn scan_off_workers(
+        &self,
+        plans: Vec<logs::Plan>,
+        mut budget: logs::Budget,
+    ) -> Vec<Reply> {
+        let count = plans.len();
+        let _slot = self
+            .scans
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let ctx = self.ctx.clone();
+        let scanned = tokio::task::spawn_blocking(move || {
+            plans
+                .iter()
+                .map(|plan| logs::scan(&ctx, plan, &mut budget))
+                .collect::<Vec<_>>()
+        })
+        .await;
+        scanned.unwrap_or_else(|_| {
+            (0..count)
+                .map(|_| Reply::Error(-32603, "internal error while scanning logs".into()))
+                .collect()
+        })
     }
 
     /// Fetches what a state read needs (waiting up to the deadline, or not
@@ -621,6 +751,10 @@ impl Server {
             return json_response(StatusCode::OK, error_element(-32700, "parse error"));
         };
         let (chunks, outcome) = self.element(raw, over_ws).await;
+        if chunks.is_empty() {
+            // A notification: geth answers 200 with an empty body.
+            return response(StatusCode::OK, "application/json", Chunks::empty());
+        }
         if outcome == Outcome::Miss {
             if let Some(fallback) = &self.fallback {
                 return match fallback.post(body.clone()).await {
@@ -653,9 +787,16 @@ impl Server {
         // need fetching wait, all at once.
         let mut answers = Vec::with_capacity(elements.len());
         let mut fetches = Vec::new();
+        let mut scans = Vec::new();
+        let mut budget = self.ctx.logs_budget();
         for (i, raw) in elements.iter().enumerate() {
-            match self.first_pass(raw, over_ws) {
+            match self.first_pass(raw, over_ws, &mut budget) {
                 FirstPass::Done(chunks, outcome) => answers.push((chunks, outcome)),
+                FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
+                FirstPass::Scan(call, plan, started) => {
+                    answers.push((Vec::new(), Outcome::Miss));
+                    scans.push((i, call, plan, started));
+                }
                 FirstPass::Fetch(call, requests, started) => {
                     answers.push((Vec::new(), Outcome::Miss));
                     fetches.push(async move {
@@ -667,6 +808,16 @@ impl Server {
                 }
             }
         }
+        if !scans.is_empty() {
+            let (targets, plans): (Vec<_>, Vec<_>) = scans
+                .into_iter()
+                .map(|(i, call, plan, started)| ((i, call, started), plan))
+                .unzip();
+            let replies = self.scan_off_workers(plans, budget).await;
+            for ((i, call, started), reply) in targets.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
+            }
+        }
         for (i, answer) in futures_util::future::join_all(fetches).await {
             answers[i] = answer;
         }
@@ -675,13 +826,19 @@ impl Server {
             .collect();
         if let Some(fallback) = &self.fallback
             && !misses.is_empty()
-            && let Some(filled) = forward_misses(fallback, &elements, &misses).await
+            && let Some(filled) = fallback::forward_misses(fallback, &elements, &misses).await
         {
             for (index, answer) in misses.iter().zip(filled) {
                 answers[*index] = (vec![answer], Outcome::Ok);
             }
         }
         let any_miss = answers.iter().any(|(_, outcome)| *outcome == Outcome::Miss);
+        // Notifications have no place in the answer; a batch of nothing
+        // but notifications is answered with an empty body, as geth does.
+        answers.retain(|(answer, _)| !answer.is_empty());
+        if answers.is_empty() {
+            return response(StatusCode::OK, "application/json", Chunks::empty());
+        }
         let mut chunks = Vec::with_capacity(answers.len() * 3 + 2);
         chunks.push(Bytes::from_static(b"["));
         for (i, (answer, _)) in answers.into_iter().enumerate() {
@@ -698,218 +855,16 @@ impl Server {
         };
         json_response(status, chunks)
     }
-
-    /// The state layer's figures, once for both `/metrics` and `/health`:
-    /// (metric name, `/health` key, help, value). Empty when the layer is off.
-    fn state_figures(&self) -> Vec<(&'static str, &'static str, &'static str, u64)> {
-        let Some(state) = &self.ctx.state else {
-            return Vec::new();
-        };
-        let s = state.stats();
-        vec![
-            (
-                "neve_state_hits_total",
-                "hits",
-                "State reads answered from held nodes at once.",
-                s.hits,
-            ),
-            (
-                "neve_state_fetched_total",
-                "fetched",
-                "State reads answered after fetching through.",
-                s.fetched,
-            ),
-            (
-                "neve_state_misses_total",
-                "misses",
-                "State reads answered 421.",
-                s.misses,
-            ),
-            (
-                "neve_state_refused_proofs_total",
-                "refused_proofs",
-                "Proofs or code refused because they did not verify.",
-                s.refused,
-            ),
-            (
-                "neve_state_fetch_failures_total",
-                "fetch_failures",
-                "Fetches that failed (upstream error or timeout).",
-                s.fetch_failures,
-            ),
-            (
-                "neve_state_fetch_shed_total",
-                "fetch_shed",
-                "Fetches not started: too many in flight.",
-                s.shed,
-            ),
-            (
-                "neve_state_upstream_calls_total",
-                "upstream_calls",
-                "Upstream calls made to fetch through.",
-                s.upstream_calls,
-            ),
-            (
-                "neve_state_prefetch_calls_total",
-                "prefetch_calls",
-                "Upstream calls made by prefetch.",
-                s.prefetch_calls,
-            ),
-            (
-                "neve_state_node_bytes",
-                "node_bytes",
-                "Bytes held by the node store.",
-                s.nodes.bytes,
-            ),
-            (
-                "neve_state_node_entries",
-                "node_entries",
-                "Trie nodes and code blobs held.",
-                s.nodes.entries,
-            ),
-            (
-                "neve_state_node_budget_bytes",
-                "node_budget_bytes",
-                "The node store's byte budget.",
-                s.nodes.budget,
-            ),
-            (
-                "neve_state_evictions_total",
-                "evictions",
-                "Nodes dropped to stay under the budget.",
-                s.nodes.evicted,
-            ),
-        ]
-    }
-
-    /// The state layer for `/health`: `null` when off.
-    fn state_health(&self) -> String {
-        if self.ctx.state.is_none() {
-            return "null".into();
-        }
-        let members: Vec<String> = self
-            .state_figures()
-            .into_iter()
-            .map(|(_, key, _, value)| format!("\"{key}\":{value}"))
-            .collect();
-        format!("{{{}}}", members.join(","))
-    }
-
-    fn behind(&self) -> Option<u64> {
-        let max = self.ctx.reader.stats().max_contiguous_height?;
-        Some(self.ctx.chain.upstream_head()?.saturating_sub(max))
-    }
-
-    fn ready(&self) -> Response<Chunks> {
-        let upstream = self.ctx.chain.upstream_health();
-        let fresh = upstream
-            .last_contact_age_seconds
-            .is_some_and(|age| age < 30.0);
-        let ready = !self.shutting_down.load(Ordering::Relaxed)
-            && upstream.connected
-            && fresh
-            && self
-                .behind()
-                .is_some_and(|behind| behind <= self.ctx.config.max_behind);
-        let (status, text) = if ready {
-            (StatusCode::OK, "ready\n")
-        } else {
-            (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
-        };
-        response(
-            status,
-            "text/plain",
-            Chunks::new(vec![Bytes::from_static(text.as_bytes())]),
-        )
-    }
-
-    fn health(&self) -> String {
-        let stats = self.ctx.reader.stats();
-        let upstream = self.ctx.chain.upstream_health();
-        let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
-        let optf = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
-        let behind = self.behind();
-        let status = if self.shutting_down.load(Ordering::Relaxed) {
-            "stopping"
-        } else if stats.max_contiguous_height.is_none() {
-            "starting"
-        } else if behind.is_some_and(|b| b > self.ctx.config.max_behind) || !upstream.connected {
-            "degraded"
-        } else {
-            "ok"
-        };
-        let chain_id = std::str::from_utf8(&self.ctx.net_version)
-            .unwrap_or("\"0\"")
-            .trim_matches('"')
-            .to_string();
-        format!(
-            "{{\"status\":\"{status}\",\"chain_id\":{chain_id},\"genesis_hash\":\"0x{}\",\"version\":\"{}\",\"uptime_seconds\":{:.0},\
-             \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
-             \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{}}},\
-             \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{}}},\
-             \"state\":{},\"memory\":{{\"rss_bytes\":{}}}}}",
-            self.ctx.genesis_hash,
-            env!("CARGO_PKG_VERSION"),
-            self.started.elapsed().as_secs_f64(),
-            opt(stats.min_height),
-            opt(stats.max_contiguous_height),
-            opt(stats.high_water),
-            opt(self.ctx.chain.safe()),
-            opt(self.ctx.chain.finalized()),
-            opt(behind),
-            serde_json::to_string(&upstream.url).expect("strings serialise"),
-            upstream.connected,
-            opt(self.ctx.chain.upstream_head()),
-            optf(upstream.last_contact_age_seconds),
-            optf(upstream.last_block_age_seconds),
-            stats.bytes,
-            stats.segments,
-            opt(self.ctx.config.retain_blocks),
-            stats.corrupt_reads,
-            self.state_health(),
-            opt(rss_bytes()),
-        )
-    }
-
-    fn export(&self, query: &str) -> Response<Chunks> {
-        let stats = self.ctx.reader.stats();
-        let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
-            return response(StatusCode::OK, "application/x-ndjson", Chunks::empty());
-        };
-        let mut from = min;
-        let mut to = max;
-        for pair in query.split('&') {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let parsed = if let Some(hex) = value.strip_prefix("0x") {
-                u64::from_str_radix(hex, 16)
-            } else {
-                value.parse()
-            };
-            match (key, parsed) {
-                ("from", Ok(v)) => from = v.max(min),
-                ("to", Ok(v)) => to = v.min(max),
-                ("from" | "to", Err(_)) => {
-                    return response(
-                        StatusCode::BAD_REQUEST,
-                        "text/plain",
-                        Chunks::new(vec![Bytes::from_static(b"from and to are heights\n")]),
-                    );
-                }
-                _ => {}
-            }
-        }
-        response(
-            StatusCode::OK,
-            "application/x-ndjson",
-            Chunks::blocks(self.ctx.reader.clone(), from, to),
-        )
-    }
 }
 
 /// An element after the pass over what neve holds.
 enum FirstPass<'a> {
     /// Answered (or refused).
     Done(Vec<Bytes>, Outcome),
+    /// A notification: valid, and answered with nothing.
+    Silent,
+    /// A log query too long to scan on an async worker.
+    Scan(Call<'a>, logs::Plan, Instant),
     /// A state read that needs fetching first.
     Fetch(Call<'a>, Vec<neve_state::FetchRequest>, Instant),
 }
@@ -920,54 +875,4 @@ fn is_websocket_upgrade(request: &Request<Incoming>) -> bool {
         .get(hyper::header::UPGRADE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
-}
-
-/// Sends the missed elements of a batch to the fallback and returns their
-/// answers in the same order, matched by id; `None` when that fails.
-async fn forward_misses(
-    fallback: &RpcClient,
-    elements: &[&RawValue],
-    misses: &[usize],
-) -> Option<Vec<Bytes>> {
-    let mut body = Vec::from(&b"["[..]);
-    for (i, index) in misses.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(elements[*index].get().as_bytes());
-    }
-    body.push(b']');
-    let (_, answer) = fallback.post(Bytes::from(body)).await.ok()?;
-    let answers: Vec<&RawValue> = serde_json::from_slice(&answer).ok()?;
-    #[derive(serde::Deserialize)]
-    struct Id<'a> {
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
-    }
-    let id_of = |raw: &RawValue| {
-        serde_json::from_str::<Id<'_>>(raw.get())
-            .ok()?
-            .id
-            .map(|id| id.get().to_string())
-    };
-    // Each answer is used once, so repeated ids get their own answers.
-    let mut unused: Vec<Option<&RawValue>> = answers.into_iter().map(Some).collect();
-    misses
-        .iter()
-        .map(|index| {
-            let wanted = id_of(elements[*index])?;
-            let slot = unused
-                .iter_mut()
-                .find(|a| a.is_some_and(|a| id_of(a).as_deref() == Some(wanted.as_str())))?;
-            slot.take()
-                .map(|a| Bytes::copy_from_slice(a.get().as_bytes()))
-        })
-        .collect()
-}
-
-/// Resident set size from `/proc/self/statm` (one small read).
-fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
 }

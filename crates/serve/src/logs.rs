@@ -132,73 +132,150 @@ fn invalid(message: impl Into<String>) -> Reply {
     Reply::Error(-32602, message.into())
 }
 
-pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
+/// Most blocks the `eth_getLogs` calls of one request (a call, or all of
+/// a batch's) may scan together. With the range limit alone, a batch of
+/// 1,000 whole-range queries was 10 million block scans on one request;
+/// past this the rest of the batch's queries get -32005. Default is 100,000.
+pub const DEFAULT_LOGS_BUDGET_BLOCKS: u64 = 100_000;
+
+/// Most bytes of logs the `eth_getLogs` calls of one request may produce
+/// together, so one request cannot hold more than this of answer in
+/// memory; past it the query being scanned, and the rest, get -32005.
+/// Default is 64 MiB.
+pub const DEFAULT_LOGS_BUDGET_BYTES: u64 = 64 << 20;
+
+/// A query spanning at most this many blocks is scanned where it is
+/// parsed: its blooms are a few page-cached reads, cheaper than a hop to
+/// the blocking pool. Longer ones are scanned there, off the async
+/// workers. Default is 32.
+pub const SCAN_INLINE_BLOCKS: u64 = 32;
+
+/// What one request may still spend on log scans.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    blocks: u64,
+    bytes: u64,
+}
+
+impl Budget {
+    pub(crate) fn new(blocks: u64, bytes: u64) -> Budget {
+        Budget { blocks, bytes }
+    }
+
+    fn exhausted(&self, what: &str) -> Reply {
+        Reply::Error(
+            -32005,
+            format!(
+                "request exceeds its eth_getLogs budget ({what}); send fewer or narrower queries per request"
+            ),
+        )
+    }
+
+    /// Books the blocks a query will scan, or refuses it.
+    pub(crate) fn charge_blocks(&mut self, blocks: u64, limit: u64) -> Result<(), Reply> {
+        if blocks > self.blocks {
+            return Err(self.exhausted(&format!("{limit} blocks scanned")));
+        }
+        self.blocks -= blocks;
+        Ok(())
+    }
+}
+
+/// A query ready to scan: its filter and the heights it covers.
+pub(crate) struct Plan {
+    filter: Filter,
+    from: u64,
+    to: u64,
+    /// By hash, the block found is the one searched: a reorg between the
+    /// lookup and a re-read by height cannot swap it.
+    by_hash: Option<neve_store::Block>,
+}
+
+impl Plan {
+    /// How many blocks it covers.
+    pub(crate) fn blocks(&self) -> u64 {
+        self.to - self.from + 1
+    }
+}
+
+/// Parses and resolves a filter, checks the range limit; the reply is the
+/// answer when there is nothing to scan (an error, or a miss).
+pub(crate) fn plan(ctx: &Context, raw: &RawValue) -> Result<Plan, Reply> {
     let shape: FilterShape<'_> = match serde_json::from_str(raw.get()) {
         Ok(shape) => shape,
-        Err(e) => return invalid(format!("invalid argument 0: {e}")),
+        Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
     };
     let filter = match Filter::parse(&shape) {
         Ok(filter) => filter,
-        Err(e) => return invalid(format!("invalid argument 0: {e}")),
+        Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
     };
     let (from, to, by_hash) = if let Some(hash) = shape.block_hash {
         if shape.from_block.is_some() || shape.to_block.is_some() {
-            return invalid(
+            return Err(invalid(
                 "invalid argument 0: cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other",
-            );
+            ));
         }
         let hash = match params::hash(hash) {
             Ok(hash) => hash,
-            Err(e) => return invalid(format!("invalid argument 0: {e}")),
+            Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
         };
         match ctx.reader.block_by_hash(&hash) {
             Some(block) => (block.height(), block.height(), Some(block)),
-            None => return Reply::Miss,
+            None => return Err(Reply::Miss),
         }
     } else {
         let tag = |text: Option<&str>| text.map_or(Ok(BlockTag::Latest), params::block_tag);
         let (from_tag, to_tag) = match (tag(shape.from_block), tag(shape.to_block)) {
             (Ok(f), Ok(t)) => (f, t),
-            (Err(e), _) | (_, Err(e)) => return invalid(format!("invalid argument 0: {e}")),
+            (Err(e), _) | (_, Err(e)) => return Err(invalid(format!("invalid argument 0: {e}"))),
         };
         // Past the upstream's own head is wrong everywhere, not just here.
         if let (Some(head), BlockTag::Number(n)) = (ctx.chain.upstream_head(), to_tag)
             && n > head
         {
-            return invalid("block range extends beyond current head block");
+            return Err(invalid("block range extends beyond current head block"));
         }
         let (Some(from), Some(to)) = (ctx.resolve(from_tag), ctx.resolve(to_tag)) else {
-            return Reply::Miss;
+            return Err(Reply::Miss);
         };
         if from > to {
-            return invalid("invalid block range params");
+            return Err(invalid("invalid block range params"));
         }
         (from, to, None)
     };
     let max_range = ctx.config.logs_max_range;
     if to - from >= max_range {
-        return Reply::Error(
+        return Err(Reply::Error(
             -32005,
             format!(
                 "block range too large: at most {max_range} blocks per query; try [0x{from:x}, 0x{:x}]",
                 from + max_range - 1
             ),
-        );
+        ));
     }
+    Ok(Plan {
+        filter,
+        from,
+        to,
+        by_hash,
+    })
+}
+
+/// Scans a planned query, spending from `budget`'s bytes.
+pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
+    let (filter, from, to) = (&plan.filter, plan.from, plan.to);
     let mut chunks = vec![Bytes::from_static(b"[")];
     let mut found = 0usize;
+    let mut bytes = 0u64;
     for height in from..=to {
-        // By hash, the block found is the one searched: a reorg between the
-        // lookup and a re-read by height cannot swap it.
-        let Some(block) = by_hash.clone().or_else(|| ctx.reader.block(height)) else {
+        let Some(block) = plan.by_hash.clone().or_else(|| ctx.reader.block(height)) else {
             return Reply::Miss;
         };
         if block.log_count() == 0 || !filter.may_match(&Bloom::from_slice(block.logs_bloom())) {
             continue;
         }
         for log in block.logs() {
-            let topics: Vec<[u8; 32]> = log.topics().to_vec();
-            if !filter.matches(&log.address, &topics) {
+            if !filter.matches(&log.address, log.topics()) {
                 continue;
             }
             found += 1;
@@ -216,12 +293,21 @@ pub(crate) fn get_logs(ctx: &Context, raw: &RawValue) -> Reply {
                     ),
                 );
             }
+            bytes += log.bytes.len() as u64 + 1;
+            if bytes > budget.bytes {
+                // Nothing of this query is kept: the rest of the request
+                // finds the budget spent.
+                budget.bytes = 0;
+                return budget
+                    .exhausted(&format!("{} bytes of logs", ctx.config.logs_budget_bytes));
+            }
             if found > 1 {
                 chunks.push(Bytes::from_static(b","));
             }
             chunks.push(log.bytes);
         }
     }
+    budget.bytes -= bytes;
     chunks.push(Bytes::from_static(b"]"));
     Reply::Result(chunks)
 }

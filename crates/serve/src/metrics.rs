@@ -32,6 +32,8 @@ pub struct Metrics {
     pub(crate) connections: AtomicU64,
     /// Batches over the element limit.
     pub(crate) batch_too_large: AtomicU64,
+    /// Chain-event watchers restarted after one panicked.
+    pub(crate) events_restarts: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -43,6 +45,7 @@ impl Default for Metrics {
             refused_connections: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             batch_too_large: AtomicU64::new(0),
+            events_restarts: AtomicU64::new(0),
         }
     }
 }
@@ -142,6 +145,12 @@ impl Metrics {
                 "Open connections.",
                 "gauge",
                 &self.connections,
+            ),
+            (
+                "neve_events_watcher_restarts_total",
+                "Chain-event watchers (subscriptions' source) restarted after a panic.",
+                "counter",
+                &self.events_restarts,
             ),
         ] {
             let _ = writeln!(

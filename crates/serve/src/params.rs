@@ -44,11 +44,17 @@ pub struct Params<'a> {
     items: Vec<&'a RawValue>,
 }
 
+/// The digits after a `0x` prefix; geth takes `0X` too, and a front end
+/// may send the same request to either, so neve does.
+fn hex_digits(text: &str) -> Result<&str, String> {
+    text.strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .ok_or_else(|| "hex string without 0x prefix".to_string())
+}
+
 /// Parses a `0x` quantity: no empty digits, at most 64 bits.
 pub fn quantity(text: &str) -> Result<u64, String> {
-    let digits = text
-        .strip_prefix("0x")
-        .ok_or("hex string without 0x prefix")?;
+    let digits = hex_digits(text)?;
     if digits.is_empty() {
         return Err("hex string \"0x\"".into());
     }
@@ -63,9 +69,7 @@ pub fn quantity(text: &str) -> Result<u64, String> {
 
 /// Parses `0x` + exactly `2 * N` hex digits.
 fn fixed_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
-    let digits = text
-        .strip_prefix("0x")
-        .ok_or("hex string without 0x prefix")?;
+    let digits = hex_digits(text)?;
     // Byte slicing below needs ASCII: a multi-byte character is an error,
     // not a panic.
     if !digits.is_ascii() {
@@ -151,6 +155,20 @@ impl<'a> Params<'a> {
             }
         };
         Ok(Params { items })
+    }
+
+    /// Fails as geth does when fewer than `required` or more than `max`
+    /// were given: the same request must be refused by neve and by the
+    /// node behind the same front end.
+    pub fn arity(&self, required: usize, max: usize) -> Result<(), ParamError> {
+        self.at_most(max)?;
+        if self.items.len() < required {
+            return Err(ParamError(format!(
+                "missing value for required argument {}",
+                self.items.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Fails when more than `max` were given.
@@ -282,6 +300,8 @@ mod tests {
         assert_eq!(quantity("0x0"), Ok(0));
         assert_eq!(quantity("0x1b"), Ok(27));
         assert!(quantity("2").unwrap_err().contains("without 0x prefix"));
+        assert_eq!(quantity("0X1b"), Ok(27), "geth takes an upper-case prefix");
+        assert_eq!(hash(&format!("0X{}", "ab".repeat(32))), Ok([0xab; 32]));
         assert!(quantity("0x").is_err());
         assert!(quantity("0x01").is_err());
         assert!(quantity("0x10000000000000000").is_err());

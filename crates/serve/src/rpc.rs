@@ -76,15 +76,94 @@ pub(crate) struct Context {
     pub(crate) genesis_hash: String,
 }
 
-/// A request object, borrowed from the body.
+/// A request object, borrowed from the body. What makes it a valid
+/// request is checked by [`Call::validate`], not by its shape, so a bad one
+/// still gets its id back.
 #[derive(Deserialize)]
 pub(crate) struct Call<'a> {
     #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    /// `Some("null")` for `"id":null` (a call), `None` when absent (a
+    /// notification).
+    #[serde(borrow, default, deserialize_with = "present")]
     pub(crate) id: Option<&'a RawValue>,
-    #[serde(borrow)]
+    #[serde(borrow, default)]
     pub(crate) method: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
     pub(crate) params: Option<&'a RawValue>,
+}
+
+/// A member that is present, null included.
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// What a request object is, judged as geth judges it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Validity {
+    /// A call to answer.
+    Call,
+    /// A valid request without an id: nothing is answered.
+    Notification,
+    /// Not a request (-32600); answered with the id, or null when the id
+    /// itself is the problem.
+    Invalid { echo_id: bool },
+}
+
+impl Call<'_> {
+    /// JSON-RPC 2.0's rules as geth applies them: `jsonrpc` is exactly
+    /// "2.0", a method is named, and an id, if any, is not an object or
+    /// an array.
+    pub(crate) fn validate(&self) -> Validity {
+        let id_ok = self
+            .id
+            .is_none_or(|id| !matches!(id.get().as_bytes().first(), Some(b'{' | b'[')));
+        if !id_ok {
+            return Validity::Invalid { echo_id: false };
+        }
+        if self.jsonrpc.map(RawValue::get) != Some("\"2.0\"") || self.method.is_empty() {
+            return Validity::Invalid { echo_id: true };
+        }
+        match self.id {
+            None => Validity::Notification,
+            Some(_) => Validity::Call,
+        }
+    }
+}
+
+/// How many positional parameters a served method takes: (required, most),
+/// as geth declares them. Checked before anything is looked up.
+pub(crate) fn arity(method: &str) -> Option<(usize, usize)> {
+    Some(match method {
+        "eth_chainId" | "net_version" | "web3_clientVersion" | "eth_syncing"
+        | "eth_blockNumber" => (0, 0),
+        "eth_getBlockByNumber"
+        | "eth_getBlockByHash"
+        | "eth_getTransactionByBlockNumberAndIndex"
+        | "eth_getTransactionByBlockHashAndIndex"
+        | "eth_getUncleByBlockNumberAndIndex"
+        | "eth_getUncleByBlockHashAndIndex" => (2, 2),
+        "eth_getBlockTransactionCountByNumber"
+        | "eth_getBlockTransactionCountByHash"
+        | "eth_getUncleCountByBlockNumber"
+        | "eth_getUncleCountByBlockHash"
+        | "eth_getTransactionByHash"
+        | "eth_getTransactionReceipt"
+        | "eth_getBlockReceipts"
+        | "eth_getLogs"
+        | "debug_getRawBlock"
+        | "debug_getRawHeader"
+        | "debug_getRawReceipts"
+        | "debug_getRawTransaction" => (1, 1),
+        // The block is optional for state reads: `latest` when absent.
+        "eth_getBalance" | "eth_getTransactionCount" | "eth_getCode" | "eth_getStorageValues" => {
+            (1, 2)
+        }
+        "eth_getStorageAt" | "eth_getProof" => (2, 3),
+        _ => return None,
+    })
 }
 
 /// The block-tail methods.
@@ -148,7 +227,7 @@ impl Context {
             BlockTag::Latest => {
                 // Unknown until ingest has read it: then `latest` is not ours to say.
                 let head = self.chain.upstream_head()?;
-                if head > max + self.config.latest_lag {
+                if head > max + self.config.latest_lag || !self.chain.following() {
                     return None;
                 }
                 max
@@ -168,12 +247,35 @@ impl Context {
         }
     }
 
+    /// A fresh `eth_getLogs` budget for one request.
+    pub(crate) fn logs_budget(&self) -> logs::Budget {
+        logs::Budget::new(
+            self.config.logs_budget_blocks,
+            self.config.logs_budget_bytes,
+        )
+    }
+
+    /// The first half of `eth_getLogs`: parameters checked as for any call,
+    /// the query resolved and its range checked, nothing scanned yet.
+    pub(crate) fn logs_plan(&self, params: Option<&RawValue>) -> Result<logs::Plan, Reply> {
+        let params = Params::new(params)?;
+        params.arity(1, 1)?;
+        logs::plan(self, params.object(0)?)
+    }
+
     /// Answers one call.
     pub(crate) fn call(&self, method: &str, params: Option<&RawValue>) -> Reply {
         let params = match Params::new(params) {
             Ok(params) => params,
             Err(error) => return error.into(),
         };
+        // A method neve does not serve is the node's to judge (421).
+        if let Some((required, max)) = arity(method)
+            && (self.state.is_some() || !crate::state::STATE_METHODS.contains(&method))
+            && let Err(error) = params.arity(required, max)
+        {
+            return error.into();
+        }
         match self.dispatch(method, &params) {
             Ok(reply) => reply,
             Err(error) => error.into(),
@@ -242,7 +344,10 @@ impl Context {
             "eth_getBlockReceipts" => self
                 .block(p.block_ref(0)?)
                 .map_or(Reply::Miss, |b| Reply::bytes(b.receipts())),
-            "eth_getLogs" => logs::get_logs(self, p.object(0)?),
+            "eth_getLogs" => match logs::plan(self, p.object(0)?) {
+                Ok(plan) => logs::scan(self, &plan, &mut self.logs_budget()),
+                Err(reply) => reply,
+            },
             "debug_getRawHeader" => raw(self.block(p.block_ref(0)?), Block::raw_header),
             "debug_getRawBlock" => raw(self.block(p.block_ref(0)?), Block::raw_block),
             "debug_getRawReceipts" => raw(self.block(p.block_ref(0)?), Block::raw_receipts),

@@ -29,6 +29,10 @@ impl ChainView for FixedChain {
 }
 
 fn server() -> (Server, tempfile::TempDir) {
+    server_with(Arc::new(FixedChain))
+}
+
+fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let identity = Identity {
         chain_id: 5,
@@ -49,9 +53,10 @@ fn server() -> (Server, tempfile::TempDir) {
         .unwrap();
     let server = Server {
         events: tokio::sync::broadcast::channel(4).0,
-        ctx: Context {
+        scans: scan_slots(),
+        ctx: Arc::new(Context {
             reader: store.reader(),
-            chain: Arc::new(FixedChain),
+            chain,
             state: Some(Arc::new(neve_state::State::new(1 << 20, 64))),
             config: ServeConfig {
                 logs_max_range: 5,
@@ -61,7 +66,7 @@ fn server() -> (Server, tempfile::TempDir) {
             chain_id: Bytes::from_static(b"\"0x5\""),
             net_version: Bytes::from_static(b"\"5\""),
             genesis_hash: "00".repeat(32),
-        },
+        }),
         metrics: Arc::new(Metrics::default()),
         shutting_down: AtomicBool::new(false),
         fallback: None,
@@ -91,6 +96,15 @@ fn check(server: &Server, runtime: &tokio::runtime::Runtime, body: &[u8]) {
         .block_on(response.into_body().collect())
         .unwrap()
         .to_bytes();
+    if bytes.is_empty() {
+        // Only notifications (no id) go unanswered.
+        assert!(
+            !String::from_utf8_lossy(body).contains("\"id\""),
+            "no answer for {:?}",
+            String::from_utf8_lossy(body)
+        );
+        return;
+    }
     let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
         panic!(
             "answer is not JSON ({e}) for {:?}: {:?}",
@@ -166,5 +180,176 @@ proptest! {
     fn json_shaped_requests_get_well_formed_answers(body in json_ish()) {
         let (server, _dir) = server();
         check(&server, &runtime(), body.as_bytes());
+    }
+}
+
+/// A chain view whose follower may be down, with a fresh upstream.
+struct Following(bool);
+
+impl ChainView for Following {
+    fn upstream_head(&self) -> Option<u64> {
+        Some(9)
+    }
+    fn safe(&self) -> Option<u64> {
+        None
+    }
+    fn finalized(&self) -> Option<u64> {
+        None
+    }
+    fn upstream_health(&self) -> UpstreamHealth {
+        UpstreamHealth {
+            connected: true,
+            last_contact_age_seconds: Some(0.1),
+            ..UpstreamHealth::default()
+        }
+    }
+    fn following(&self) -> bool {
+        self.0
+    }
+}
+
+fn answer(server: &Server, runtime: &tokio::runtime::Runtime, body: &str) -> (u16, String) {
+    let response = runtime.block_on(server.respond(&Bytes::copy_from_slice(body.as_bytes())));
+    let status = response.status().as_u16();
+    let bytes = runtime
+        .block_on(response.into_body().collect())
+        .unwrap()
+        .to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[test]
+fn while_no_follower_runs_latest_is_a_miss_and_readiness_is_down() {
+    let runtime = runtime();
+    let head = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
+    let by_number =
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x3",false]}"#;
+    for following in [true, false] {
+        let (server, _dir) = server_with(Arc::new(Following(following)));
+        let (status, _) = answer(&server, &runtime, head);
+        assert_eq!(
+            status,
+            if following { 200 } else { 421 },
+            "following: {following}"
+        );
+        // What is stored stays served.
+        assert_eq!(answer(&server, &runtime, by_number).0, 200);
+        let ready = server.ready().status().as_u16();
+        assert_eq!(ready, if following { 200 } else { 503 });
+        let health: serde_json::Value = serde_json::from_str(&server.health()).unwrap();
+        assert_eq!(health["follower"]["running"], following);
+        assert_eq!(health["status"], if following { "ok" } else { "degraded" });
+    }
+}
+
+/// Requests geth refuses are refused here the same way (code, message and
+/// id), and what geth accepts is accepted: the table was read off geth
+/// 1.17 and is checked against a live geth in the binary's tests.
+#[test]
+fn request_validation_matches_geth() {
+    let (server, _dir) = server();
+    let runtime = runtime();
+    let invalid = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"invalid request"}}}}"#
+        )
+    };
+    let params = |message: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":-32602,"message":"{message}"}}}}"#)
+    };
+    let cases: Vec<(&str, String)> = vec![
+        (
+            r#"{"id":1,"method":"eth_chainId","params":[]}"#,
+            invalid("1"),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":1,"method":"eth_chainId","params":[]}"#,
+            invalid("1"),
+        ),
+        (
+            r#"{"jsonrpc":2,"id":1,"method":"eth_chainId","params":[]}"#,
+            invalid("1"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"eth_chainId"}"#,
+            invalid("null"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":[1],"method":"eth_chainId"}"#,
+            invalid("null"),
+        ),
+        (r#"{"jsonrpc":"2.0","id":1,"params":[]}"#, invalid("1")),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"","params":[]}"#,
+            invalid("1"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[1]}"#,
+            params("too many arguments, want at most 0"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x0"]}"#,
+            params("missing value for required argument 1"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByHash","params":["0x0000000000000000000000000000000000000000000000000000000000000000"]}"#,
+            params("missing value for required argument 1"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x0",false,1]}"#,
+            params("too many arguments, want at most 2"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[]}"#,
+            params("missing value for required argument 0"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByBlockNumberAndIndex","params":["0x0"]}"#,
+            params("missing value for required argument 1"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x0000000000000000000000000000000000000001","latest",1]}"#,
+            params("too many arguments, want at most 2"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":{}}"#,
+            params("non-array args"),
+        ),
+        // Accepted: no params, null params, null and odd ids, 0X prefixes.
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":"0x5"}"#.into(),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":"0x5"}"#.into(),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"eth_chainId"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":"0x5"}"#.into(),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"eth_chainId"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"result":"0x5"}"#.into(),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockTransactionCountByNumber","params":["0X3"]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":"0x3"}"#.into(),
+        ),
+        // Notifications are not answered, alone or in a batch.
+        (r#"{"jsonrpc":"2.0","method":"eth_chainId"}"#, String::new()),
+        (
+            r#"[{"jsonrpc":"2.0","method":"eth_chainId"}]"#,
+            String::new(),
+        ),
+        (
+            r#"[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","id":3,"method":"eth_chainId"}]"#,
+            r#"[{"jsonrpc":"2.0","id":3,"result":"0x5"}]"#.into(),
+        ),
+    ];
+    for (request, expected) in cases {
+        let (status, body) = answer(&server, &runtime, request);
+        assert_eq!(status, 200, "{request}");
+        assert_eq!(body, expected, "{request}");
     }
 }

@@ -27,6 +27,25 @@ use crate::logs::Filter;
 /// Default is 64.
 pub const MAX_SUBSCRIPTIONS: usize = 64;
 
+/// A session is pinged this often (or twice per idle timeout, if that is
+/// shorter), and closed when nothing at all (a request, a pong) arrived
+/// for the server's idle timeout: a peer that vanished without a FIN, or
+/// stopped reading, does not hold a connection slot for ever. Default is
+/// 15 s.
+pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Longest time one answer or one block's notifications may take to be
+/// written; a client that stops reading is disconnected after it. Default
+/// is 10 s.
+pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Bytes a session may hold waiting to be written, on top of the message
+/// being sent: two messages of the largest size a request may have. With
+/// the read side's one message, a session holds at most about three
+/// request-size limits (15 MiB at the default 5 MiB). Default is 2 × the
+/// body limit.
+pub const WRITE_BUFFER_MESSAGES: usize = 2;
+
 enum Subscription {
     NewHeads,
     Logs(Filter),
@@ -80,19 +99,41 @@ fn notification(subscription: &str, payload: &[Bytes]) -> Message {
 /// oversized frame, or falls too far behind the chain.
 pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
     let limit = server.ctx.config.max_body_bytes;
+    let idle_timeout = server.ctx.config.idle_timeout;
     let config = WebSocketConfig::default()
         .max_message_size(Some(limit))
         .max_frame_size(Some(limit))
         // A client that stops reading cannot make us buffer without bound.
-        .max_write_buffer_size(16 * limit);
+        .max_write_buffer_size(WRITE_BUFFER_MESSAGES * limit);
     let mut ws =
         WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
     let mut events = server.events.subscribe();
     let mut subscriptions: HashMap<String, Subscription> = HashMap::new();
     let mut next_id: u64 = rand_seed();
+    let mut last_heard = tokio::time::Instant::now();
+    // Twice per idle timeout at least, so a peer that answers pings is
+    // always heard from within it.
+    let mut ping = tokio::time::interval(
+        PING_INTERVAL
+            .min(idle_timeout / 2)
+            .max(std::time::Duration::from_millis(100)),
+    );
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ping.tick().await; // the first tick is immediate
     loop {
         tokio::select! {
+            _ = ping.tick() => {
+                if last_heard.elapsed() >= idle_timeout {
+                    let _ = tokio::time::timeout(SEND_TIMEOUT, ws.close(None)).await;
+                    return;
+                }
+                let pinged = tokio::time::timeout(SEND_TIMEOUT, ws.send(Message::Ping(Bytes::new()))).await;
+                if !matches!(pinged, Ok(Ok(()))) {
+                    return;
+                }
+            }
             message = ws.next() => {
+                last_heard = tokio::time::Instant::now();
                 let text = match message {
                     Some(Ok(Message::Text(text))) => text.to_string(),
                     Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -109,8 +150,12 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
                         String::from_utf8_lossy(&bytes).into_owned()
                     }
                 };
-                if ws.send(Message::Text(answer.into())).await.is_err() {
-                    return;
+                // A notification is answered with nothing.
+                if !answer.is_empty() {
+                    let sent = tokio::time::timeout(SEND_TIMEOUT, ws.send(Message::Text(answer.into()))).await;
+                    if !matches!(sent, Ok(Ok(()))) {
+                        return;
+                    }
                 }
                 if !had_subscriptions && !subscriptions.is_empty() {
                     // The first subscription starts from now, not from
@@ -126,14 +171,16 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
                         return;
                     }
                 };
-                for (id, subscription) in &subscriptions {
-                    for message in notifications(id, subscription, &event) {
-                        if ws.feed(message).await.is_err() {
-                            return;
+                let sent = tokio::time::timeout(SEND_TIMEOUT, async {
+                    for (id, subscription) in &subscriptions {
+                        for message in notifications(id, subscription, &event) {
+                            ws.feed(message).await?;
                         }
                     }
-                }
-                if ws.flush().await.is_err() {
+                    ws.flush().await
+                })
+                .await;
+                if !matches!(sent, Ok(Ok(()))) {
                     return;
                 }
             }

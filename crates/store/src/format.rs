@@ -297,18 +297,43 @@ pub(crate) fn verify_record(bytes: &[u8], header: &RecordHeader) -> bool {
     header.kind != KIND_BLOCK || body_is_consistent(&record[RECORD_HEADER_LEN..])
 }
 
-/// The tables and sections of a block body add up to its length.
+/// The tables and sections of a block body add up to its length, and every
+/// span in its tables lies inside its section. Checked with the CRC, so a
+/// record that passes can be sliced by readers without a bounds check
+/// failing: a CRC only says the bytes are the ones written, not that what
+/// was written is sane (a bug, or a file crafted by hand).
 fn body_is_consistent(body: &[u8]) -> bool {
+    if body.len() < body::FIXED_LEN {
+        return false;
+    }
     let tx_count = u32_at(body, body::TX_COUNT) as u64;
     let log_count = u32_at(body, body::LOG_COUNT) as u64;
-    let sections: u64 = (0..SECTIONS)
-        .map(|i| u32_at(body, body::SECTION_LENS + 4 * i) as u64)
-        .sum();
-    body::FIXED_LEN as u64
-        + tx_count * TX_ENTRY_LEN as u64
-        + log_count * LOG_ENTRY_LEN as u64
-        + sections
-        == body.len() as u64
+    let lens: [u64; SECTIONS] =
+        std::array::from_fn(|i| u32_at(body, body::SECTION_LENS + 4 * i) as u64);
+    let tables =
+        body::FIXED_LEN as u64 + tx_count * TX_ENTRY_LEN as u64 + log_count * LOG_ENTRY_LEN as u64;
+    if tables + lens.iter().sum::<u64>() != body.len() as u64 {
+        return false;
+    }
+    let within = |at: usize, section: Section| {
+        let offset = u32_at(body, at) as u64;
+        let len = u32_at(body, at + 4) as u64;
+        offset + len <= lens[section as usize]
+    };
+    let txs = (0..tx_count as usize).all(|i| {
+        let entry = body::FIXED_LEN + i * TX_ENTRY_LEN;
+        within(entry + 32, Section::Full)
+            && within(entry + 40, Section::Receipts)
+            && within(entry + 48, Section::RawBlock)
+    });
+    let table = body::FIXED_LEN + tx_count as usize * TX_ENTRY_LEN;
+    let logs = (0..log_count as usize).all(|i| {
+        let entry = table + i * LOG_ENTRY_LEN;
+        (u32_at(body, entry) as u64) < tx_count
+            && within(entry + 4, Section::Receipts)
+            && body[entry + 32] <= 4
+    });
+    txs && logs
 }
 
 /// Encodes the META file.
@@ -448,6 +473,32 @@ mod tests {
                 .is_some_and(|h| h.total_len() <= copy.len() && verify_record(&copy, &h));
             assert!(!ok, "flip at {at} went unnoticed");
         }
+    }
+
+    /// Regression (hardening, store spans): a record whose CRC is intact
+    /// but whose spans point outside their section is not a record; before,
+    /// it verified and a reader slicing the span panicked.
+    #[test]
+    fn a_sealed_record_with_a_span_outside_its_section_fails_verification() {
+        let (full, receipts) = sample();
+        let mut out = Vec::new();
+        encode_block(&block(&full, &receipts), &mut out).unwrap();
+        let tx_receipt_len = RECORD_HEADER_LEN + body::FIXED_LEN + 40 + 4;
+        let log_offset = RECORD_HEADER_LEN + body::FIXED_LEN + 2 * TX_ENTRY_LEN + 4;
+        let topic_count = RECORD_HEADER_LEN + body::FIXED_LEN + 2 * TX_ENTRY_LEN + 32;
+        for (at, value) in [
+            (tx_receipt_len, 1_000u32.to_le_bytes()),
+            (log_offset, u32::MAX.to_le_bytes()),
+            (topic_count, [9, 0, 0, 0]),
+        ] {
+            let mut crafted = out.clone();
+            crafted[at..at + 4].copy_from_slice(&value);
+            seal_crc(&mut crafted);
+            let header = read_header(&crafted).unwrap();
+            assert!(!verify_record(&crafted, &header), "crafted at {at}");
+        }
+        let header = read_header(&out).unwrap();
+        assert!(verify_record(&out, &header));
     }
 
     #[test]

@@ -967,9 +967,10 @@ fn reopen_for_writing(
     if scan.first_height != Some(first_height) {
         return Ok(None);
     }
-    file.set_len(scan.end)
-        .and_then(|_| file.set_len(meta.segment_bytes))
-        .and_then(|_| file.sync_data())
+    // Readers may map this file (a rollback unsealing it): zero the tail,
+    // never shorten the file under them.
+    segment::zero_tail(&file, &path, scan.end, meta.segment_bytes)?;
+    file.sync_data()
         .map_err(io_error(&path, "cutting the tail"))?;
     let segment = Segment::active(path, &file, first_height, blocks, &scan.offsets)?;
     Ok(Some((file, Arc::new(segment), scan)))
@@ -985,6 +986,9 @@ fn seal(
     end: u64,
     count: usize,
 ) -> Result<Arc<Segment>, StoreError> {
+    // Trimming a file readers have mapped is safe here, unlike in a
+    // rollback: every index entry points below `end`, so no reader can
+    // touch the pages cut off.
     file.set_len(end)
         .map_err(io_error(&segment.path, "trimming"))?;
     file.sync_all()

@@ -469,6 +469,45 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(io_error(dir, "syncing directory"))
 }
 
+/// Makes bytes `from..` of `file` read as zeros without ever making the
+/// file shorter: readers may have it mapped, and touching a mapped page
+/// past the end of a file kills the process (SIGBUS). Punches a hole where
+/// the filesystem can, else writes zeros; then grows the file to at least
+/// `len`.
+pub(crate) fn zero_tail(file: &File, path: &Path, from: u64, len: u64) -> Result<(), StoreError> {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    let current = file
+        .metadata()
+        .map_err(io_error(path, "reading the size"))?
+        .len();
+    if current > from {
+        // SAFETY: fallocate on a descriptor we own, with a range inside the file.
+        let punched = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                from as libc::off_t,
+                (current - from) as libc::off_t,
+            )
+        } == 0;
+        if !punched {
+            static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+            let mut at = from;
+            while at < current {
+                let n = (current - at).min(ZEROS.len() as u64) as usize;
+                file.write_all_at(&ZEROS[..n], at)
+                    .map_err(io_error(path, "zeroing the tail"))?;
+                at += n as u64;
+            }
+        }
+    }
+    if current < len {
+        file.set_len(len).map_err(io_error(path, "sizing"))?;
+    }
+    Ok(())
+}
+
 /// Opens (creating if needed) a segment file for writing, sized to
 /// `capacity` so the whole mapping is backed by the file (sparse, so the
 /// unused part costs no disk).
@@ -492,6 +531,13 @@ pub(crate) fn open_for_writing(
         file.write_all(&header)
             .map_err(io_error(path, "writing header"))?;
     }
-    file.set_len(capacity).map_err(io_error(path, "sizing"))?;
+    // Grown, never shrunk: see [`zero_tail`].
+    let len = file
+        .metadata()
+        .map_err(io_error(path, "reading the size"))?
+        .len();
+    if len < capacity {
+        file.set_len(capacity).map_err(io_error(path, "sizing"))?;
+    }
     Ok(file)
 }

@@ -447,6 +447,42 @@ fn readers_keep_their_bytes_across_pruning_and_rollback() {
     assert_eq!(&tail[..], &SyntheticBlock::new(0, 5, TXS, 200).full[..]);
 }
 
+/// Regression (hardening, shrinking mapped files): unsealing a segment for
+/// a rollback never makes its file shorter, even when bytes follow its
+/// last intact record, so a reader still mapping it cannot touch a page
+/// past the end (SIGBUS); the bytes beyond read as zeros instead.
+#[test]
+fn a_rollback_into_a_sealed_segment_never_shrinks_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 0..=9);
+    let first = dir.path().join(segment::segment_file_name(0));
+    // Garbage after the sealed segment's last record: what a crash during
+    // a write that was then sealed over could leave, or a crafted file.
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&first)
+            .unwrap();
+        file.write_all(&[0xee; 4096]).unwrap();
+    }
+    let before = std::fs::metadata(&first).unwrap().len();
+    let held = store.reader().block(2).unwrap();
+    store.rollback(2).unwrap();
+    assert!(std::fs::metadata(&first).unwrap().len() >= before);
+    assert_eq!(
+        &held.full()[..],
+        &SyntheticBlock::new(0, 2, TXS, 200).full[..]
+    );
+    // The garbage reads as zeros now (the rollback's tombstone is written
+    // where it began).
+    let data = std::fs::read(&first).unwrap();
+    assert!(!data.windows(16).any(|w| w.iter().all(|b| *b == 0xee)));
+    append_range(&mut store, 0, 3..=6);
+    assert_block(&store.reader(), 0, 6);
+}
+
 /// One step of the model test.
 #[derive(Clone, Debug)]
 enum Op {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Body as _;
 use hyper::{Method, Request, StatusCode, Uri, header};
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
@@ -33,6 +34,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of an unexpected body an error keeps, so logs show what the
 /// upstream said without copying a whole block into a message.
 const ERROR_SNIPPET_BYTES: usize = 256;
+
+/// Largest answer body read from an upstream or fallback: a block with its
+/// receipts and raw RLP is a few MiB on mainnet, a batch of them tens; a
+/// body past this is refused (a broken or hostile peer cannot make neve
+/// buffer without bound). Default is 256 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 /// A JSON-RPC call that failed.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +88,14 @@ pub enum RpcError {
         /// The start of the body.
         snippet: String,
     },
+    /// The answer's body was larger than the client accepts.
+    #[error("{url} sent a body over {limit} bytes; not read further")]
+    TooLarge {
+        /// The endpoint.
+        url: String,
+        /// The client's limit.
+        limit: usize,
+    },
     /// The node answered with a JSON-RPC error object.
     #[error("JSON-RPC error {code}: {message}")]
     Rpc {
@@ -98,9 +113,10 @@ impl RpcError {
         match self {
             RpcError::Transport { .. } | RpcError::Timeout { .. } => true,
             RpcError::Http { status, .. } => *status == 429 || *status >= 500,
-            RpcError::InvalidUrl { .. } | RpcError::Malformed { .. } | RpcError::Rpc { .. } => {
-                false
-            }
+            RpcError::InvalidUrl { .. }
+            | RpcError::Malformed { .. }
+            | RpcError::TooLarge { .. }
+            | RpcError::Rpc { .. } => false,
         }
     }
 }
@@ -116,6 +132,7 @@ pub struct RpcClient {
     uri: Uri,
     http: Client<HttpConnector, Full<Bytes>>,
     timeout: Duration,
+    max_response_bytes: usize,
     authorization: Option<hyper::header::HeaderValue>,
     next_id: std::sync::Arc<AtomicU64>,
 }
@@ -170,9 +187,22 @@ impl RpcClient {
             uri,
             http,
             timeout: DEFAULT_TIMEOUT,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             authorization: None,
             next_id: Default::default(),
         })
+    }
+
+    /// The same client with another limit on answer bodies; see
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`].
+    pub fn with_max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
+        self
+    }
+
+    /// The per-exchange timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The same client with another per-exchange timeout.
@@ -303,12 +333,7 @@ impl RpcClient {
                 .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse().ok());
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| self.transport(e))?
-                .to_bytes();
+            let bytes = self.read_capped(response.into_body()).await?;
             if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
                 return Err(RpcError::Http {
                     status: status.as_u16(),
@@ -370,21 +395,39 @@ impl RpcClient {
 
     /// `GET path`, whole body (for small documents such as `/health`).
     pub async fn get(&self, path_and_query: &str) -> Result<(StatusCode, Bytes), RpcError> {
-        let (status, mut stream) = self.get_stream(path_and_query).await?;
-        let mut body = Vec::new();
-        let read = async {
-            while let Some(chunk) = stream.next_chunk().await? {
-                body.extend_from_slice(&chunk);
-            }
-            Ok::<_, RpcError>(())
-        };
-        tokio::time::timeout(self.timeout, read)
+        let (status, stream) = self.get_stream(path_and_query).await?;
+        let body = tokio::time::timeout(self.timeout, self.read_capped(stream.body))
             .await
             .map_err(|_| RpcError::Timeout {
                 url: self.url.clone(),
                 timeout: self.timeout,
             })??;
-        Ok((status, Bytes::from(body)))
+        Ok((status, body))
+    }
+
+    /// Reads a whole body, refusing one over the client's limit as soon as
+    /// its `Content-Length` or its bytes so far pass it: an endless or huge
+    /// answer costs at most the limit.
+    async fn read_capped(&self, body: hyper::body::Incoming) -> Result<Bytes, RpcError> {
+        let too_large = || RpcError::TooLarge {
+            url: self.url.clone(),
+            limit: self.max_response_bytes,
+        };
+        if body
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n > self.max_response_bytes as u64)
+        {
+            return Err(too_large());
+        }
+        match http_body_util::Limited::new(body, self.max_response_bytes)
+            .collect()
+            .await
+        {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(error) => Err(self.transport(error)),
+        }
     }
 
     fn transport(&self, e: impl std::fmt::Display) -> RpcError {

@@ -118,6 +118,15 @@ impl Neve {
     /// Starts `neve serve ARGS…` on a free port with a fresh data dir, and
     /// waits until its store reaches `height`.
     pub async fn start_with(extra: &[&str], height: u64) -> Neve {
+        let neve = Neve::spawn(extra);
+        neve.wait_for_height(height, std::time::Duration::from_secs(180))
+            .await;
+        neve
+    }
+
+    /// Starts `neve serve ARGS…` on a free port with a fresh data dir,
+    /// without waiting for anything.
+    pub fn spawn(extra: &[&str]) -> Neve {
         let dir = tempfile::tempdir().unwrap();
         let [port] = neve_devnet::free_ports();
         let addr = format!("127.0.0.1:{port}");
@@ -138,26 +147,42 @@ impl Neve {
             .stderr(log)
             .spawn()
             .unwrap();
-        let neve = Neve {
+        Neve {
             child,
             url: format!("http://{addr}"),
             addr,
             _dir: dir,
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        }
+    }
+
+    /// Waits until the store reaches `height`; panics with the log after
+    /// `timeout`.
+    pub async fn wait_for_height(&self, height: u64, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
         loop {
-            if let Some(health) = neve.health()
+            if let Some(health) = self.health()
                 && health["blocks"]["max_contiguous_height"]
                     .as_u64()
                     .is_some_and(|h| h >= height)
             {
-                return neve;
+                return;
             }
             if std::time::Instant::now() > deadline {
-                panic!("neve did not reach height {height}:\n{}", neve.log());
+                panic!("neve did not reach height {height}:\n{}", self.log());
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+    }
+
+    /// Anonymous resident memory (`RssAnon`), in bytes.
+    pub fn rss_anon_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
     }
 
     /// The server's process id.

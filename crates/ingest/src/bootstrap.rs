@@ -1,0 +1,334 @@
+//! A mirror far behind another neve closes the gap from its `/blocks`
+//! stream: read, cut into lines, verify in batches over the cores, append
+//! in order. Also reads another neve's `/health` (identity, head, tags).
+
+use std::time::Duration;
+
+use neve_upstream::{RpcClient, parse_quantity};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::{IngestError, rpc};
+use crate::fetch::prepare_verified;
+use crate::follow::Follower;
+use crate::prepare::{PreparedBlock, RawParts, fixed_hex};
+
+/// A mirror this far behind another neve bootstraps from its `/blocks`
+/// stream instead of fetching block by block. Default is 128.
+pub const BOOTSTRAP_MIN_BLOCKS: u64 = 128;
+
+/// Lines of the `/blocks` stream verified and appended together (split
+/// over the cores): whichever of these comes first. Batches start at the
+/// first size, so appending starts early, and double up to the last, so a
+/// chain of small blocks is not one fsync per handful of blocks.
+const BOOTSTRAP_BATCH_LINES: usize = 2048;
+const BOOTSTRAP_BATCH_BYTES: std::ops::RangeInclusive<usize> = (256 << 10)..=(4 << 20);
+
+/// Longest `/blocks` line (one block with its receipts and raw RLP); a
+/// source that sends more without a newline is cut off rather than let
+/// grow the buffer. Ten times the largest mainnet block with its receipts.
+/// Default is 32 MiB.
+pub const BOOTSTRAP_MAX_LINE_BYTES: usize = 32 << 20;
+
+impl Follower {
+    /// Streams `from..=to` from another neve's `/blocks` export, verifies
+    /// every block (split over the cores) and appends them in order.
+    pub(crate) async fn bootstrap(&mut self, from: u64, to: u64) -> Result<u64, IngestError> {
+        let (status, stream) = self
+            .client
+            .get_stream(&format!("/blocks?from={from}&to={to}"))
+            .await
+            .map_err(rpc("streaming /blocks"))?;
+        if !status.is_success() {
+            return Err(IngestError::Refused {
+                height: from,
+                reason: format!("/blocks answered {status}"),
+            });
+        }
+        let started = std::time::Instant::now();
+        // Reading (and verifying, which the reader starts per batch) runs
+        // in its own task, so the stream keeps flowing while this one
+        // appends; the channel's bound keeps a few batches in memory at most.
+        let (batches, mut verified) = tokio::sync::mpsc::channel(2);
+        // A source that stalls mid-stream is dropped once no bytes came for
+        // as long as any exchange with it may take, and the step retried.
+        let stall = self.client.timeout();
+        let reader = tokio::spawn(read_batches(stream, from, batches, stall));
+        let mut appended = 0;
+        // Where the time went, for the closing log line: waiting for the
+        // next verified batch, and writing to the store.
+        let (mut verifying_wait, mut storing) = (Duration::ZERO, Duration::ZERO);
+        let outcome: Result<(), IngestError> = async {
+            loop {
+                let waited = std::time::Instant::now();
+                let Some(batch) = verified.recv().await else {
+                    return Ok(());
+                };
+                let blocks = batch.await.expect("verification does not panic")?;
+                verifying_wait += waited.elapsed();
+                let writing = std::time::Instant::now();
+                appended += self.append_verified(blocks).await?;
+                storing += writing.elapsed();
+            }
+        }
+        .await;
+        if outcome.is_err() {
+            // Stop reading, and drop the verifications still queued rather
+            // than let them compete with the retry for the cores.
+            reader.abort();
+            verified.close();
+            while let Ok(batch) = verified.try_recv() {
+                batch.abort();
+            }
+        }
+        outcome?;
+        let (bytes_read, reading) = reader.await.expect("the reader does not panic")?;
+        let seconds = started.elapsed().as_secs_f64().max(1e-6);
+        tracing::info!(
+            blocks = appended,
+            seconds = format!("{seconds:.3}"),
+            blocks_per_second = format!("{:.0}", appended as f64 / seconds),
+            mb_per_second = format!("{:.1}", bytes_read as f64 / seconds / 1e6),
+            reading_seconds = format!("{:.3}", reading.as_secs_f64()),
+            verify_wait_seconds = format!("{:.3}", verifying_wait.as_secs_f64()),
+            storing_seconds = format!("{:.3}", storing.as_secs_f64()),
+            "bootstrapped from /blocks"
+        );
+        Ok(appended)
+    }
+
+    /// Appends verified bootstrap blocks after checking they link to the tip.
+    async fn append_verified(&mut self, blocks: Vec<PreparedBlock>) -> Result<u64, IngestError> {
+        let mut tip = self.tip_hash();
+        for block in &blocks {
+            if tip.is_some_and(|hash| hash != block.parent_hash) {
+                return Err(IngestError::Refused {
+                    height: block.height,
+                    reason: "does not link to the stored tip".into(),
+                });
+            }
+            tip = Some(block.hash);
+        }
+        self.store_blocks(blocks).await
+    }
+}
+
+/// What a mirror reads from another neve's `/health`.
+pub(crate) struct NeveHealth {
+    pub(crate) chain_id: u64,
+    pub(crate) genesis_hash: [u8; 32],
+    pub(crate) max: Option<u64>,
+    pub(crate) safe: Option<u64>,
+    pub(crate) finalized: Option<u64>,
+}
+
+pub(crate) async fn neve_health(client: &RpcClient) -> Result<NeveHealth, IngestError> {
+    #[derive(Deserialize)]
+    struct Blocks {
+        max_contiguous_height: Option<u64>,
+        safe: Option<u64>,
+        finalized: Option<u64>,
+    }
+    #[derive(Deserialize)]
+    struct Health {
+        chain_id: u64,
+        genesis_hash: String,
+        blocks: Blocks,
+    }
+    let (status, body) = client
+        .get("/health")
+        .await
+        .map_err(rpc("reading /health"))?;
+    let health: Health = serde_json::from_slice(&body).map_err(|e| IngestError::Refused {
+        height: 0,
+        reason: format!("/health answered {status} with no neve health document: {e}"),
+    })?;
+    let genesis_hash =
+        fixed_hex::<32>(&health.genesis_hash).ok_or_else(|| IngestError::Refused {
+            height: 0,
+            reason: "/health genesis_hash malformed".into(),
+        })?;
+    Ok(NeveHealth {
+        chain_id: health.chain_id,
+        genesis_hash,
+        max: health.blocks.max_contiguous_height,
+        safe: health.blocks.safe,
+        finalized: health.blocks.finalized,
+    })
+}
+
+/// A batch of `/blocks` lines being verified.
+type Verifying = tokio::task::JoinHandle<Result<Vec<PreparedBlock>, IngestError>>;
+
+/// Reads the `/blocks` stream, cuts it into lines, starts verifying each
+/// batch and hands it on in order. Returns the bytes read and the time
+/// spent waiting for the source.
+async fn read_batches(
+    mut stream: neve_upstream::BodyStream,
+    from: u64,
+    batches: tokio::sync::mpsc::Sender<Verifying>,
+    stall: Duration,
+) -> Result<(u64, Duration), IngestError> {
+    let mut bytes_read = 0u64;
+    let mut reading = Duration::ZERO;
+    let mut cutter = LineCutter::default();
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut batch_bytes = 0;
+    let mut batch_budget = *BOOTSTRAP_BATCH_BYTES.start();
+    let mut lines_sent = 0;
+    let mut ended = false;
+    while !ended {
+        let waited = std::time::Instant::now();
+        let chunk = tokio::time::timeout(stall, stream.next_chunk())
+            .await
+            .map_err(|_| IngestError::Refused {
+                height: from + lines_sent,
+                reason: format!("/blocks stalled: no bytes for {stall:?}"),
+            })?
+            .map_err(rpc("reading /blocks"))?;
+        reading += waited.elapsed();
+        match chunk {
+            Some(chunk) => {
+                bytes_read += chunk.len() as u64;
+                batch_bytes += cutter.cut(&chunk, &mut lines);
+                if cutter.pending_len() > BOOTSTRAP_MAX_LINE_BYTES {
+                    return Err(IngestError::Refused {
+                        height: from + lines_sent + lines.len() as u64,
+                        reason: format!(
+                            "/blocks line longer than {BOOTSTRAP_MAX_LINE_BYTES} bytes"
+                        ),
+                    });
+                }
+            }
+            None => ended = true,
+        }
+        let full = lines.len() >= BOOTSTRAP_BATCH_LINES || batch_bytes >= batch_budget;
+        if full || (ended && !lines.is_empty()) {
+            batch_bytes = 0;
+            batch_budget = (batch_budget * 2).min(*BOOTSTRAP_BATCH_BYTES.end());
+            lines_sent += lines.len() as u64;
+            let batch = tokio::spawn(verify_lines(std::mem::take(&mut lines)));
+            if batches.send(batch).await.is_err() {
+                break; // the appender stopped on an error of its own
+            }
+        }
+    }
+    if ended && cutter.has_partial_line() {
+        return Err(IngestError::Refused {
+            height: from + lines_sent,
+            reason: "/blocks ended in the middle of a line".into(),
+        });
+    }
+    Ok((bytes_read, reading))
+}
+
+/// Cuts a byte stream into newline-terminated lines.
+#[derive(Default)]
+struct LineCutter {
+    pending: Vec<u8>,
+    /// Bytes of `pending` known to hold no newline: each byte is scanned
+    /// once, however many chunks a ~200 KB line arrives in.
+    scanned: usize,
+}
+
+impl LineCutter {
+    /// Appends `chunk`, moves every whole line (newline included) to
+    /// `lines`, and returns their total length. Each line is copied out at
+    /// its exact size and the buffer drops them in one move: a chunk of
+    /// many short lines costs one pass, not a copy of the rest per line.
+    fn cut(&mut self, chunk: &[u8], lines: &mut Vec<Vec<u8>>) -> usize {
+        self.pending.extend_from_slice(chunk);
+        let mut start = 0;
+        for offset in memchr::memchr_iter(b'\n', &self.pending[self.scanned..]) {
+            let end = self.scanned + offset;
+            lines.push(self.pending[start..=end].to_vec());
+            start = end + 1;
+        }
+        self.pending.drain(..start);
+        self.scanned = self.pending.len();
+        start
+    }
+
+    /// Bytes held without their newline yet.
+    fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether bytes without their newline are left.
+    fn has_partial_line(&self) -> bool {
+        !self.pending.is_empty()
+    }
+}
+
+/// Prepares and verifies `/blocks` lines on the blocking pool, two halves
+/// at once, and returns them in order.
+async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestError> {
+    fn one(line: &[u8]) -> Result<PreparedBlock, IngestError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Line<'a> {
+            #[serde(borrow)]
+            number: &'a str,
+            #[serde(borrow)]
+            block: &'a RawValue,
+            #[serde(borrow)]
+            receipts: &'a RawValue,
+            #[serde(borrow, default)]
+            raw_header: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            raw_block: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            raw_receipts: Option<&'a RawValue>,
+        }
+        let refused = |reason: String| IngestError::Refused { height: 0, reason };
+        let line: Line<'_> =
+            serde_json::from_slice(line).map_err(|e| refused(format!("/blocks line: {e}")))?;
+        let height =
+            parse_quantity(line.number).ok_or_else(|| refused("/blocks line number".into()))?;
+        let bytes =
+            |raw: Option<&RawValue>| raw.map_or(Vec::new(), |r| r.get().as_bytes().to_vec());
+        let raw = RawParts {
+            header: bytes(line.raw_header),
+            block: bytes(line.raw_block),
+            receipts: bytes(line.raw_receipts),
+        };
+        prepare_verified(height, line.block.get(), line.receipts.get(), raw)
+    }
+    let middle = lines.len() / 2;
+    let mut first = lines;
+    let second = first.split_off(middle);
+    let run = |half: Vec<Vec<u8>>| {
+        tokio::task::spawn_blocking(move || {
+            half.iter().map(|l| one(l)).collect::<Result<Vec<_>, _>>()
+        })
+    };
+    let (a, b) = tokio::join!(run(first), run(second));
+    let mut blocks = a.expect("verification does not panic")?;
+    blocks.extend(b.expect("verification does not panic")?);
+    Ok(blocks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cut_whole_across_and_within_chunks() {
+        let mut cutter = LineCutter::default();
+        let mut lines = Vec::new();
+        assert_eq!(cutter.cut(b"ab", &mut lines), 0);
+        assert_eq!(cutter.cut(b"c\nd\ne", &mut lines), 6);
+        assert_eq!(lines, [b"abc\n".to_vec(), b"d\n".to_vec()]);
+        assert!(cutter.has_partial_line());
+        // Many short lines in one chunk, then the held-over one completed.
+        let many: Vec<u8> = b"x\n".repeat(1000);
+        assert_eq!(
+            cutter.cut(&[b"f\n".as_slice(), &many].concat(), &mut lines),
+            2003
+        );
+        assert_eq!(lines.len(), 1003);
+        assert_eq!(lines[2], b"ef\n");
+        assert!(lines[3..].iter().all(|l| l == b"x\n"));
+        assert!(!cutter.has_partial_line());
+    }
+}

@@ -1,0 +1,219 @@
+//! Fetching one block from a node: probing what it offers, one batch per
+//! block (block, receipts, raw RLP), preparation and verification off the
+//! async workers, retries for transient failures.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use neve_upstream::{RpcClient, quantity};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::error::{IngestError, rpc};
+use crate::prepare::{PrepareError, PreparedBlock, RawParts, fixed_hex, prepare};
+use crate::status::IngestStatus;
+use crate::verify::{VerifyError, verify};
+
+/// Attempts at fetching one block before a sync step gives up on it: a
+/// transient failure (429, 5xx, timeout, garbage, a block that does not
+/// verify) is retried at once with a short backoff, so one bad answer does
+/// not cost a whole step. Default is 5.
+pub const FETCH_ATTEMPTS: u32 = 5;
+
+/// What the upstream offers beyond the basics, found by probing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `eth_getBlockReceipts` (else receipts are fetched per transaction).
+    pub block_receipts: bool,
+    /// `debug_getRawHeader`, `debug_getRawBlock`, `debug_getRawReceipts`.
+    pub raw: bool,
+}
+
+/// Finds what the upstream offers by trying each optional method once.
+pub(crate) async fn probe(client: &RpcClient) -> Capabilities {
+    let calls = [
+        ("eth_getBlockReceipts", json!(["0x0"])),
+        ("debug_getRawHeader", json!(["0x0"])),
+        ("debug_getRawBlock", json!(["0x0"])),
+        ("debug_getRawReceipts", json!(["0x0"])),
+    ];
+    match client.batch(&calls).await {
+        Ok(items) => Capabilities {
+            block_receipts: items[0].is_ok(),
+            raw: items[1..].iter().all(Result::is_ok),
+        },
+        Err(_) => Capabilities::default(),
+    }
+}
+
+/// Fetches block `height` with its receipts (and raw RLP when offered) in
+/// one batch, prepares and verifies it off the async workers.
+async fn fetch_once(
+    client: RpcClient,
+    caps: Capabilities,
+    height: u64,
+) -> Result<PreparedBlock, IngestError> {
+    let number = quantity(height);
+    let mut calls: Vec<(&str, Value)> = vec![("eth_getBlockByNumber", json!([number, true]))];
+    if caps.block_receipts {
+        calls.push(("eth_getBlockReceipts", json!([number])));
+    }
+    if caps.raw {
+        for method in [
+            "debug_getRawHeader",
+            "debug_getRawBlock",
+            "debug_getRawReceipts",
+        ] {
+            calls.push((method, json!([number])));
+        }
+    }
+    let mut items = client
+        .batch(&calls)
+        .await
+        .map_err(rpc("fetching a block"))?
+        .into_iter();
+    let block = items
+        .next()
+        .expect("one item per call")
+        .map_err(rpc("eth_getBlockByNumber"))?;
+    if block.get() == "null" {
+        return Err(IngestError::Missing(height));
+    }
+    let receipts = if caps.block_receipts {
+        items
+            .next()
+            .expect("one item per call")
+            .map_err(rpc("eth_getBlockReceipts"))?
+            .get()
+            .to_owned()
+    } else {
+        receipts_one_by_one(&client, &block).await?
+    };
+    let raw = if caps.raw {
+        let mut next = || -> Result<Vec<u8>, IngestError> {
+            let item = items
+                .next()
+                .expect("one item per call")
+                .map_err(rpc("debug_getRaw*"))?;
+            // Another neve answers null where its upstream gave no raw data.
+            Ok(if item.get() == "null" {
+                Vec::new()
+            } else {
+                item.get().as_bytes().to_vec()
+            })
+        };
+        RawParts {
+            header: next()?,
+            block: next()?,
+            receipts: next()?,
+        }
+    } else {
+        RawParts::default()
+    };
+    let full = block.get().to_owned();
+    tokio::task::spawn_blocking(move || prepare_verified(height, &full, &receipts, raw))
+        .await
+        .expect("preparation does not panic")
+}
+
+/// Prepares block `height` and verifies it; any failure is a refusal.
+pub(crate) fn prepare_verified(
+    height: u64,
+    full: &str,
+    receipts: &str,
+    raw: RawParts,
+) -> Result<PreparedBlock, IngestError> {
+    let refused = |reason: String| IngestError::Refused { height, reason };
+    let prepared =
+        prepare(full, receipts, raw).map_err(|e: PrepareError| refused(e.to_string()))?;
+    if prepared.height != height {
+        return Err(refused(format!(
+            "asked for {height}, got {}",
+            prepared.height
+        )));
+    }
+    verify(&prepared).map_err(|e: VerifyError| refused(e.to_string()))?;
+    Ok(prepared)
+}
+
+/// [`fetch_once`] with retries for transient failures; every refused block
+/// is counted and logged, also when a later attempt succeeds.
+pub(crate) async fn fetch_verified(
+    client: RpcClient,
+    caps: Capabilities,
+    height: u64,
+    status: Arc<IngestStatus>,
+) -> Result<PreparedBlock, IngestError> {
+    let mut delay = Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        let error = match fetch_once(client.clone(), caps, height).await {
+            Ok(block) => return Ok(block),
+            Err(error) => error,
+        };
+        if let IngestError::Refused { height, reason } = &error {
+            status.refused_blocks.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(height, %reason, "refused a block from the upstream");
+        }
+        // A missing block waits for the next step: the upstream is behind.
+        if !error.is_transient()
+            || matches!(error, IngestError::Missing(_))
+            || attempt >= FETCH_ATTEMPTS
+        {
+            return Err(error);
+        }
+        let asked = error.retry_after().unwrap_or_default();
+        tokio::time::sleep(delay.max(asked).min(Duration::from_secs(5))).await;
+        delay *= 2;
+        attempt += 1;
+    }
+}
+
+/// For upstreams without `eth_getBlockReceipts`: one batch of
+/// `eth_getTransactionReceipt`, joined into the array that method returns.
+async fn receipts_one_by_one(client: &RpcClient, block: &RawValue) -> Result<String, IngestError> {
+    #[derive(Deserialize)]
+    struct Txs<'a> {
+        #[serde(borrow)]
+        transactions: Vec<TxHash<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct TxHash<'a> {
+        #[serde(borrow)]
+        hash: &'a str,
+    }
+    let txs: Txs<'_> = serde_json::from_str(block.get()).map_err(|e| IngestError::Refused {
+        height: 0,
+        reason: format!("block JSON: {e}"),
+    })?;
+    if txs
+        .transactions
+        .iter()
+        .any(|t| fixed_hex::<32>(t.hash).is_none())
+    {
+        return Err(IngestError::Refused {
+            height: 0,
+            reason: "transaction hash malformed".into(),
+        });
+    }
+    let calls: Vec<(&str, [&str; 1])> = txs
+        .transactions
+        .iter()
+        .map(|t| ("eth_getTransactionReceipt", [t.hash]))
+        .collect();
+    let items = client
+        .batch(&calls)
+        .await
+        .map_err(rpc("eth_getTransactionReceipt"))?;
+    let mut out = String::from("[");
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.map_err(rpc("eth_getTransactionReceipt"))?.get());
+    }
+    out.push(']');
+    Ok(out)
+}

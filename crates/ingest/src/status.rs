@@ -1,0 +1,87 @@
+//! The follower's live counters, read by health and metrics.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Live counters for health and metrics; all reads are O(1).
+#[derive(Debug, Default)]
+pub struct IngestStatus {
+    /// The upstream's head at the last sync.
+    pub upstream_head: AtomicU64,
+    /// The upstream's `safe` height + 1 (0: unknown).
+    pub(crate) safe_plus_one: AtomicU64,
+    /// The upstream's `finalized` height + 1 (0: unknown).
+    pub(crate) finalized_plus_one: AtomicU64,
+    /// Whether the last exchange with the upstream succeeded.
+    pub connected: AtomicBool,
+    /// Unix milliseconds of the last exchange that succeeded.
+    pub last_contact_unix_ms: AtomicU64,
+    /// Unix milliseconds of the last block appended.
+    pub last_block_unix_ms: AtomicU64,
+    /// Blocks that failed preparation or verification (never stored).
+    pub refused_blocks: AtomicU64,
+    /// Reorgs followed by a rollback.
+    pub reorgs: AtomicU64,
+    /// Blocks appended since start.
+    pub appended_blocks: AtomicU64,
+    /// Set while no follower runs: the last one died (panicked) and its
+    /// successor is not up yet, or cannot be. Serving treats `latest` as
+    /// unknown and readiness as down meanwhile.
+    pub follower_down: AtomicBool,
+    /// Followers restarted after one died.
+    pub follower_restarts: AtomicU64,
+    /// Set once a sync step has read the upstream's head.
+    pub(crate) head_known: AtomicBool,
+    /// Notified after every append and rollback.
+    pub changed: Arc<tokio::sync::Notify>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl IngestStatus {
+    /// The upstream's head as of the last sync; `None` until one has read
+    /// it (after a restart, the stored tip must not pass for the head).
+    pub fn head(&self) -> Option<u64> {
+        self.head_known
+            .load(Ordering::Relaxed)
+            .then(|| self.upstream_head.load(Ordering::Relaxed))
+    }
+
+    /// The upstream's `safe` height, if it has one.
+    pub fn safe(&self) -> Option<u64> {
+        self.safe_plus_one.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// The upstream's `finalized` height, if it has one.
+    pub fn finalized(&self) -> Option<u64> {
+        self.finalized_plus_one
+            .load(Ordering::Relaxed)
+            .checked_sub(1)
+    }
+
+    /// The last error the follower hit, if the last sync failed.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_last_error(&self, error: Option<String>) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = error;
+    }
+
+    pub(crate) fn contact(&self, ok: bool) {
+        self.connected.store(ok, Ordering::Relaxed);
+        if ok {
+            self.last_contact_unix_ms
+                .store(unix_ms(), Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

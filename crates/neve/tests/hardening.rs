@@ -1,0 +1,378 @@
+//! Hardening, against live nodes: requests judged as geth judges them (the
+//! same table sent to both), WebSocket sessions under the connection limit
+//! and the idle timeout, `eth_getLogs` bombs held to their budget while
+//! another client is served, and upstream bodies and `/blocks` streams that
+//! never end or stall.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use neve_devnet::faults::{Fault, FaultProxy};
+use neve_devnet::{GethDev, GethDevOptions};
+use neve_upstream::RpcClient;
+use serde_json::{Value, json};
+use support::*;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Status and body (parsed; `Null` when empty).
+async fn post_raw(client: &RpcClient, body: &str) -> (u16, Value) {
+    let (status, bytes) = client
+        .post(body.to_string().into())
+        .await
+        .expect("answered");
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).expect("a JSON answer")
+    };
+    (status.as_u16(), value)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn neve_refuses_and_accepts_requests_as_geth_does() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let neve = Neve::start(geth.http_url(), &["--floor", "0"], 0).await;
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    let genesis = answer(&geth_client, "eth_getBlockByNumber", json!(["0x0", false])).await;
+    let hash = genesis["result"]["hash"].as_str().unwrap().to_string();
+    let upper_hash = format!("0X{}", &hash[2..]);
+    let account = "0x0000000000000000000000000000000000000001";
+    let requests = [
+        // Envelopes geth refuses.
+        r#"{"id":1,"method":"eth_chainId","params":[]}"#.to_string(),
+        r#"{"jsonrpc":"1.0","id":1,"method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":2,"id":1,"method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":[1],"method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"","params":[]}"#.into(),
+        // Parameter counts geth refuses.
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[1]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["latest"]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x0"]}"#.into(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByHash","params":["{hash}"]}}"#),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x0",false,1]}"#
+            .into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockReceipts","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionByBlockNumberAndIndex","params":["0x0"]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"debug_getRawHeader","params":[]}"#.into(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["{account}","latest",1]}}"#),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":{}}"#.into(),
+        // What geth accepts.
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":null}"#.into(),
+        r#"{"jsonrpc":"2.0","id":null,"method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":"x","method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"eth_chainId","params":[]}"#.into(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0X0",false]}"#
+            .into(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByHash","params":["{upper_hash}",true]}}"#),
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0X0","toBlock":"0X0"}]}"#.into(),
+        // Notifications: no answer at all.
+        r#"{"jsonrpc":"2.0","method":"eth_chainId","params":[]}"#.into(),
+        r#"[{"jsonrpc":"2.0","method":"eth_chainId"}]"#.into(),
+        r#"[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","id":3,"method":"eth_chainId"}]"#.into(),
+        r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"id":2,"method":"eth_chainId"}]"#.into(),
+    ];
+    for request in &requests {
+        let from_geth = post_raw(&geth_client, request).await;
+        let from_neve = post_raw(&neve_client, request).await;
+        assert_eq!(from_neve, from_geth, "{request}");
+    }
+}
+
+/// Whether a new connection is turned away at the connection limit (neve
+/// answers 503 without reading the request, and closes).
+fn refused(addr: &str) -> bool {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 503")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn websocket_sessions_hold_a_connection_slot_and_silent_ones_are_closed() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let neve = Neve::start(
+        geth.http_url(),
+        &[
+            "--floor",
+            "0",
+            "--max-connections",
+            "3",
+            "--idle-timeout",
+            "2",
+        ],
+        0,
+    )
+    .await;
+    let ws_url = neve.url.replacen("http://", "ws://", 1);
+    let mut live = Vec::new();
+    for _ in 0..2 {
+        let (ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+        live.push(ws);
+    }
+    // The third never reads, so never answers a ping.
+    let (mut silent, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(refused(&neve.addr), "three sessions hold all three slots");
+
+    // The live sessions answer pings (they read); the silent one is closed
+    // after the idle timeout and its slot freed.
+    let readers: Vec<_> = live
+        .into_iter()
+        .map(|ws| {
+            let (mut sink, mut stream) = ws.split();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                let request = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+                let started = Instant::now();
+                while started.elapsed() < Duration::from_secs(8) {
+                    if let Ok(Some(Ok(message))) =
+                        tokio::time::timeout(Duration::from_millis(500), stream.next()).await
+                        && let Message::Text(text) = message
+                    {
+                        answers.push(text.to_string());
+                    }
+                }
+                sink.send(Message::Text(request.into())).await.unwrap();
+                let reply = tokio::time::timeout(Duration::from_secs(5), stream.next())
+                    .await
+                    .expect("an answer after 8 s")
+                    .expect("still open")
+                    .expect("a message");
+                (answers, reply.into_text().unwrap().to_string())
+            })
+        })
+        .collect();
+    let freed = Instant::now();
+    loop {
+        if !refused(&neve.addr) {
+            break;
+        }
+        assert!(
+            freed.elapsed() < Duration::from_secs(15),
+            "the silent session kept its slot"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match silent.next().await {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the silent session was closed by neve");
+    for reader in readers {
+        let (_, reply) = reader.await.unwrap();
+        assert!(reply.contains("\"result\":\"0x"), "{reply}");
+    }
+}
+
+/// p99 of `eth_getBlockByNumber` over random heights, one at a time.
+async fn block_p99(client: &RpcClient, head: u64, requests: usize) -> Duration {
+    let mut times = Vec::with_capacity(requests);
+    for i in 0..requests {
+        let height = (i as u64 * 7919) % (head + 1);
+        let started = Instant::now();
+        let _ = client
+            .call_raw(
+                "eth_getBlockByNumber",
+                json!([format!("0x{height:x}"), false]),
+            )
+            .await
+            .expect("a block");
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times[times.len() * 99 / 100]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_query_bombs_spend_their_budget_while_other_clients_are_served() {
+    let (geth, neve) = neve_mirroring_a_chain_with_logs().await;
+    let head = support::head(&RpcClient::new(geth.http_url()).unwrap()).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let idle_p99 = block_p99(&client, head, 400).await;
+    let rss_before = neve.rss_anon_bytes();
+
+    let bomb = format!(
+        "[{}]",
+        vec![r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"latest"}]}"#; 1000]
+            .join(",")
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let bombers: Vec<_> = (0..3)
+        .map(|_| {
+            let (client, bomb, stop) = (client.clone(), bomb.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut batches, mut refused) = (0, 0);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (_, answer) = client.post(bomb.clone().into()).await.expect("answered");
+                    let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+                    batches += 1;
+                    refused += answer
+                        .as_array()
+                        .expect("a batch answer")
+                        .iter()
+                        .filter(|a| {
+                            a["error"]["code"] == -32005
+                                && a["error"]["message"].as_str().unwrap().contains("budget")
+                        })
+                        .count();
+                }
+                (batches, refused)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let loaded_p99 = block_p99(&client, head, 400).await;
+    let rss_during = neve.rss_anon_bytes();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut refused = 0;
+    for bomber in bombers {
+        let (batches, r) = bomber.await.unwrap();
+        assert!(batches > 0);
+        refused += r;
+    }
+    eprintln!(
+        "block p99 idle {idle_p99:?}, under log bombs {loaded_p99:?}; anonymous RSS {} → {} MiB; {refused} queries over budget",
+        rss_before >> 20,
+        rss_during >> 20
+    );
+    assert!(refused > 0, "whole-range bombs exceed the budget");
+    // Before the budget and off-worker scans, one such batch held a worker
+    // for 7.7 s and anonymous memory reached 360 MiB.
+    assert!(
+        loaded_p99 < Duration::from_millis(100),
+        "p99 {loaded_p99:?} under log bombs"
+    );
+    assert!(
+        rss_during < 200 << 20,
+        "anonymous RSS {} MiB",
+        rss_during >> 20
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endless_upstream_body_is_cut_off_and_following_resumes() {
+    let (geth, head) = chain_with_logs().await;
+    let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
+    let neve = Neve::start(
+        proxy.url(),
+        &[
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+            "--upstream-max-body-bytes",
+            "1048576",
+        ],
+        head,
+    )
+    .await;
+    proxy.control().set_override(Some(Fault::Endless));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = neve.health().unwrap();
+        if health["upstream"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("over 1048576 bytes"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no body cap: {health}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        neve.rss_anon_bytes() < 128 << 20,
+        "anonymous RSS {} MiB",
+        neve.rss_anon_bytes() >> 20
+    );
+    let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
+    config.accounts = 2;
+    config.tps = Some(50);
+    let report = neve_load::run(config, |_| {}).await.expect("more load");
+    proxy.control().set_override(None);
+    neve.wait_for_height(report.last_block, Duration::from_secs(60))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_bootstrap_survives_a_stalled_and_an_endless_blocks_stream() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let mut head = 0;
+    for round in 0..10 {
+        let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(4));
+        config.accounts = 16;
+        config.tps = Some(700);
+        config.seed = 300 + round;
+        head = neve_load::run(config, |_| {})
+            .await
+            .expect("load")
+            .last_block;
+        if head >= 150 {
+            break;
+        }
+    }
+    assert!(head >= 150, "a tail worth bootstrapping: {head}");
+    let a = Neve::start(geth.http_url(), &["--floor", "0"], head).await;
+    let proxy = FaultProxy::start(&a.url, vec![Fault::Pass]).await;
+    proxy.control().set_stream_fault(Some(Fault::Stall));
+    let b = Neve::spawn(&[
+        "--mirror-from",
+        proxy.url(),
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+        "--upstream-timeout-ms",
+        "2000",
+    ]);
+    let wait_for_log = |needle: &'static str| {
+        let b = &b;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(40);
+            while !b.log().contains(needle) {
+                assert!(Instant::now() < deadline, "no {needle:?} in:\n{}", b.log());
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    wait_for_log("/blocks stalled").await;
+    proxy.control().set_stream_fault(Some(Fault::Endless));
+    wait_for_log("/blocks line longer than").await;
+    assert!(
+        b.rss_anon_bytes() < 192 << 20,
+        "anonymous RSS {} MiB",
+        b.rss_anon_bytes() >> 20
+    );
+    proxy.control().set_stream_fault(None);
+    b.wait_for_height(head, Duration::from_secs(120)).await;
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let b_client = RpcClient::new(&b.url).unwrap();
+    for height in [0, head / 2, head] {
+        let params = json!([format!("0x{height:x}"), true]);
+        assert_eq!(
+            answer(&b_client, "eth_getBlockByNumber", params.clone()).await,
+            answer(&geth_client, "eth_getBlockByNumber", params).await
+        );
+    }
+}
