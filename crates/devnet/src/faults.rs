@@ -64,6 +64,7 @@ pub enum StateTamper {
 /// The proxy's switches.
 #[derive(Debug, Default)]
 pub struct Control {
+    fail_matching: std::sync::Mutex<Option<&'static str>>,
     override_fault: std::sync::Mutex<Option<Fault>>,
     stream_fault: std::sync::Mutex<Option<Fault>>,
     state_tamper: std::sync::Mutex<Option<StateTamper>>,
@@ -74,6 +75,8 @@ pub struct Control {
     faults_served: AtomicU64,
     tamper_armed: AtomicBool,
     tampered: AtomicU64,
+    sender_armed: AtomicBool,
+    senders_tampered: AtomicU64,
 }
 
 impl Control {
@@ -83,9 +86,27 @@ impl Control {
         *self.override_fault.lock().unwrap() = fault;
     }
 
+    /// While set, every JSON-RPC request whose body contains this text gets
+    /// 503 (a method the upstream fails to answer for a while).
+    pub fn set_fail_matching(&self, text: Option<&'static str>) {
+        *self.fail_matching.lock().unwrap() = text;
+    }
+
     /// While set, every `GET /blocks` gets this fault.
     pub fn set_stream_fault(&self, fault: Option<Fault>) {
         *self.stream_fault.lock().unwrap() = fault;
+    }
+
+    /// Changes the `from` of the first transaction in the next answer that
+    /// carries a block with full transactions: the one field of a block no
+    /// hash covers.
+    pub fn tamper_sender(&self) {
+        self.sender_armed.store(true, Ordering::Relaxed);
+    }
+
+    /// How many answers had a sender changed.
+    pub fn senders_tampered(&self) -> u64 {
+        self.senders_tampered.load(Ordering::Relaxed)
     }
 
     /// While set, every connection is closed without an answer.
@@ -282,6 +303,13 @@ async fn handle(
     let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
         return answer(StatusCode::BAD_REQUEST, "");
     };
+    let failing = *control.fail_matching.lock().unwrap();
+    if let Some(text) = failing
+        && body.windows(text.len()).any(|w| w == text.as_bytes())
+    {
+        control.faults_served.fetch_add(1, Ordering::Relaxed);
+        return answer(StatusCode::SERVICE_UNAVAILABLE, "upstream unavailable");
+    }
     match fault {
         Fault::TooManyRequests => {
             let mut response = answer(StatusCode::TOO_MANY_REQUESTS, "slow down");
@@ -326,6 +354,14 @@ async fn handle(
     {
         forwarded = tampered;
         control.tampered.fetch_add(1, Ordering::Relaxed);
+    }
+    if clean
+        && control.sender_armed.load(Ordering::Relaxed)
+        && let Some(tampered) = tamper_sender(&forwarded)
+        && control.sender_armed.swap(false, Ordering::Relaxed)
+    {
+        forwarded = tampered;
+        control.senders_tampered.fetch_add(1, Ordering::Relaxed);
     }
     let armed = *control.state_tamper.lock().unwrap();
     if let Some(kind) = armed
@@ -441,6 +477,17 @@ fn lag_head(body: &[u8], lag: u64) -> Vec<u8> {
 /// Changes the first transaction `value` in a body that carries full
 /// transactions, keeping the JSON valid: the block no longer verifies.
 /// `None` for a body without full transactions.
+/// The first transaction's `from` with one digit changed, if the answer
+/// carries a block with full transactions.
+fn tamper_sender(body: &[u8]) -> Option<Vec<u8>> {
+    let text = String::from_utf8_lossy(body);
+    let block = text.find("\"transactions\":[{")?;
+    let at = block + text[block..].find("\"from\":\"0x")? + "\"from\":\"0x".len();
+    let mut bytes = text.into_owned().into_bytes();
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    Some(bytes)
+}
+
 fn tamper(body: &[u8]) -> Option<Vec<u8>> {
     let text = String::from_utf8_lossy(body);
     if !text.contains("\"transactions\":[{") {

@@ -31,21 +31,31 @@ pub struct Capabilities {
     pub raw: bool,
 }
 
-/// Finds what the upstream offers by trying each optional method once.
-pub(crate) async fn probe(client: &RpcClient) -> Capabilities {
+/// How often a follower asks its upstream again what it offers, besides
+/// after every failed step: a node restarted with other flags, or upgraded,
+/// is noticed within this. Default is 10 minutes.
+pub const REPROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Finds what the upstream offers by trying each optional method once. An
+/// answer per method is definitive (a result: offered; an error object:
+/// not); an exchange that failed is an error, never "offers nothing", so a
+/// blip at start cannot leave every later block stored without its raw
+/// data.
+pub(crate) async fn probe(client: &RpcClient) -> Result<Capabilities, IngestError> {
     let calls = [
         ("eth_getBlockReceipts", json!(["0x0"])),
         ("debug_getRawHeader", json!(["0x0"])),
         ("debug_getRawBlock", json!(["0x0"])),
         ("debug_getRawReceipts", json!(["0x0"])),
     ];
-    match client.batch(&calls).await {
-        Ok(items) => Capabilities {
-            block_receipts: items[0].is_ok(),
-            raw: items[1..].iter().all(Result::is_ok),
-        },
-        Err(_) => Capabilities::default(),
-    }
+    let items = client
+        .batch(&calls)
+        .await
+        .map_err(rpc("probing the upstream's methods"))?;
+    Ok(Capabilities {
+        block_receipts: items[0].is_ok(),
+        raw: items[1..].iter().all(Result::is_ok),
+    })
 }
 
 /// Fetches block `height` with its receipts (and raw RLP when offered) in

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{StreamExt, stream};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
 use neve_store::{Identity, Reader, Store, StoreConfig, StoreError};
 use neve_upstream::{RpcClient, RpcError, parse_quantity, quantity};
 use serde::Deserialize;
@@ -28,8 +29,26 @@ pub const DEFAULT_MAX_REORG_DEPTH: u64 = 64;
 /// a loopback geth busy without starving its other clients. Default is 16.
 pub const DEFAULT_FETCH_CONCURRENCY: usize = 16;
 
-/// Blocks per store append (one fsync). Default is 64.
+/// Most blocks per store append (one fsync). Default is 64.
 pub const DEFAULT_APPEND_BATCH: usize = 64;
+
+/// Bytes of prepared blocks ingest may hold at once: fetched and being
+/// verified, and waiting to be appended. Fetches in flight are limited by
+/// it (at the size of recent blocks) as well as by their count, so a chain
+/// of 5 MB blocks does not cost sixteen times that per fetch in flight.
+/// Default is 32 MiB.
+pub const DEFAULT_INGEST_BUFFER_BYTES: usize = 32 << 20;
+
+/// Blocks waiting to be appended are appended once they weigh this much,
+/// even short of [`DEFAULT_APPEND_BATCH`]. Default is 8 MiB.
+const APPEND_BATCH_BYTES: usize = 8 << 20;
+
+/// A block being fetched and prepared is held in about this many copies at
+/// its peak (the answer, its parsed parts, the prepared record).
+const IN_FLIGHT_COPIES: usize = 3;
+
+/// The size a block is assumed to have before any was fetched.
+const FIRST_BLOCK_BYTES_GUESS: usize = 64 << 10;
 
 /// Where a new store starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +75,8 @@ pub struct IngestConfig {
     pub fetch_concurrency: usize,
     /// See [`DEFAULT_APPEND_BATCH`].
     pub append_batch: usize,
+    /// See [`DEFAULT_INGEST_BUFFER_BYTES`].
+    pub buffer_bytes: usize,
     /// The upstream is another neve: identity, head and tags come from its
     /// `/health`, and a long way behind is closed from its `/blocks` stream.
     pub mirror: bool,
@@ -69,6 +90,7 @@ impl Default for IngestConfig {
             max_reorg_depth: DEFAULT_MAX_REORG_DEPTH,
             fetch_concurrency: DEFAULT_FETCH_CONCURRENCY,
             append_batch: DEFAULT_APPEND_BATCH,
+            buffer_bytes: DEFAULT_INGEST_BUFFER_BYTES,
             mirror: false,
         }
     }
@@ -99,6 +121,13 @@ pub struct Follower {
     pub(crate) reader: Reader,
     identity: Identity,
     caps: Capabilities,
+    /// When the upstream was last probed, and whether a failed step asks
+    /// for probing again.
+    probed_at: std::time::Instant,
+    reprobe: bool,
+    /// The size of recent prepared blocks (a moving average), to bound
+    /// fetches in flight by bytes.
+    block_bytes: usize,
     pub(crate) config: IngestConfig,
     pub(crate) status: Arc<IngestStatus>,
 }
@@ -160,8 +189,9 @@ impl Follower {
                 raw: true,
             }
         } else {
-            probe(&client).await
+            probe(&client).await?
         };
+        status.publish_capabilities(caps);
         tracing::info!(
             chain_id = stored.chain_id,
             ?caps,
@@ -176,6 +206,9 @@ impl Follower {
             reader,
             identity: stored,
             caps,
+            probed_at: std::time::Instant::now(),
+            reprobe: false,
+            block_bytes: FIRST_BLOCK_BYTES_GUESS,
             config,
             status,
         })
@@ -220,9 +253,19 @@ impl Follower {
     /// or the stored tip, checking each block's parent hash; on a mismatch at
     /// the tip, rolls back to the common ancestor (the next call re-ingests).
     pub async fn sync_once(&mut self) -> Result<SyncOutcome, IngestError> {
+        self.reprobe_if_due().await;
         let result = self.sync_step().await;
+        // A failed step may be a method the upstream stopped offering.
+        self.reprobe |= result.is_err();
         self.status
             .set_last_error(result.as_ref().err().map(ToString::to_string));
+        match &result {
+            Err(error @ (IngestError::Store(_) | IngestError::WriterPoisoned)) => {
+                self.status.set_store_error(Some(error.to_string()));
+            }
+            Ok(_) => self.status.set_store_error(None),
+            Err(_) => {}
+        }
         if let Err(IngestError::Rpc { source, .. }) = &result {
             self.status.contact(!source.is_transient());
         }
@@ -283,56 +326,79 @@ impl Follower {
         }
         // An upstream behind neve (restarted, or catching up) is waited
         // for, not followed backwards.
-        while next <= head {
-            let end = head.min(next + self.config.append_batch as u64 - 1);
-            let client = self.client.clone();
-            let caps = self.caps;
-            let status = self.status.clone();
-            let fetched: Vec<Result<PreparedBlock, IngestError>> = stream::iter(next..=end)
-                .map(|height| fetch_verified(client.clone(), caps, height, status.clone()))
-                .buffered(self.config.fetch_concurrency.max(1))
-                .collect()
-                .await;
-            let mut tip = self.tip_hash();
-            let mut batch = Vec::with_capacity(fetched.len());
-            let mut stop: Option<IngestError> = None;
-            let mut reorg = false;
-            for result in fetched {
-                match result {
-                    Ok(block) => {
-                        if tip.is_some_and(|hash| hash != block.parent_hash) {
-                            // The first block after the stored tip not linking
-                            // means the upstream reorged under us; later in the
-                            // batch it means a reorg during the fetch: store
-                            // the consistent prefix and look again.
-                            reorg = batch.is_empty();
-                            break;
-                        }
-                        tip = Some(block.hash);
-                        batch.push(block);
-                    }
-                    Err(error) => {
-                        // Already counted and logged by fetch_verified.
-                        stop = Some(error);
-                        break;
-                    }
+        if next > head {
+            outcome.caught_up = true;
+            return Ok(outcome);
+        }
+        // Blocks are fetched `fetch_concurrency` at a time, but no more than
+        // the ingest buffer holds by the size of recent blocks, and appended
+        // in order as they arrive, in batches of `append_batch` blocks or
+        // APPEND_BATCH_BYTES, whichever comes first: what ingest holds is
+        // bounded by bytes, whatever the blocks weigh.
+        let (client, caps, status) = (self.client.clone(), self.caps, self.status.clone());
+        let mut in_flight = FuturesOrdered::new();
+        let mut to_fetch = next;
+        let mut batch: Vec<PreparedBlock> = Vec::new();
+        let mut batch_bytes = 0;
+        let mut tip = self.tip_hash();
+        let mut stop: Option<IngestError> = None;
+        let mut reorg = false;
+        loop {
+            while to_fetch <= head
+                && in_flight.len() < self.config.fetch_concurrency.max(1)
+                && (in_flight.is_empty()
+                    || batch_bytes + (in_flight.len() + 1) * self.block_bytes * IN_FLIGHT_COPIES
+                        <= self.config.buffer_bytes)
+            {
+                in_flight.push_back(fetch_verified(
+                    client.clone(),
+                    caps,
+                    to_fetch,
+                    status.clone(),
+                ));
+                to_fetch += 1;
+            }
+            let Some(result) = in_flight.next().await else {
+                break;
+            };
+            let block = match result {
+                Ok(block) => block,
+                Err(error) => {
+                    // Already counted and logged by fetch_verified.
+                    stop = Some(error);
+                    break;
                 }
+            };
+            if tip.is_some_and(|hash| hash != block.parent_hash) {
+                // Not linking to what this step has so far means the
+                // upstream reorged: under us (roll back), or during the
+                // fetch (store the consistent prefix and look again).
+                reorg = batch.is_empty();
+                break;
             }
-            if !batch.is_empty() {
+            tip = Some(block.hash);
+            let bytes = block.bytes();
+            self.block_bytes = (self.block_bytes * 3 + bytes) / 4;
+            batch_bytes += bytes;
+            batch.push(block);
+            if batch.len() >= self.config.append_batch.max(1) || batch_bytes >= APPEND_BATCH_BYTES {
                 next += batch.len() as u64;
-                outcome.appended += self.store_blocks(batch).await?;
+                outcome.appended += self.store_blocks(std::mem::take(&mut batch)).await?;
+                batch_bytes = 0;
             }
-            if reorg {
-                outcome.rolled_back_to = Some(self.roll_back_to_common_ancestor().await?);
-                return Ok(outcome);
-            }
-            if let Some(error) = stop {
-                return Err(error);
-            }
-            if next <= end {
-                // A reorg happened mid-batch: look again from the new tip.
-                return Ok(outcome);
-            }
+        }
+        // Whatever is still being fetched is dropped with the step.
+        drop(in_flight);
+        if !batch.is_empty() {
+            next += batch.len() as u64;
+            outcome.appended += self.store_blocks(batch).await?;
+        }
+        if reorg {
+            outcome.rolled_back_to = Some(self.roll_back_to_common_ancestor().await?);
+            return Ok(outcome);
+        }
+        if let Some(error) = stop {
+            return Err(error);
         }
         // A floor above the head waits for the chain: nothing to do yet.
         outcome.caught_up = next > head || self.reader.stats().max_contiguous_height >= Some(head);
@@ -343,6 +409,25 @@ impl Follower {
         let reader = self.reader.clone();
         let max = reader.stats().max_contiguous_height?;
         reader.block(max).map(|b| b.hash())
+    }
+
+    /// Asks the upstream again what it offers, after a failed step or every
+    /// [`REPROBE_INTERVAL`](crate::fetch::REPROBE_INTERVAL); a probe that
+    /// fails keeps what the last one found.
+    async fn reprobe_if_due(&mut self) {
+        let due = self.reprobe || self.probed_at.elapsed() >= crate::fetch::REPROBE_INTERVAL;
+        if self.config.mirror || !due {
+            return;
+        }
+        if let Ok(caps) = probe(&self.client).await {
+            if caps != self.caps {
+                tracing::warn!(was = ?self.caps, now = ?caps, "the upstream offers other methods now");
+            }
+            self.caps = caps;
+            self.status.publish_capabilities(caps);
+            self.reprobe = false;
+            self.probed_at = std::time::Instant::now();
+        }
     }
 
     /// Runs `write` on the store on the blocking pool: appends, rollbacks,
@@ -514,6 +599,7 @@ impl Follower {
     ) {
         self.status.follower_down.store(false, Ordering::Relaxed);
         let mut backoff = Duration::from_millis(100);
+        let mut appended_since_trim = 0u64;
         loop {
             if *shutdown.borrow() {
                 return;
@@ -524,10 +610,19 @@ impl Follower {
                 // Progress, even if the step then failed: no growing backoff.
                 backoff = Duration::from_millis(100);
             }
+            appended_since_trim += self
+                .status
+                .appended_blocks
+                .load(Ordering::Relaxed)
+                .saturating_sub(before);
             let pause = match result {
                 Ok(outcome) if !outcome.caught_up => Duration::ZERO,
                 Ok(_) => {
                     backoff = Duration::from_millis(100);
+                    if appended_since_trim >= TRIM_AFTER_BLOCKS {
+                        appended_since_trim = 0;
+                        give_memory_back().await;
+                    }
                     poll
                 }
                 Err(error) => {
@@ -549,6 +644,23 @@ impl Follower {
             }
         }
     }
+}
+
+/// Caught up after appending at least this many blocks, the follower hands
+/// the allocator's free memory back to the OS: a backfill's buffers are
+/// freed but stay resident otherwise (glibc keeps them in per-thread
+/// arenas). Default is 64.
+const TRIM_AFTER_BLOCKS: u64 = 64;
+
+/// Returns free heap memory to the OS (glibc's `malloc_trim`), on the
+/// blocking pool since it walks the heap.
+async fn give_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    let _ = tokio::task::spawn_blocking(|| {
+        // SAFETY: malloc_trim only releases free memory; it is thread-safe.
+        unsafe { libc::malloc_trim(0) };
+    })
+    .await;
 }
 
 /// Which chain the upstream serves: its chain id and genesis hash, from

@@ -34,6 +34,18 @@ pub struct PreparedBlock {
 }
 
 impl PreparedBlock {
+    /// Bytes it holds (sections and tables), for ingest's buffer bound.
+    pub fn bytes(&self) -> usize {
+        self.full.len()
+            + self.hashes_only.len()
+            + self.receipts.len()
+            + self.raw_header.len()
+            + self.raw_block.len()
+            + self.raw_receipts.len()
+            + self.txs.len() * std::mem::size_of::<TxEntry>()
+            + self.logs.len() * std::mem::size_of::<LogEntry>()
+    }
+
     /// A view for [`neve_store::Store::append`].
     pub fn as_new(&self) -> NewBlock<'_> {
         NewBlock {

@@ -31,11 +31,18 @@ pub struct IngestStatus {
     pub follower_down: AtomicBool,
     /// Followers restarted after one died.
     pub follower_restarts: AtomicU64,
+    /// What the last probe found: `eth_getBlockReceipts` (1), raw data (2).
+    /// Blocks stored without raw data while the upstream has none are
+    /// answered 421 for the `debug_getRaw*` methods; `/health` says which.
+    capabilities: AtomicU64,
     /// Set once a sync step has read the upstream's head.
     pub(crate) head_known: AtomicBool,
     /// Notified after every append and rollback.
     pub changed: Arc<tokio::sync::Notify>,
     last_error: Mutex<Option<String>>,
+    /// Why the last write to the store failed (a full disk, a failed
+    /// fsync); cleared by the next step that succeeds.
+    store_error: Mutex<Option<String>>,
 }
 
 impl IngestStatus {
@@ -65,6 +72,32 @@ impl IngestStatus {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    pub(crate) fn publish_capabilities(&self, caps: crate::Capabilities) {
+        let bits = 4 | caps.block_receipts as u64 | (caps.raw as u64) << 1;
+        self.capabilities.store(bits, Ordering::Relaxed);
+    }
+
+    /// What the upstream offers beyond the basics, once probed.
+    pub fn capabilities(&self) -> Option<crate::Capabilities> {
+        let bits = self.capabilities.load(Ordering::Relaxed);
+        (bits & 4 != 0).then_some(crate::Capabilities {
+            block_receipts: bits & 1 != 0,
+            raw: bits & 2 != 0,
+        })
+    }
+
+    /// Why the last write to the store failed, while it keeps failing.
+    pub fn store_error(&self) -> Option<String> {
+        self.store_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_store_error(&self, error: Option<String>) {
+        *self.store_error.lock().unwrap_or_else(|p| p.into_inner()) = error;
     }
 
     pub(crate) fn set_last_error(&self, error: Option<String>) {

@@ -44,9 +44,10 @@ pub struct ServeArgs {
     /// Where an empty store starts: a height, `tip`, or (default) the retention window back from the head.
     #[arg(long)]
     floor: Option<String>,
-    /// Keep at least this many newest blocks.
-    #[arg(long)]
-    retain_blocks: Option<u64>,
+    /// Keep at least this many newest blocks; 0 keeps everything (and, with
+    /// the default floor, backfills from genesis).
+    #[arg(long, default_value_t = neve_store::DEFAULT_RETAIN_BLOCKS)]
+    retain_blocks: u64,
     /// Keep the store under this many bytes (whole segments are dropped).
     #[arg(long)]
     retain_bytes: Option<u64>,
@@ -56,6 +57,10 @@ pub struct ServeArgs {
     /// Blocks fetched at once while backfilling.
     #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_FETCH_CONCURRENCY)]
     fetch_concurrency: usize,
+    /// Bytes of blocks ingest may hold at once (fetched, being verified,
+    /// waiting to be appended).
+    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_INGEST_BUFFER_BYTES)]
+    ingest_buffer_bytes: usize,
     /// How long one exchange with the upstream may take, in milliseconds.
     #[arg(long, default_value_t = neve_upstream::DEFAULT_TIMEOUT.as_millis() as u64)]
     upstream_timeout_ms: u64,
@@ -185,6 +190,7 @@ impl ChainView for IngestView {
                 self.status.last_block_unix_ms.load(Ordering::Relaxed),
             ),
             last_error: self.status.last_error(),
+            raw_data: self.status.capabilities().map(|c| c.raw),
         }
     }
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
@@ -195,6 +201,9 @@ impl ChainView for IngestView {
     }
     fn follower_restarts(&self) -> u64 {
         self.status.follower_restarts.load(Ordering::Relaxed)
+    }
+    fn store_write_error(&self) -> Option<String> {
+        self.status.store_error()
     }
     fn render_metrics(&self, out: &mut String) {
         let s = &self.status;
@@ -267,8 +276,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .context("--upstream")?
         .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
         .with_max_response_bytes(args.upstream_max_body_bytes);
+    let retain_blocks = (args.retain_blocks > 0).then_some(args.retain_blocks);
     let store_config = StoreConfig {
-        retain_blocks: args.retain_blocks,
+        retain_blocks,
         retain_bytes: args.retain_bytes,
         durability: match args.durability {
             DurabilityArg::Fsync => Durability::Fsync,
@@ -278,9 +288,10 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     };
     let ingest_config = IngestConfig {
         floor,
-        retain_blocks: args.retain_blocks,
+        retain_blocks,
         max_reorg_depth: args.max_reorg_depth,
         fetch_concurrency: args.fetch_concurrency,
+        buffer_bytes: args.ingest_buffer_bytes,
         mirror: args.mirror_from.is_some(),
         ..IngestConfig::default()
     };
@@ -377,7 +388,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         logs_budget_bytes: args.logs_budget_bytes,
         latest_lag: args.latest_lag,
         max_behind: args.max_behind,
-        retain_blocks: args.retain_blocks,
+        retain_blocks,
         fallback: args.fallback,
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then(|| Duration::from_millis(args.state_fetch_timeout_ms)),

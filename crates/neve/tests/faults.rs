@@ -60,6 +60,8 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
     trickle.accounts = 4;
     trickle.tps = Some(30);
     let load = tokio::spawn(neve_load::run(trickle, |_| {}));
+    // A lie no hash catches: who sent a transaction.
+    proxy.control().tamper_sender();
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.control().set_down(true); // a restart
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -115,4 +117,13 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
         .unwrap();
     assert!(proxy.control().tampered() >= 1, "a block was tampered with");
     assert!(refused >= 1, "the tampered block was refused and counted");
+    assert!(
+        proxy.control().senders_tampered() >= 1,
+        "a sender was changed"
+    );
+    assert!(
+        neve.log().contains("claims sender"),
+        "the changed sender was refused: {}",
+        neve.log()
+    );
 }

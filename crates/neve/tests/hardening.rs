@@ -269,6 +269,41 @@ async fn log_query_bombs_spend_their_budget_while_other_clients_are_served() {
     );
 }
 
+/// Regression (hardening: probing): a probe that failed once left every
+/// later block stored without its raw data, for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_probe_is_retried_and_blocks_keep_their_raw_data() {
+    let (geth, head) = chain_with_logs().await;
+    let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
+    proxy
+        .control()
+        .set_fail_matching(Some("debug_getRawHeader"));
+    let neve = Neve::spawn(&[
+        "--upstream",
+        proxy.url(),
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+    ]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.control().set_fail_matching(None);
+    neve.wait_for_height(head, Duration::from_secs(60)).await;
+    assert_eq!(neve.health().unwrap()["upstream"]["raw_data"], true);
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    for height in [1, head / 2, head] {
+        for method in ["debug_getRawBlock", "debug_getRawReceipts"] {
+            let params = json!([format!("0x{height:x}")]);
+            assert_eq!(
+                answer(&neve_client, method, params.clone()).await,
+                answer(&geth_client, method, params).await,
+                "{method} at {height}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endless_upstream_body_is_cut_off_and_following_resumes() {
     let (geth, head) = chain_with_logs().await;
@@ -375,4 +410,126 @@ async fn a_mirror_bootstrap_survives_a_stalled_and_an_endless_blocks_stream() {
             answer(&geth_client, "eth_getBlockByNumber", params).await
         );
     }
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(bytes: u64) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mounting a tmpfs needs root (CI runs as root): {status}"
+        );
+        SmallDisk { dir }
+    }
+
+    fn resize(&self, bytes: u64) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={bytes}")])
+            .arg(self.dir.path())
+            .status()
+            .expect("mount runs");
+        assert!(status.success(), "remount: {status}");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A full disk: neve keeps serving what it stored, says why it stopped
+/// storing, and resumes when space returns, with nothing damaged.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_disk_stops_storing_not_serving_and_storing_resumes_when_space_returns() {
+    let (geth, head) = chain_with_logs().await;
+    let disk = SmallDisk::mount(1 << 20);
+    let store = disk.dir.path().join("store");
+    let neve = Neve::spawn_in(
+        Some(&store),
+        &[
+            "--upstream",
+            geth.http_url(),
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let health = loop {
+        if let Some(health) = neve.health()
+            && health["storage"]["write_error"].is_string()
+        {
+            break health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the disk never filled:\n{}",
+            neve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let error = health["storage"]["write_error"].as_str().unwrap();
+    assert!(error.contains("No space left"), "{error}");
+    assert_eq!(health["status"], "degraded");
+    let stored = health["blocks"]["max_contiguous_height"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        stored < head,
+        "1 MiB holds part of the chain: {stored} of {head}"
+    );
+
+    // What is stored is still served, and is geth's.
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    for height in 0..=stored {
+        let params = json!([format!("0x{height:x}"), true]);
+        assert_eq!(
+            answer(&neve_client, "eth_getBlockByNumber", params.clone()).await,
+            answer(&geth_client, "eth_getBlockByNumber", params).await
+        );
+    }
+    // Space returns: storing resumes where it stopped.
+    disk.resize(256 << 20);
+    neve.wait_for_height(head, Duration::from_secs(60)).await;
+    let health = neve.health().unwrap();
+    assert!(health["storage"]["write_error"].is_null(), "{health}");
+    for height in 0..=head {
+        let params = json!([format!("0x{height:x}"), true]);
+        assert_eq!(
+            answer(&neve_client, "eth_getBlockByNumber", params.clone()).await,
+            answer(&geth_client, "eth_getBlockByNumber", params).await,
+            "height {height}"
+        );
+    }
+    drop(neve);
+    // Reopened, the store has every block: nothing stored was damaged.
+    let reopened = Neve::spawn_in(
+        Some(&store),
+        &["--upstream", geth.http_url(), "--ws-url", "none"],
+    );
+    reopened
+        .wait_for_height(head, Duration::from_secs(30))
+        .await;
+    let reopened_client = RpcClient::new(&reopened.url).unwrap();
+    let params = json!(["0x1", true]);
+    assert_eq!(
+        answer(&reopened_client, "eth_getBlockByNumber", params.clone()).await,
+        answer(&geth_client, "eth_getBlockByNumber", params).await
+    );
 }

@@ -147,6 +147,7 @@ impl Server {
         } else if behind.is_some_and(|b| b > self.ctx.config.max_behind)
             || !upstream.connected
             || !self.ctx.chain.following()
+            || self.ctx.chain.store_write_error().is_some()
         {
             "degraded"
         } else {
@@ -159,9 +160,9 @@ impl Server {
         format!(
             "{{\"status\":\"{status}\",\"chain_id\":{chain_id},\"genesis_hash\":\"0x{}\",\"version\":\"{}\",\"uptime_seconds\":{:.0},\
              \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
-             \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{},\"last_error\":{}}},\
+             \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{},\"last_error\":{},\"raw_data\":{}}},\
              \"follower\":{{\"running\":{},\"restarts\":{}}},\
-             \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{}}},\
+             \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{},\"write_error\":{}}},\
              \"state\":{},\"memory\":{{\"rss_bytes\":{}}}}}",
             self.ctx.genesis_hash,
             env!("CARGO_PKG_VERSION"),
@@ -178,12 +179,14 @@ impl Server {
             optf(upstream.last_contact_age_seconds),
             optf(upstream.last_block_age_seconds),
             serde_json::to_string(&upstream.last_error).expect("strings serialise"),
+            upstream.raw_data.map_or("null".into(), |b| b.to_string()),
             self.ctx.chain.following(),
             self.ctx.chain.follower_restarts(),
             stats.bytes,
             stats.segments,
             opt(self.ctx.config.retain_blocks),
             stats.corrupt_reads,
+            serde_json::to_string(&self.ctx.chain.store_write_error()).expect("strings serialise"),
             self.state_health(),
             opt(rss_bytes()),
         )

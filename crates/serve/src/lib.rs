@@ -98,6 +98,11 @@ pub trait ChainView: Send + Sync + 'static {
     fn follower_restarts(&self) -> u64 {
         0
     }
+    /// Why writing to the store fails, while it does (a full disk): what
+    /// is stored is still served, nothing new arrives.
+    fn store_write_error(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The upstream's state for `/health`.
@@ -114,6 +119,10 @@ pub struct UpstreamHealth {
     /// What the last sync step (or the follower's death) failed with, if
     /// the last one failed.
     pub last_error: Option<String>,
+    /// Whether the upstream offers raw RLP (`debug_getRaw*`): without it,
+    /// blocks are stored without raw data and those methods answer 421.
+    /// `None` until probed.
+    pub raw_data: Option<bool>,
 }
 
 /// Largest request body. Large enough for a 1,000-element batch of log

@@ -54,6 +54,12 @@ pub type Hash = [u8; 32];
 /// being written). Default is 1,024.
 pub const DEFAULT_SEGMENT_BLOCKS: u32 = 1024;
 
+/// The tail `neve serve` keeps unless told otherwise: 65,536 blocks (64
+/// segments), about nine days of Ethereum mainnet or a day and a half of
+/// the Avalanche C-chain. A mirror is a tail, not an archive: without a
+/// bound it would backfill from genesis and grow for ever. Default is 65,536.
+pub const DEFAULT_RETAIN_BLOCKS: u64 = 65_536;
+
 /// Bytes per segment file at most; a segment is sealed early when the next
 /// record would not fit. The file is sparse, so unused capacity costs address
 /// space, not disk. Default is 1 GiB.
@@ -239,6 +245,11 @@ pub enum StoreError {
     /// Another process has the store open.
     #[error("the store in {0} is in use by another process")]
     Locked(PathBuf),
+    /// An fsync failed earlier: what the kernel kept of the unsynced writes
+    /// is unknown, so this writer writes nothing more. Reopening (restarting
+    /// neve) recovers the files to their last intact record.
+    #[error("the store stopped writing after a failed fsync ({0}); restart neve to recover it")]
+    WriterFailed(String),
     /// A block does not continue the stored chain.
     #[error("block {height} does not continue the store: {reason}")]
     NotContiguous {
@@ -563,6 +574,8 @@ pub struct Store {
     /// `max` while a batch is being written).
     tip: Option<(u64, Hash)>,
     scratch: Vec<u8>,
+    /// Set by a failed fsync; see [`StoreError::WriterFailed`].
+    failed: Option<String>,
     _lock: File,
 }
 
@@ -654,6 +667,7 @@ impl Store {
             active,
             tip: None,
             scratch: Vec::new(),
+            failed: None,
             _lock: lock,
         };
         store.publish(|state| {
@@ -697,6 +711,7 @@ impl Store {
     /// `Ok`, the blocks are readable and durable per [`Durability`]. On `Err`
     /// the blocks before the failing one are stored and visible.
     pub fn append(&mut self, blocks: &[NewBlock<'_>]) -> Result<(), StoreError> {
+        self.writable()?;
         let mut written_through = None;
         let result = blocks.iter().try_for_each(|block| {
             self.write_block(block)?;
@@ -706,11 +721,9 @@ impl Store {
         if written_through.is_some() {
             if self.config.durability == Durability::Fsync
                 && let Some(active) = &self.active
+                && let Err(error) = active.file.sync_data()
             {
-                active
-                    .file
-                    .sync_data()
-                    .map_err(io_error(&active.segment.path, "syncing"))?;
+                return Err(self.fail(io_error(&active.segment.path, "syncing")(error)));
             }
             self.publish(|state| {
                 state.max = written_through;
@@ -810,6 +823,7 @@ impl Store {
     /// Removes every block above `keep_up_to` (all blocks when it is below
     /// the lowest). Durable per [`Durability`] when it returns.
     pub fn rollback(&mut self, keep_up_to: u64) -> Result<(), StoreError> {
+        self.writable()?;
         let state = self.shared.state.load_full();
         let (Some(min), Some(max)) = (state.min, state.max) else {
             return Ok(());
@@ -896,11 +910,11 @@ impl Store {
             .file
             .write_all_at(&self.scratch, active.end)
             .map_err(io_error(&active.segment.path, "writing a rollback"))?;
-        if self.config.durability == Durability::Fsync {
-            active
-                .file
-                .sync_data()
-                .map_err(io_error(&active.segment.path, "syncing"))?;
+        if self.config.durability == Durability::Fsync
+            && let Err(error) = active.file.sync_data()
+        {
+            let error = io_error(&active.segment.path, "syncing")(error);
+            return Err(self.fail(error));
         }
         active.end += self.scratch.len() as u64;
         active.count = keep;
@@ -935,6 +949,23 @@ impl Store {
             });
             remove_segment(&self.dir, oldest)?;
         }
+    }
+
+    /// Refuses to write after a failed fsync.
+    fn writable(&self) -> Result<(), StoreError> {
+        match &self.failed {
+            Some(reason) => Err(StoreError::WriterFailed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops writing for good: after a failed fsync the kernel may have
+    /// dropped the unsynced pages, so neither the page cache nor this
+    /// writer's view can be trusted to match the disk.
+    fn fail(&mut self, error: StoreError) -> StoreError {
+        tracing::error!(%error, "fsync failed: the store writes nothing more until reopened");
+        self.failed = Some(error.to_string());
+        error
     }
 
     /// Swaps in a new snapshot made by `change`.

@@ -516,26 +516,28 @@ pub(crate) fn open_for_writing(
     first_height: u64,
     capacity: u64,
 ) -> Result<File, StoreError> {
-    let exists = path.exists();
-    let mut file = OpenOptions::new()
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
         .map_err(io_error(path, "opening for writing"))?;
-    if !exists {
-        let mut header = [0u8; format::SEGMENT_HEADER_LEN];
-        header[..8].copy_from_slice(&format::SEGMENT_MAGIC);
-        header[8..16].copy_from_slice(&first_height.to_le_bytes());
-        file.write_all(&header)
-            .map_err(io_error(path, "writing header"))?;
-    }
-    // Grown, never shrunk: see [`zero_tail`].
     let len = file
         .metadata()
         .map_err(io_error(path, "reading the size"))?
         .len();
+    // Written unless whole: a write cut short by a full disk leaves a
+    // shorter file, and the next attempt completes it.
+    if len < format::SEGMENT_HEADER_LEN as u64 {
+        let mut header = [0u8; format::SEGMENT_HEADER_LEN];
+        header[..8].copy_from_slice(&format::SEGMENT_MAGIC);
+        header[8..16].copy_from_slice(&first_height.to_le_bytes());
+        file.write_all_at(&header, 0)
+            .map_err(io_error(path, "writing header"))?;
+    }
+    // Grown, never shrunk: see [`zero_tail`].
     if len < capacity {
         file.set_len(capacity).map_err(io_error(path, "sizing"))?;
     }

@@ -127,15 +127,21 @@ impl Neve {
     /// Starts `neve serve ARGS…` on a free port with a fresh data dir,
     /// without waiting for anything.
     pub fn spawn(extra: &[&str]) -> Neve {
+        Neve::spawn_in(None, extra)
+    }
+
+    /// [`Neve::spawn`] with the store in `data_dir` (else a fresh one).
+    pub fn spawn_in(data_dir: Option<&std::path::Path>, extra: &[&str]) -> Neve {
         let dir = tempfile::tempdir().unwrap();
         let [port] = neve_devnet::free_ports();
         let addr = format!("127.0.0.1:{port}");
+        let store = data_dir.map_or_else(|| dir.path().join("store"), |d| d.to_path_buf());
         let mut args = vec![
             "serve".to_string(),
             "--listen".into(),
             addr.clone(),
             "--data-dir".into(),
-            dir.path().join("store").display().to_string(),
+            store.display().to_string(),
             "--durability".into(),
             "os".into(),
         ];
