@@ -42,11 +42,12 @@ wait_for_log() {
   done
 }
 
-# start_geth_dev: sets geth_url, geth_ws and geth_pid.
+# start_geth_dev: sets geth_url, geth_ws and geth_pid. DEV_PERIOD (seconds
+# between blocks, default 0: a block per transaction batch) sizes blocks.
 start_geth_dev() {
   local http ws auth
   http=$(free_port); ws=$(free_port); auth=$(free_port)
-  "$NEVE_TOOLS_DIR/geth" --dev --dev.period 0 --dev.gaslimit 60000000 --state.scheme hash --gcmode archive \
+  "$NEVE_TOOLS_DIR/geth" --dev --dev.period "${DEV_PERIOD:-0}" --dev.gaslimit 60000000 --state.scheme hash --gcmode archive \
     --datadir "$work/geth" --http --http.addr 127.0.0.1 --http.port "$http" --http.api eth,net,web3,debug,txpool \
     --ws --ws.addr 127.0.0.1 --ws.port "$ws" --ws.api eth,net,web3 --authrpc.addr 127.0.0.1 --authrpc.port "$auth" \
     --nodiscover --maxpeers 0 --port 0 --ipcdisable --txpool.globalslots=200000 --txpool.accountslots=20000 \

@@ -14,6 +14,7 @@
 pub mod conformance;
 mod engine;
 pub mod faults;
+pub mod fuzz;
 mod process;
 mod tools;
 

@@ -260,51 +260,54 @@ impl LineCutter {
     }
 }
 
+/// Parses, prepares and verifies one `/blocks` line.
+fn verify_line(line: &[u8]) -> Result<PreparedBlock, IngestError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Line<'a> {
+        #[serde(borrow)]
+        number: &'a str,
+        #[serde(borrow)]
+        block: &'a RawValue,
+        #[serde(borrow)]
+        receipts: &'a RawValue,
+        #[serde(borrow, default)]
+        raw_header: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        raw_block: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        raw_receipts: Option<&'a RawValue>,
+    }
+    let refused = |reason: String| IngestError::Refused { height: 0, reason };
+    let line: Line<'_> =
+        serde_json::from_slice(line).map_err(|e| refused(format!("/blocks line: {e}")))?;
+    let height =
+        parse_quantity(line.number).ok_or_else(|| refused("/blocks line number".into()))?;
+    let bytes = |raw: Option<&RawValue>| raw.map_or(Vec::new(), |r| r.get().as_bytes().to_vec());
+    let raw = RawParts {
+        header: bytes(line.raw_header),
+        block: bytes(line.raw_block),
+        receipts: bytes(line.raw_receipts),
+    };
+    prepare_verified(height, line.block.get(), line.receipts.get(), raw)
+}
+
 /// Prepares and verifies `/blocks` lines on the blocking pool, two halves
 /// at once, and returns them in order.
 async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestError> {
-    fn one(line: &[u8]) -> Result<PreparedBlock, IngestError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Line<'a> {
-            #[serde(borrow)]
-            number: &'a str,
-            #[serde(borrow)]
-            block: &'a RawValue,
-            #[serde(borrow)]
-            receipts: &'a RawValue,
-            #[serde(borrow, default)]
-            raw_header: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            raw_block: Option<&'a RawValue>,
-            #[serde(borrow, default)]
-            raw_receipts: Option<&'a RawValue>,
-        }
-        let refused = |reason: String| IngestError::Refused { height: 0, reason };
-        let line: Line<'_> =
-            serde_json::from_slice(line).map_err(|e| refused(format!("/blocks line: {e}")))?;
-        let height =
-            parse_quantity(line.number).ok_or_else(|| refused("/blocks line number".into()))?;
-        let bytes =
-            |raw: Option<&RawValue>| raw.map_or(Vec::new(), |r| r.get().as_bytes().to_vec());
-        let raw = RawParts {
-            header: bytes(line.raw_header),
-            block: bytes(line.raw_block),
-            receipts: bytes(line.raw_receipts),
-        };
-        prepare_verified(height, line.block.get(), line.receipts.get(), raw)
-    }
     let middle = lines.len() / 2;
     let mut first = lines;
     let second = first.split_off(middle);
     let run = |half: Vec<Vec<u8>>| {
-        tokio::task::spawn_blocking(move || {
-            half.iter().map(|l| one(l)).collect::<Result<Vec<_>, _>>()
+        crate::cpu::run(move || {
+            half.iter()
+                .map(|l| verify_line(l))
+                .collect::<Result<Vec<_>, _>>()
         })
     };
     let (a, b) = tokio::join!(run(first), run(second));
-    let mut blocks = a.expect("verification does not panic")?;
-    blocks.extend(b.expect("verification does not panic")?);
+    let mut blocks = a?;
+    blocks.extend(b?);
     Ok(blocks)
 }
 
@@ -330,5 +333,61 @@ mod tests {
         assert_eq!(lines[2], b"ef\n");
         assert!(lines[3..].iter().all(|l| l == b"x\n"));
         assert!(!cutter.has_partial_line());
+    }
+
+    /// A `/blocks` line as another neve writes it, from a conformance
+    /// fixture block with its receipts and raw data.
+    fn fixture_line() -> Vec<u8> {
+        let result = |path: &str| {
+            let text = std::fs::read_to_string(neve_devnet::conformance::fixtures_dir().join(path))
+                .expect("conformance fixtures beside the workspace");
+            let answer = text.lines().find_map(|l| l.strip_prefix("<< ")).unwrap();
+            let value: serde_json::Value = serde_json::from_str(answer).unwrap();
+            value["result"].to_string()
+        };
+        let block = result("eth_getBlockByNumber/get-latest.io");
+        let number: serde_json::Value = serde_json::from_str(&block).unwrap();
+        format!(
+            "{{\"number\":{},\"block\":{block},\"receipts\":{}}}\n",
+            number["number"],
+            result("eth_getBlockReceipts/get-block-receipts-latest.io"),
+        )
+        .into_bytes()
+    }
+
+    /// Fuzz target: the `/blocks` stream reader. Bytes arrive in chunks of
+    /// any size, lines are cut, and each is parsed, prepared and verified:
+    /// garbage is refused, never a panic or a hang.
+    #[test]
+    fn fuzz_the_blocks_stream_reader() {
+        let line = fixture_line();
+        assert!(verify_line(&line).is_ok(), "the seed line verifies");
+        let seeds = vec![line.clone(), [line.clone(), line.clone()].concat()];
+        let dictionary: [&[u8]; 10] = [
+            b"\n",
+            b"{",
+            b"}",
+            b"\"",
+            b"0x",
+            b"\"transactions\":[",
+            b"\"rawBlock\":",
+            b"\"number\":",
+            b"null",
+            b"\xff",
+        ];
+        let report =
+            neve_devnet::fuzz::run("/blocks reader", &seeds, &dictionary, 256 << 10, |input| {
+                let mut cutter = LineCutter::default();
+                let mut lines = Vec::new();
+                // Chunk sizes from the input itself, so cuts land anywhere.
+                let step = 1 + input.first().copied().unwrap_or(7) as usize * 13;
+                for chunk in input.chunks(step) {
+                    cutter.cut(chunk, &mut lines);
+                }
+                for line in &lines {
+                    let _ = verify_line(line);
+                }
+            });
+        eprintln!("/blocks reader: {report}");
     }
 }

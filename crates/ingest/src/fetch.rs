@@ -123,9 +123,7 @@ async fn fetch_once(
         RawParts::default()
     };
     let full = block.get().to_owned();
-    tokio::task::spawn_blocking(move || prepare_verified(height, &full, &receipts, raw))
-        .await
-        .expect("preparation does not panic")
+    crate::cpu::run(move || prepare_verified(height, &full, &receipts, raw)).await
 }
 
 /// Prepares block `height` and verifies it; any failure is a refusal.

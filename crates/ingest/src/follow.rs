@@ -47,8 +47,10 @@ const APPEND_BATCH_BYTES: usize = 8 << 20;
 /// its peak (the answer, its parsed parts, the prepared record).
 const IN_FLIGHT_COPIES: usize = 3;
 
-/// The size a block is assumed to have before any was fetched.
-const FIRST_BLOCK_BYTES_GUESS: usize = 64 << 10;
+/// The size a block is assumed to have before any was fetched: large, so
+/// the first fetches are few (two at the default buffer) until real sizes
+/// are known; the estimate falls to the real size within a few blocks.
+const FIRST_BLOCK_BYTES_GUESS: usize = DEFAULT_INGEST_BUFFER_BYTES / IN_FLIGHT_COPIES / 2;
 
 /// Where a new store starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

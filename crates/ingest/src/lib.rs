@@ -16,6 +16,7 @@
 //! Start at [`Follower::connect`] and [`Follower::sync_once`].
 
 pub mod bootstrap;
+pub mod cpu;
 mod error;
 pub mod fetch;
 pub mod follow;

@@ -176,9 +176,23 @@ pub const PARALLEL_RECOVERY_MIN_TXS: usize = 128;
 
 /// Each transaction's `from` is what its signature recovers to. No hash
 /// covers `from`, so without this a lying upstream could change who sent a
-/// transaction and every mirror downstream would repeat it.
-fn check_senders(transactions: &[TxEnvelope], block: &PreparedBlock) -> Result<(), VerifyError> {
-    check_senders_split(transactions, block, PARALLEL_RECOVERY_MIN_TXS)
+/// transaction and every mirror downstream would repeat it. Part of
+/// [`verify`]; on its own for measuring its cost.
+pub fn check_senders(block: &PreparedBlock) -> Result<(), VerifyError> {
+    let full = block.full_json();
+    let transactions = block
+        .transactions()
+        .iter()
+        .map(|entry| {
+            let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
+            let bytes = full
+                .get(span)
+                .ok_or_else(|| VerifyError::Transactions("span outside the block".into()))?;
+            serde_json::from_slice::<TxEnvelope>(bytes)
+                .map_err(|e| VerifyError::Transactions(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    check_senders_split(&transactions, block, PARALLEL_RECOVERY_MIN_TXS)
 }
 
 fn check_senders_split(
@@ -291,7 +305,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
             });
         }
     }
-    check_senders(&transactions, block)?;
+    check_senders_split(&transactions, block, PARALLEL_RECOVERY_MIN_TXS)?;
     let computed = calculate_transaction_root(&transactions);
     if computed != transactions_root {
         return Err(VerifyError::TransactionsRoot {
@@ -430,5 +444,43 @@ mod tests {
         assert!(refused(&full, &other_block));
         let log_index = receipts.replacen("\"logIndex\":\"0x1\"", "\"logIndex\":\"0x7\"", 1);
         assert!(refused(&full, &log_index));
+    }
+
+    /// Fuzz target: upstream answers through preparation and verification
+    /// (a block and its receipts, as `eth_getBlockByNumber` and
+    /// `eth_getBlockReceipts` send them, split at a NUL byte). Whatever the
+    /// bytes, the answer is a block or a refusal.
+    #[test]
+    fn fuzz_upstream_answers_through_preparation_and_verification() {
+        let (full, receipts) = latest();
+        let seed = [full.as_bytes(), b"\0", receipts.as_bytes()].concat();
+        let dictionary: [&[u8]; 10] = [
+            b"\"0x",
+            b"\"hash\":",
+            b"\"from\":",
+            b"\"logs\":[",
+            b"\"type\":\"0x2\"",
+            b"null",
+            b"{}",
+            b"[]",
+            b"\"transactions\":[",
+            b"\"input\":\"0x",
+        ];
+        let report =
+            neve_devnet::fuzz::run("prepare+verify", &[seed], &dictionary, 256 << 10, |input| {
+                let (full, receipts) = match input.iter().position(|b| *b == 0) {
+                    Some(at) => (&input[..at], &input[at + 1..]),
+                    None => (input, &b"[]"[..]),
+                };
+                let (Ok(full), Ok(receipts)) =
+                    (std::str::from_utf8(full), std::str::from_utf8(receipts))
+                else {
+                    return;
+                };
+                if let Ok(block) = prepare(full, receipts, RawParts::default()) {
+                    let _ = verify(&block);
+                }
+            });
+        eprintln!("prepare+verify: {report}");
     }
 }

@@ -105,6 +105,13 @@ fn check(server: &Server, runtime: &tokio::runtime::Runtime, body: &[u8]) {
         );
         return;
     }
+    // An id is echoed as sent, as geth does: a number too large for a
+    // float is valid JSON that this checker's parser cannot hold.
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes)
+        && e.to_string().contains("number out of range")
+    {
+        return;
+    }
     let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
         panic!(
             "answer is not JSON ({e}) for {:?}: {:?}",
@@ -352,4 +359,92 @@ fn request_validation_matches_geth() {
         assert_eq!(status, 200, "{request}");
         assert_eq!(body, expected, "{request}");
     }
+}
+
+/// Fuzz target: the request path (single, batch, every method's params)
+/// and WebSocket messages, from the seed corpus and real requests of every
+/// served method. Every input gets a well-formed answer and nothing panics
+/// or hangs. The suite runs a short campaign; HARDENING.md a long one.
+#[test]
+fn fuzz_the_request_path() {
+    let (server, _dir) = server();
+    let runtime = runtime();
+    let mut seeds: Vec<Vec<u8>> = include_str!("../tests/corpus/seeds.txt")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.as_bytes().to_vec())
+        .collect();
+    let hash = format!("\"0x{}\"", "ab".repeat(32));
+    let address = format!("\"0x{}\"", "01".repeat(20));
+    for (method, params) in [
+        ("eth_getBlockByNumber", r#"["0x3",true]"#.to_string()),
+        ("eth_getBlockByHash", format!("[{hash},false]")),
+        ("eth_getTransactionByHash", format!("[{hash}]")),
+        (
+            "eth_getTransactionByBlockNumberAndIndex",
+            r#"["latest","0x1"]"#.into(),
+        ),
+        ("eth_getBlockReceipts", r#"[{"blockNumber":"0x2"}]"#.into()),
+        (
+            "eth_getLogs",
+            format!(
+                r#"[{{"fromBlock":"0x1","toBlock":"0x9","address":[{address}],"topics":[null,[{hash}]]}}]"#
+            ),
+        ),
+        ("eth_getBalance", format!("[{address},\"0x4\"]")),
+        (
+            "eth_getStorageAt",
+            format!("[{address},\"0x0\",\"latest\"]"),
+        ),
+        ("eth_getProof", format!("[{address},[{hash}],\"0x5\"]")),
+        (
+            "eth_getStorageValues",
+            format!("[{{{address}:[{hash}]}},\"latest\"]"),
+        ),
+        ("debug_getRawBlock", r#"["0x1"]"#.into()),
+        ("eth_subscribe", r#"["logs",{"topics":[]}]"#.into()),
+        ("eth_unsubscribe", r#"["0x1"]"#.into()),
+    ] {
+        let call = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#);
+        seeds.push(format!("[{call},{call}]").into_bytes());
+        seeds.push(call.into_bytes());
+    }
+    let dictionary: [&[u8]; 22] = [
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b"\"",
+        b",",
+        b":",
+        b"null",
+        b"true",
+        b"false",
+        b"\"jsonrpc\":\"2.0\"",
+        b"\"id\":",
+        b"\"method\":",
+        b"\"params\":",
+        b"0x",
+        b"0X",
+        b"\"latest\"",
+        b"\\u0000",
+        b"\xff\xfe",
+        b"-1",
+        b"1e999",
+        b"\"blockHash\":",
+    ];
+    let mut subscriptions = std::collections::HashMap::new();
+    let mut next_id = 1;
+    let report = neve_devnet::fuzz::run("request path", &seeds, &dictionary, 64 << 10, |input| {
+        check(&server, &runtime, input);
+        if subscriptions.len() > 32 {
+            subscriptions.clear();
+        }
+        let _ = ws::subscription_call(
+            &String::from_utf8_lossy(input),
+            &mut subscriptions,
+            &mut next_id,
+        );
+    });
+    eprintln!("request path: {report}");
 }

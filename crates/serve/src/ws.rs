@@ -46,7 +46,7 @@ pub const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10)
 /// body limit.
 pub const WRITE_BUFFER_MESSAGES: usize = 2;
 
-enum Subscription {
+pub(crate) enum Subscription {
     NewHeads,
     Logs(Filter),
     NewBlocks,
@@ -195,7 +195,7 @@ fn rand_seed() -> u64 {
 }
 
 /// Answers `eth_subscribe` / `eth_unsubscribe`; `None` for anything else.
-fn subscription_call(
+pub(crate) fn subscription_call(
     text: &str,
     subscriptions: &mut HashMap<String, Subscription>,
     next_id: &mut u64,

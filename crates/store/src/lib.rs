@@ -27,6 +27,7 @@
 //! Start at [`Store::open`], [`Store::append`] and [`Reader`].
 
 mod format;
+mod io;
 mod segment;
 #[doc(hidden)]
 pub mod testing;
@@ -34,7 +35,6 @@ pub mod testing;
 mod tests;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -178,6 +178,10 @@ pub struct StoreConfig {
     pub segment_blocks: u32,
     /// Bytes per segment for a new store. Default is [`DEFAULT_SEGMENT_BYTES`].
     pub segment_bytes: u64,
+    /// Crash tests only: segment-file writes are reported to this journal,
+    /// which can fail them from a chosen point on and undo what was never
+    /// synced. Default is `None`.
+    pub crash_journal: Option<std::sync::Arc<testing::CrashJournal>>,
 }
 
 impl Default for StoreConfig {
@@ -188,6 +192,7 @@ impl Default for StoreConfig {
             durability: Durability::Fsync,
             segment_blocks: DEFAULT_SEGMENT_BLOCKS,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            crash_journal: None,
         }
     }
 }
@@ -555,7 +560,7 @@ impl Reader {
 
 /// The segment being written.
 struct Active {
-    file: File,
+    file: io::SegmentFile,
     segment: Arc<Segment>,
     /// Where the next record goes.
     end: u64,
@@ -610,7 +615,9 @@ impl Store {
             // The last segment is reopened for writing; an earlier one whose
             // sealing a crash cut short is rebuilt from its records.
             let _ = std::fs::remove_file(dir.join(index_file_name(first_height)));
-            let Some((file, segment, scan)) = reopen_for_writing(dir, &meta, first_height)? else {
+            let Some((file, segment, scan)) =
+                reopen_for_writing(dir, &meta, first_height, config.crash_journal.clone())?
+            else {
                 // Nothing intact in it: a segment created just before a crash.
                 remove_segment(dir, first_height)?;
                 continue;
@@ -801,11 +808,16 @@ impl Store {
             });
         }
         let path = self.dir.join(segment_file_name(first_height));
-        let file = segment::open_for_writing(&path, first_height, self.meta.segment_bytes)?;
+        let file = segment::open_for_writing(
+            &path,
+            first_height,
+            self.meta.segment_bytes,
+            self.config.crash_journal.clone(),
+        )?;
         segment::sync_dir(&self.dir)?;
         let segment = Arc::new(Segment::active(
             path,
-            &file,
+            file.file(),
             first_height,
             self.meta.segment_blocks as usize,
             &[],
@@ -885,8 +897,13 @@ impl Store {
             let index = self.dir.join(index_file_name(first));
             std::fs::remove_file(&index).map_err(io_error(&index, "unsealing"))?;
             segment::sync_dir(&self.dir)?;
-            let (file, segment, scan) = reopen_for_writing(&self.dir, &self.meta, first)?
-                .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
+            let (file, segment, scan) = reopen_for_writing(
+                &self.dir,
+                &self.meta,
+                first,
+                self.config.crash_journal.clone(),
+            )?
+            .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
             self.active = Some(Active {
                 file,
                 segment: segment.clone(),
@@ -989,21 +1006,23 @@ fn reopen_for_writing(
     dir: &Path,
     meta: &Meta,
     first_height: u64,
-) -> Result<Option<(File, Arc<Segment>, segment::Scan)>, StoreError> {
+    journal: Option<Arc<testing::CrashJournal>>,
+) -> Result<Option<(io::SegmentFile, Arc<Segment>, segment::Scan)>, StoreError> {
     let path = dir.join(segment_file_name(first_height));
-    let file = segment::open_for_writing(&path, first_height, meta.segment_bytes)?;
+    let file = segment::open_for_writing(&path, first_height, meta.segment_bytes, journal)?;
     let blocks = meta.segment_blocks as usize;
-    let scan =
-        Segment::scan(&Segment::active(path.clone(), &file, first_height, blocks, &[])?.bytes());
+    let scan = Segment::scan(
+        &Segment::active(path.clone(), file.file(), first_height, blocks, &[])?.bytes(),
+    );
     if scan.first_height != Some(first_height) {
         return Ok(None);
     }
     // Readers may map this file (a rollback unsealing it): zero the tail,
     // never shorten the file under them.
-    segment::zero_tail(&file, &path, scan.end, meta.segment_bytes)?;
+    segment::zero_tail(&file, scan.end, meta.segment_bytes)?;
     file.sync_data()
         .map_err(io_error(&path, "cutting the tail"))?;
-    let segment = Segment::active(path, &file, first_height, blocks, &scan.offsets)?;
+    let segment = Segment::active(path, file.file(), first_height, blocks, &scan.offsets)?;
     Ok(Some((file, Arc::new(segment), scan)))
 }
 
@@ -1012,7 +1031,7 @@ fn reopen_for_writing(
 fn seal(
     dir: &Path,
     meta: &Meta,
-    file: File,
+    file: io::SegmentFile,
     segment: &Segment,
     end: u64,
     count: usize,

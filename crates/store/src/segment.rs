@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use memmap2::Mmap;
@@ -15,6 +15,7 @@ use memmap2::Mmap;
 use crate::format::{
     self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_BLOCK, KIND_ROLLBACK,
 };
+use crate::io::SegmentFile;
 use crate::{Block, Hash, StoreError, io_error};
 
 /// File name of the segment starting at `first_height`.
@@ -432,7 +433,11 @@ fn matching(
         })
 }
 
-fn check_index_header(index: &[u8], first_height: u64, file_len: u64) -> Option<(usize, usize)> {
+pub(crate) fn check_index_header(
+    index: &[u8],
+    first_height: u64,
+    file_len: u64,
+) -> Option<(usize, usize)> {
     if index.len() < INDEX_HEADER_LEN || index[..8] != INDEX_MAGIC {
         return None;
     }
@@ -471,39 +476,15 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 /// Makes bytes `from..` of `file` read as zeros without ever making the
 /// file shorter: readers may have it mapped, and touching a mapped page
-/// past the end of a file kills the process (SIGBUS). Punches a hole where
-/// the filesystem can, else writes zeros; then grows the file to at least
-/// `len`.
-pub(crate) fn zero_tail(file: &File, path: &Path, from: u64, len: u64) -> Result<(), StoreError> {
-    use std::os::unix::fs::FileExt;
-    use std::os::unix::io::AsRawFd;
-    let current = file
-        .metadata()
-        .map_err(io_error(path, "reading the size"))?
-        .len();
-    if current > from {
-        // SAFETY: fallocate on a descriptor we own, with a range inside the file.
-        let punched = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                from as libc::off_t,
-                (current - from) as libc::off_t,
-            )
-        } == 0;
-        if !punched {
-            static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-            let mut at = from;
-            while at < current {
-                let n = (current - at).min(ZEROS.len() as u64) as usize;
-                file.write_all_at(&ZEROS[..n], at)
-                    .map_err(io_error(path, "zeroing the tail"))?;
-                at += n as u64;
-            }
-        }
-    }
+/// past the end of a file kills the process (SIGBUS). Then grows the file
+/// to at least `len`.
+pub(crate) fn zero_tail(file: &SegmentFile, from: u64, len: u64) -> Result<(), StoreError> {
+    let path = file.path().to_path_buf();
+    let current = file.len().map_err(io_error(&path, "reading the size"))?;
+    file.zero(from, current)
+        .map_err(io_error(&path, "zeroing the tail"))?;
     if current < len {
-        file.set_len(len).map_err(io_error(path, "sizing"))?;
+        file.set_len(len).map_err(io_error(&path, "sizing"))?;
     }
     Ok(())
 }
@@ -515,8 +496,8 @@ pub(crate) fn open_for_writing(
     path: &Path,
     first_height: u64,
     capacity: u64,
-) -> Result<File, StoreError> {
-    use std::os::unix::fs::FileExt;
+    journal: Option<Arc<crate::testing::CrashJournal>>,
+) -> Result<SegmentFile, StoreError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -524,10 +505,8 @@ pub(crate) fn open_for_writing(
         .truncate(false)
         .open(path)
         .map_err(io_error(path, "opening for writing"))?;
-    let len = file
-        .metadata()
-        .map_err(io_error(path, "reading the size"))?
-        .len();
+    let file = SegmentFile::new(file, path.to_path_buf(), journal);
+    let len = file.len().map_err(io_error(path, "reading the size"))?;
     // Written unless whole: a write cut short by a full disk leaves a
     // shorter file, and the next attempt completes it.
     if len < format::SEGMENT_HEADER_LEN as u64 {

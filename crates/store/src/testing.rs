@@ -150,3 +150,141 @@ impl SyntheticBlock {
         }
     }
 }
+
+/// Simulated power loss for crash tests (set as
+/// [`StoreConfig::crash_journal`](crate::StoreConfig::crash_journal)): it
+/// remembers what each segment-file write replaced until a sync makes it
+/// durable, can make every write and sync from some point on fail (the
+/// moment power goes), and [`CrashJournal::power_loss`] then undoes, newest
+/// first, every write the disk was never told to keep.
+#[derive(Debug, Default)]
+pub struct CrashJournal {
+    state: std::sync::Mutex<JournalState>,
+}
+
+#[derive(Debug, Default)]
+struct JournalState {
+    /// Writes and syncs that may still happen; `None`: no limit.
+    ops_left: Option<u64>,
+    crashed: bool,
+    ops: u64,
+    undo: Vec<(std::path::PathBuf, Undo)>,
+}
+
+#[derive(Debug)]
+enum Undo {
+    Bytes { offset: u64, old: Vec<u8> },
+    Len(u64),
+}
+
+fn power_went() -> std::io::Error {
+    std::io::Error::other("simulated power loss")
+}
+
+impl CrashJournal {
+    /// A journal with no crash planned.
+    pub fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(CrashJournal::default())
+    }
+
+    /// The next `ops` writes and syncs succeed; every one after fails.
+    pub fn crash_after(&self, ops: u64) {
+        self.state.lock().unwrap().ops_left = Some(ops);
+    }
+
+    /// Writes and syncs so far (to choose crash points).
+    pub fn ops(&self) -> u64 {
+        self.state.lock().unwrap().ops
+    }
+
+    /// Whether the planned crash happened.
+    pub fn crashed(&self) -> bool {
+        self.state.lock().unwrap().crashed
+    }
+
+    /// Undoes every write not made durable, newest first, and forgets the
+    /// crash: the files are what the disk would hold after power returns.
+    pub fn power_loss(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut state = self.state.lock().unwrap();
+        for (path, undo) in state.undo.drain(..).rev() {
+            let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+                continue; // removed since: nothing left to undo
+            };
+            match undo {
+                Undo::Bytes { offset, old } => file.write_all_at(&old, offset)?,
+                Undo::Len(len) => file.set_len(len)?,
+            }
+        }
+        *state = JournalState::default();
+        Ok(())
+    }
+
+    fn count(state: &mut JournalState) -> std::io::Result<()> {
+        if state.crashed {
+            return Err(power_went());
+        }
+        if let Some(left) = state.ops_left.as_mut() {
+            if *left == 0 {
+                state.crashed = true;
+                return Err(power_went());
+            }
+            *left -= 1;
+        }
+        state.ops += 1;
+        Ok(())
+    }
+
+    pub(crate) fn before_write(
+        &self,
+        file: &std::fs::File,
+        path: &std::path::Path,
+        offset: u64,
+        len: usize,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut state = self.state.lock().unwrap();
+        Self::count(&mut state)?;
+        let file_len = file.metadata()?.len();
+        if offset + len as u64 > file_len {
+            state.undo.push((path.to_path_buf(), Undo::Len(file_len)));
+        }
+        let kept = file_len.saturating_sub(offset).min(len as u64) as usize;
+        let mut old = vec![0; kept];
+        file.read_exact_at(&mut old, offset)?;
+        state
+            .undo
+            .push((path.to_path_buf(), Undo::Bytes { offset, old }));
+        Ok(())
+    }
+
+    pub(crate) fn before_resize(
+        &self,
+        file: &std::fs::File,
+        path: &std::path::Path,
+        len: u64,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut state = self.state.lock().unwrap();
+        Self::count(&mut state)?;
+        let file_len = file.metadata()?.len();
+        if len < file_len {
+            // Shortening loses bytes: remember them.
+            let mut old = vec![0; (file_len - len) as usize];
+            file.read_exact_at(&mut old, len)?;
+            state
+                .undo
+                .push((path.to_path_buf(), Undo::Bytes { offset: len, old }));
+        }
+        state.undo.push((path.to_path_buf(), Undo::Len(file_len)));
+        Ok(())
+    }
+
+    pub(crate) fn before_sync(&self) -> std::io::Result<()> {
+        Self::count(&mut self.state.lock().unwrap())
+    }
+
+    pub(crate) fn synced(&self, path: &std::path::Path) {
+        self.state.lock().unwrap().undo.retain(|(p, _)| p != path);
+    }
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Abuse a live neve, one kind at a time, while a well-behaved client reads
+random blocks over one keep-alive connection; print per abuse that client's
+p99 against its idle p99, neve's anonymous RSS, and what the abuser got.
+
+    abuse.py HOST:PORT PID HEAD [SECONDS]
+
+Run by scripts/abuse.sh, which starts geth and neve first.
+"""
+import asyncio
+import json
+import random
+import sys
+import time
+
+HOST, PORT = sys.argv[1].split(":")
+PORT = int(PORT)
+PID = int(sys.argv[2])
+HEAD = int(sys.argv[3])
+SECONDS = float(sys.argv[4]) if len(sys.argv) > 4 else 8.0
+
+
+def rss_anon_mib():
+    with open(f"/proc/{PID}/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def request(body: bytes, keep_alive=True) -> bytes:
+    connection = b"keep-alive" if keep_alive else b"close"
+    return (b"POST / HTTP/1.1\r\nHost: neve\r\nContent-Type: application/json\r\nConnection: "
+            + connection + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+async def read_response(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    body = await reader.readexactly(length)
+    return status, body
+
+
+async def good_client(stop, latencies):
+    reader, writer = await asyncio.open_connection(HOST, PORT)
+    rng = random.Random(7)
+    while not stop.is_set():
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
+                           "params": [hex(rng.randint(0, HEAD)), False]}).encode()
+        started = time.perf_counter()
+        writer.write(request(body))
+        await writer.drain()
+        status, _ = await read_response(reader)
+        latencies.append((time.perf_counter() - started, status))
+    writer.close()
+
+
+def p99(latencies):
+    values = sorted(l for l, _ in latencies)
+    return values[int(len(values) * 0.99)] * 1000 if values else float("nan")
+
+
+async def measured(name, abuse):
+    """Runs `abuse` for SECONDS alongside the good client."""
+    stop = asyncio.Event()
+    latencies = []
+    good = asyncio.create_task(good_client(stop, latencies))
+    await asyncio.sleep(0.5)
+    latencies.clear()
+    peak = [rss_anon_mib()]
+
+    async def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_anon_mib())
+            await asyncio.sleep(0.2)
+
+    sampler = asyncio.create_task(sample())
+    outcome = await abuse(stop) if abuse else await asyncio.sleep(SECONDS)
+    stop.set()
+    await good
+    await sampler
+    bad = sum(1 for _, s in latencies if s != 200)
+    return name, p99(latencies), len(latencies), bad, peak[0], outcome
+
+
+async def slowloris(stop):
+    """Connections sending a header a byte at a time."""
+    writers = []
+    for _ in range(200):
+        _, writer = await asyncio.open_connection(HOST, PORT)
+        writers.append(writer)
+    line = b"POST / HTTP/1.1\r\nHost: neve\r\nX-Slow: " + b"a" * 64
+    closed = 0
+    deadline = time.time() + SECONDS
+    i = 0
+    while time.time() < deadline and i < len(line):
+        for writer in writers:
+            try:
+                writer.write(line[i:i + 1])
+                await writer.drain()
+            except (ConnectionError, OSError):
+                closed += 1
+        i += 1
+        await asyncio.sleep(SECONDS / len(line))
+    for writer in writers:
+        writer.close()
+    return f"200 slow headers, {closed} write failures (neve closed them)"
+
+
+async def never_reading(stop):
+    """Clients pipelining full-block requests and never reading answers."""
+    writers = []
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
+                       "params": [hex(HEAD), True]}).encode()
+    for _ in range(20):
+        _, writer = await asyncio.open_connection(HOST, PORT)
+        writers.append(writer)
+    sent = 0
+    deadline = time.time() + SECONDS
+    while time.time() < deadline:
+        for writer in writers:
+            if writer.transport.get_write_buffer_size() < 1 << 20:
+                writer.write(request(body) * 10)
+                sent += 10
+        await asyncio.sleep(0.05)
+    for writer in writers:
+        writer.transport.abort()
+    return f"20 clients sent {sent} requests, read nothing"
+
+
+async def idle_connections(stop):
+    """10,000 connections that send nothing."""
+    writers = []
+    refused = 0
+    for _ in range(10_000):
+        try:
+            _, writer = await asyncio.open_connection(HOST, PORT)
+            writers.append(writer)
+        except OSError:
+            refused += 1
+    await asyncio.sleep(SECONDS)
+    for writer in writers:
+        writer.transport.abort()
+    return f"{len(writers)} idle connections open ({refused} refused at connect)"
+
+
+async def one_shot(body: bytes):
+    reader, writer = await asyncio.open_connection(HOST, PORT)
+    writer.write(request(body, keep_alive=False))
+    await writer.drain()
+    try:
+        status, answer = await asyncio.wait_for(read_response(reader), 30)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        status, answer = 0, b"(closed)"
+    writer.close()
+    return status, answer
+
+
+async def bad_requests(stop):
+    """Batch bombs, deep nesting, huge numbers and hex, invalid UTF-8."""
+    logs = {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs",
+            "params": [{"fromBlock": "0x0", "toBlock": hex(HEAD)}]}
+    cases = {
+        "5,000-element batch": json.dumps([{"jsonrpc": "2.0", "id": i, "method": "eth_chainId"}
+                                           for i in range(5000)]).encode(),
+        "1,000 whole-range eth_getLogs": json.dumps([logs] * 1000).encode(),
+        "200,000-deep nesting": b"[" * 200_000 + b"]" * 200_000,
+        "5,000-digit height": json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
+                                          "params": ["0x" + "f" * 5000, False]}).encode(),
+        "huge number id": b'{"jsonrpc":"2.0","id":' + b"9" * 100_000 + b',"method":"eth_chainId"}',
+        "invalid UTF-8": b'{"jsonrpc":"2.0","id":1,"method":"eth_\xff\xfe"}',
+    }
+    results = []
+    deadline = time.time() + SECONDS
+    rounds = 0
+    while time.time() < deadline:
+        for name, body in cases.items():
+            status, answer = await one_shot(body)
+            if rounds == 0:
+                try:
+                    parsed = json.loads(answer)
+                    first = parsed[0] if isinstance(parsed, list) else parsed
+                    error = first.get("error", {}).get("code", "result")
+                except ValueError:
+                    error = answer[:40]
+                results.append(f"{name}: {status} {error}")
+        rounds += 1
+    return "; ".join(results)
+
+
+async def main():
+    rows = [await measured("idle", None)]
+    for name, abuse in [("slowloris", slowloris), ("never-reading clients", never_reading),
+                        ("10,000 idle connections", idle_connections), ("bad requests", bad_requests)]:
+        rows.append(await measured(name, abuse))
+        await asyncio.sleep(1)
+    idle = rows[0][1]
+    print("| abuse | good client p99 | × idle | its requests (non-200) | neve anonymous RSS peak | what the abuser got |")
+    print("|---|---|---|---|---|---|")
+    for name, p, n, bad, peak, outcome in rows:
+        print(f"| {name} | {p:.2f} ms | {p / idle:.2f} | {n} ({bad}) | {peak:.0f} MiB | {outcome or ''} |")
+
+
+asyncio.run(main())

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Abuse campaign against a live neve following geth (see scripts/abuse.py):
+# slowloris, clients that never read, 10,000 idle connections, batch bombs,
+# deep nesting, huge numbers, invalid UTF-8 — one at a time, while a
+# well-behaved client's p99 and neve's anonymous RSS are measured.
+#
+#   scripts/abuse.sh            # 8 s per abuse
+#   SECONDS_EACH=20 scripts/abuse.sh
+set -euo pipefail
+SECONDS_EACH=${SECONDS_EACH:-8}
+source "$(dirname "$0")/lib.sh"
+ulimit -n 65536
+
+start_geth_dev
+grow_chain 60 600
+chain=$(head_of "$geth_url")
+P=$(free_port)
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$P" \
+  --data-dir "$work/neve" --max-connections 16384 >"$work/neve.log" 2>&1 &
+pid=$!; pids+=("$pid")
+until [ "$(stored_height "http://127.0.0.1:$P")" -ge "$chain" ]; do sleep 0.05; done
+python3 scripts/abuse.py "127.0.0.1:$P" "$pid" "$chain" "$SECONDS_EACH"

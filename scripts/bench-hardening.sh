@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Hardening measurements, one run on this machine, on a geth dev chain of
+# large blocks (one block a second under ~1,250 transactions a second):
+#
+#  1. memory: neve's anonymous RSS (peak, sampled every 50 ms) while it
+#     backfills the chain from geth, while a second neve mirrors the first
+#     from genesis, and after serving full blocks at c16;
+#  2. serving while ingesting: wrk randblock c16 p99 on a mirror while it
+#     backfills from the first neve (fetches, verification with sender
+#     recovery, store appends, all at full speed), against the same
+#     requests on the same mirror once idle.
+#
+#   scripts/bench-hardening.sh
+#   LOAD_SECONDS=60 TPS=800 scripts/bench-hardening.sh
+set -euo pipefail
+LOAD_SECONDS=${LOAD_SECONDS:-100}
+TPS=${TPS:-1250}
+ROUNDS=${ROUNDS:-3}
+export DEV_PERIOD=${DEV_PERIOD:-1}
+source "$(dirname "$0")/lib.sh"
+
+rss_anon_kb() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# sample_peak PID FILE: appends RssAnon every 50 ms to FILE until killed.
+sample_peak() { while kill -0 "$1" 2>/dev/null; do rss_anon_kb "$1" >>"$2"; sleep 0.05; done; }
+peak_mib() { sort -n "$1" | tail -1 | awk '{printf "%.0f", $1/1024}'; }
+now_mib() { awk -v kb="$(rss_anon_kb "$1")" 'BEGIN {printf "%.0f", kb/1024}'; }
+
+start_geth_dev
+echo "growing the chain: neve load at $TPS tx/s for $LOAD_SECONDS s, a block a second …" >&2
+"$neve" load --rpc "$geth_url" --seconds "$LOAD_SECONDS" --tps "$TPS" --accounts 64 2>/dev/null | sed -n 2p >&2
+chain=$(head_of "$geth_url")
+txs=$(rpc "$geth_url" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBlockTransactionCountByNumber\",\"params\":[\"0x$(printf %x $((chain / 2)))\"]}" |
+  python3 -c 'import json,sys; print(int(json.load(sys.stdin)["result"],16))')
+
+# 1. Backfill from geth.
+AP=$(free_port)
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$AP" --data-dir "$work/a" >"$work/a.log" 2>&1 &
+a=$!; pids+=("$a")
+sample_peak "$a" "$work/a.rss" & pids+=($!)
+until [ "$(stored_height "http://127.0.0.1:$AP")" -ge "$chain" ]; do sleep 0.05; done
+backfill_peak=$(peak_mib "$work/a.rss")
+sleep 2
+a_idle=$(now_mib "$a")
+
+# 1b. Bootstrap from the first neve.
+BP=$(free_port)
+"$neve" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --ws-url none --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
+b=$!; pids+=("$b")
+sample_peak "$b" "$work/b.rss" & pids+=($!)
+until curl -s "http://127.0.0.1:$BP/health" >/dev/null; do sleep 0.01; done
+t0=$(date +%s.%N)
+until [ "$(stored_height "http://127.0.0.1:$BP")" -ge "$chain" ]; do sleep 0.02; done
+t1=$(date +%s.%N)
+mirror_peak=$(peak_mib "$work/b.rss")
+mirror_rate=$(python3 -c "import sys; print(f'{($chain + 1) / ($t1 - $t0):.0f}')")
+how=$(grep -q 'bootstrapped from /blocks' "$work/b.log" && echo "bootstrapped over /blocks" || echo "fetched block by block: fewer than 128 behind")
+kill "$b"
+
+# 1c. Serving full blocks at c16 from the first.
+"$neve" bench --target "a=http://127.0.0.1:$AP" --workload randblock-full --conns 16 --duration 5 --warmup 1 --out "$work/serve" >/dev/null 2>&1
+a_served=$(now_mib "$a")
+
+# 2. randblock c16 on a mirror bootstrapping, then idle: the same requests
+# (hashes-only blocks 0..31, which the mirror stores first).
+cat >"$work/rand.lua" <<'LUA'
+math.randomseed(7)
+request = function()
+  local body = string.format('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",false]}', math.random(0, 31))
+  return wrk.format("POST", "/", {["Content-Type"] = "application/json"}, body)
+end
+LUA
+p99_ms() { grep -E '^ +99%' | awk '{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'; }
+results=()
+for round in $(seq "$ROUNDS"); do
+  CP=$(free_port)
+  rm -rf "$work/c"
+  "$neve" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --ws-url none --listen "127.0.0.1:$CP" --data-dir "$work/c" >"$work/c.log" 2>&1 &
+  c=$!; pids+=("$c")
+  until [ "$(stored_height "http://127.0.0.1:$CP")" -ge 31 ]; do sleep 0.01; done
+  busy=$(wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  at_end=$(stored_height "http://127.0.0.1:$CP")
+  until [ "$(stored_height "http://127.0.0.1:$CP")" -ge "$chain" ]; do sleep 0.05; done
+  sleep 1
+  idle=$(wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  results+=("$busy $idle $at_end")
+  kill "$c"; wait "$c" 2>/dev/null || true
+done
+
+echo "chain: $((chain + 1)) blocks, ~$txs transactions in the middle one"
+echo "anonymous RSS: backfill from geth peak $backfill_peak MiB, $a_idle MiB once caught up; mirroring that neve peak $mirror_peak MiB ($mirror_rate blocks/s, $how); after randblock-full c16 ${a_served} MiB"
+for r in "${results[@]}"; do
+  set -- $r
+  python3 -c "import sys; b,i,e,c=map(float,sys.argv[1:]); print(f'randblock c16 p99 while bootstrapping {b:.2f} ms, idle {i:.2f} ms: {b/i:.2f}x (the mirror had {int(e)} of {int(c)+1} blocks when wrk ended)')" "$1" "$2" "$3" "$chain"
+done
