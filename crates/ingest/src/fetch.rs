@@ -79,11 +79,41 @@ async fn fetch_once(
             calls.push((method, json!([number])));
         }
     }
-    let mut items = client
-        .batch(&calls)
+    let answer = client
+        .send_batch(&calls)
         .await
-        .map_err(rpc("fetching a block"))?
-        .into_iter();
+        .map_err(rpc("fetching a block"))?;
+    // Decoding the answer (megabytes for a large block) is CPU work like
+    // the rest: it is done on ingest's threads, not the async workers.
+    if caps.block_receipts {
+        return crate::cpu::run(move || prepare_answer(height, caps, &answer, None)).await;
+    }
+    // Without eth_getBlockReceipts the receipts take a second exchange.
+    let block = {
+        let items = answer.items().map_err(rpc("fetching a block"))?;
+        let block = items
+            .into_iter()
+            .next()
+            .expect("one item per call")
+            .map_err(rpc("eth_getBlockByNumber"))?;
+        if block.get() == "null" {
+            return Err(IngestError::Missing(height));
+        }
+        block.to_owned()
+    };
+    let receipts = receipts_one_by_one(&client, &block).await?;
+    crate::cpu::run(move || prepare_answer(height, caps, &answer, Some(&receipts))).await
+}
+
+/// A block's batch answer (block, receipts unless given, raw parts when
+/// offered) prepared and verified.
+fn prepare_answer(
+    height: u64,
+    caps: Capabilities,
+    answer: &neve_upstream::BatchAnswer,
+    receipts: Option<&str>,
+) -> Result<PreparedBlock, IngestError> {
+    let mut items = answer.items().map_err(rpc("fetching a block"))?.into_iter();
     let block = items
         .next()
         .expect("one item per call")
@@ -91,15 +121,13 @@ async fn fetch_once(
     if block.get() == "null" {
         return Err(IngestError::Missing(height));
     }
-    let receipts = if caps.block_receipts {
-        items
+    let receipts = match receipts {
+        Some(receipts) => receipts,
+        None => items
             .next()
             .expect("one item per call")
             .map_err(rpc("eth_getBlockReceipts"))?
-            .get()
-            .to_owned()
-    } else {
-        receipts_one_by_one(&client, &block).await?
+            .get(),
     };
     let raw = if caps.raw {
         let mut next = || -> Result<Vec<u8>, IngestError> {
@@ -122,8 +150,7 @@ async fn fetch_once(
     } else {
         RawParts::default()
     };
-    let full = block.get().to_owned();
-    crate::cpu::run(move || prepare_verified(height, &full, &receipts, raw)).await
+    prepare_verified(height, block.get(), receipts, raw)
 }
 
 /// Prepares block `height` and verifies it; any failure is a refusal.

@@ -43,9 +43,10 @@ pub const DEFAULT_INGEST_BUFFER_BYTES: usize = 32 << 20;
 /// even short of [`DEFAULT_APPEND_BATCH`]. Default is 8 MiB.
 const APPEND_BATCH_BYTES: usize = 8 << 20;
 
-/// A block being fetched and prepared is held in about this many copies at
-/// its peak (the answer, its parsed parts, the prepared record).
-const IN_FLIGHT_COPIES: usize = 3;
+/// A block being fetched and verified is held in about this many copies at
+/// its peak: the answer, the prepared record, and what verification decodes
+/// (transactions, receipts with their logs).
+const IN_FLIGHT_COPIES: usize = 4;
 
 /// The size a block is assumed to have before any was fetched: large, so
 /// the first fetches are few (two at the default buffer) until real sizes

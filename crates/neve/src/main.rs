@@ -60,7 +60,25 @@ struct DemoArgs {
     seconds: u64,
 }
 
+/// glibc gives each thread that allocates an arena of its own (up to eight
+/// per core), and memory freed in one stays resident: with ingest's and
+/// the blocking pool's threads that kept tens of MiB that nothing used.
+/// Half the cores (at least two) is what a backfill measured best with
+/// (BENCHMARKS.md); serving's small allocations come from per-thread caches
+/// and rarely touch an arena lock.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        // SAFETY: called first thing in main, before any other thread exists.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, (cores / 2).max(2) as libc::c_int);
+        }
+    }
+}
+
 fn main() -> Result<()> {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::INFO)

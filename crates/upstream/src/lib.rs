@@ -125,6 +125,51 @@ impl RpcError {
 /// for that element.
 pub type BatchItem = Result<Box<RawValue>, RpcError>;
 
+/// A batch's answer as received, decoded on demand.
+#[derive(Debug)]
+pub struct BatchAnswer {
+    bytes: Bytes,
+    first: u64,
+    count: usize,
+}
+
+impl BatchAnswer {
+    /// Each call's answer, in the order the calls were given, borrowed from
+    /// the body: the result's raw bytes, or the node's error for that call.
+    pub fn items(&self) -> Result<Vec<Result<&RawValue, RpcError>>, RpcError> {
+        let bytes = &self.bytes;
+        if self.count == 0 {
+            return Ok(Vec::new());
+        }
+        let responses: Vec<ResponseObject<'_>> = match decode(bytes) {
+            Ok(responses) => responses,
+            // A node answers a whole batch with one error object when it
+            // refuses the batch itself (too large, rate limited).
+            Err(malformed) => match decode::<ResponseObject<'_>>(bytes) {
+                Ok(single) => return Err(into_result(single).err().unwrap_or(malformed)),
+                Err(_) => return Err(malformed),
+            },
+        };
+        let mut by_id: HashMap<u64, ResponseObject<'_>> = HashMap::with_capacity(responses.len());
+        for response in responses {
+            if let Some(id) = response.id {
+                by_id.insert(id, response);
+            }
+        }
+        (0..self.count as u64)
+            .map(|i| {
+                by_id
+                    .remove(&(self.first + i))
+                    .map(into_result)
+                    .ok_or_else(|| RpcError::Malformed {
+                        reason: format!("batch answer lacks id {}", self.first + i),
+                        snippet: snippet(bytes),
+                    })
+            })
+            .collect()
+    }
+}
+
 /// A JSON-RPC client over HTTP/1.1 with a keep-alive pool; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct RpcClient {
@@ -252,7 +297,7 @@ impl RpcClient {
         .expect("request serialises");
         let (_, bytes) = self.post(Bytes::from(body)).await?;
         let response: ResponseObject<'_> = decode(&bytes)?;
-        into_result(response)
+        into_result(response).map(ToOwned::to_owned)
     }
 
     /// Sends `calls` as one JSON-RPC batch and returns one item per call, in
@@ -263,8 +308,27 @@ impl RpcClient {
         &self,
         calls: &[(&str, P)],
     ) -> Result<Vec<BatchItem>, RpcError> {
+        let answer = self.send_batch(calls).await?;
+        Ok(answer
+            .items()?
+            .into_iter()
+            .map(|item| item.map(ToOwned::to_owned))
+            .collect())
+    }
+
+    /// Sends a batch and returns its answer undecoded: decoding a large
+    /// answer is CPU work a caller may want done off its async workers
+    /// (see [`BatchAnswer::items`]).
+    pub async fn send_batch<P: Serialize>(
+        &self,
+        calls: &[(&str, P)],
+    ) -> Result<BatchAnswer, RpcError> {
         if calls.is_empty() {
-            return Ok(Vec::new());
+            return Ok(BatchAnswer {
+                bytes: Bytes::from_static(b"[]"),
+                first: 0,
+                count: 0,
+            });
         }
         let first = self
             .next_id
@@ -281,32 +345,11 @@ impl RpcClient {
             .collect();
         let body = serde_json::to_vec(&requests).expect("request serialises");
         let (_, bytes) = self.post(Bytes::from(body)).await?;
-        let responses: Vec<ResponseObject<'_>> = match decode(&bytes) {
-            Ok(responses) => responses,
-            // A node answers a whole batch with one error object when it
-            // refuses the batch itself (too large, rate limited).
-            Err(malformed) => match decode::<ResponseObject<'_>>(&bytes) {
-                Ok(single) => return Err(into_result(single).err().unwrap_or(malformed)),
-                Err(_) => return Err(malformed),
-            },
-        };
-        let mut by_id: HashMap<u64, ResponseObject<'_>> = HashMap::with_capacity(responses.len());
-        for response in responses {
-            if let Some(id) = response.id {
-                by_id.insert(id, response);
-            }
-        }
-        (0..calls.len() as u64)
-            .map(|i| {
-                by_id
-                    .remove(&(first + i))
-                    .map(into_result)
-                    .ok_or_else(|| RpcError::Malformed {
-                        reason: format!("batch answer lacks id {}", first + i),
-                        snippet: snippet(&bytes),
-                    })
-            })
-            .collect()
+        Ok(BatchAnswer {
+            bytes,
+            first,
+            count: calls.len(),
+        })
     }
 
     /// Posts a prepared body and returns the status and body as received.
@@ -473,7 +516,7 @@ fn decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, RpcError>
     })
 }
 
-fn into_result(response: ResponseObject<'_>) -> Result<Box<RawValue>, RpcError> {
+fn into_result(response: ResponseObject<'_>) -> Result<&RawValue, RpcError> {
     if let Some(error) = response.error {
         return Err(RpcError::Rpc {
             code: error.code,
@@ -481,10 +524,7 @@ fn into_result(response: ResponseObject<'_>) -> Result<Box<RawValue>, RpcError> 
         });
     }
     // `"result": null` and a missing result both mean null to a caller.
-    Ok(response
-        .result
-        .map(ToOwned::to_owned)
-        .unwrap_or_else(|| RawValue::from_string("null".into()).expect("null is JSON")))
+    Ok(response.result.unwrap_or(RawValue::NULL))
 }
 
 fn snippet(bytes: &[u8]) -> String {
