@@ -44,6 +44,10 @@ pub enum Fault {
     /// Send the first 4 KiB of the real answer (all of it if shorter), then
     /// nothing, without ever ending the body.
     Stall,
+    /// Send the first half of the real answer, then reset the connection.
+    Reset,
+    /// Forward it, with a batch answer's elements in reverse order.
+    Reorder,
 }
 
 /// A lie about state, told in the next answer that carries it.
@@ -208,33 +212,41 @@ impl FaultProxy {
     }
 }
 
-/// A proxy answer's body: whole, endless or stalling.
-type ProxyBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+/// A proxy answer's body: whole, endless, stalling or cut off.
+type ProxyBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
 
 fn answer(status: StatusCode, body: impl Into<Bytes>) -> Response<ProxyBody> {
-    let mut response = Response::new(Full::new(body.into()).boxed());
+    let mut response = Response::new(
+        Full::new(body.into())
+            .map_err(|never: Infallible| match never {})
+            .boxed(),
+    );
     *response.status_mut() = status;
     response
 }
 
-/// A body that sends `prefix`, then `x`s for ever (`endless`) or nothing
-/// for ever.
+/// A body that sends `prefix`, then `x`s for ever (`endless`), an error
+/// that resets the connection (`reset`), or nothing for ever.
 struct Unending {
     prefix: Option<Bytes>,
     endless: bool,
+    reset: bool,
 }
 
 impl hyper::body::Body for Unending {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
         static XS: [u8; 64 << 10] = [b'x'; 64 << 10];
         if let Some(prefix) = self.prefix.take() {
             return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(prefix))));
+        }
+        if self.reset {
+            return std::task::Poll::Ready(Some(Err(std::io::Error::other("reset mid-body"))));
         }
         if self.endless {
             return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
@@ -252,10 +264,17 @@ fn unending(fault: Fault, status: StatusCode, whole: &[u8]) -> Option<Response<P
         Fault::Endless => Unending {
             prefix: None,
             endless: true,
+            reset: false,
         },
         Fault::Stall => Unending {
             prefix: Some(Bytes::copy_from_slice(&whole[..whole.len().min(4096)])),
             endless: false,
+            reset: false,
+        },
+        Fault::Reset => Unending {
+            prefix: Some(Bytes::copy_from_slice(&whole[..whole.len() / 2])),
+            endless: false,
+            reset: true,
         },
         _ => return None,
     };
@@ -339,6 +358,7 @@ async fn handle(
     match fault {
         Fault::Slow(delay) => tokio::time::sleep(delay).await,
         Fault::Truncate => forwarded.truncate(forwarded.len() / 2),
+        Fault::Reorder => forwarded = reorder(&forwarded),
         // Which request falls on this slot depends on timing; stay armed
         // until an answer carries a block worth tampering with.
         Fault::TamperBlock => control.tamper_armed.store(true, Ordering::Relaxed),
@@ -346,7 +366,7 @@ async fn handle(
     }
     // Only on an answer that otherwise arrives intact and in time, so the
     // tampered block is what neve sees.
-    let clean = matches!(fault, Fault::Pass | Fault::TamperBlock);
+    let clean = matches!(fault, Fault::Pass | Fault::TamperBlock | Fault::Reorder);
     if clean
         && control.tamper_armed.load(Ordering::Relaxed)
         && let Some(tampered) = tamper(&forwarded)
@@ -372,6 +392,17 @@ async fn handle(
         control.state_tampered.fetch_add(1, Ordering::Relaxed);
     }
     answer(status, forwarded)
+}
+
+/// A batch answer with its elements in reverse order (anything else as is).
+fn reorder(body: &[u8]) -> Vec<u8> {
+    match serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(body) {
+        Ok(mut items) => {
+            items.reverse();
+            serde_json::to_vec(&items).expect("raw values serialise")
+        }
+        Err(_) => body.to_vec(),
+    }
 }
 
 /// A quantity made different but still well-formed.

@@ -1,8 +1,9 @@
 //! Ingest under faults, against real geth behind a fault-injecting proxy:
-//! 429 with Retry-After, 5xx, timeouts, truncated and garbage answers, a
-//! tampered block, the upstream down for a while (a restart), and the
-//! upstream's head behind neve's. neve recovers, fills every gap, refuses
-//! the tampered block, and never stores a wrong one.
+//! 429 with Retry-After, 5xx, timeouts, truncated and garbage answers,
+//! connections reset mid-body, batch answers out of order, a tampered block
+//! and a tampered sender, the upstream down for a while (a restart), and
+//! the upstream's head behind neve's. neve recovers, fills every gap,
+//! refuses the tampered blocks, and never stores a wrong one.
 
 mod support;
 
@@ -33,6 +34,8 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
         Garbage,
         TamperBlock,
         Slow(Duration::from_millis(1500)),
+        Reset,
+        Reorder,
     ];
     let schedule: Vec<Fault> = faults
         .iter()
