@@ -533,3 +533,93 @@ async fn a_full_disk_stops_storing_not_serving_and_storing_resumes_when_space_re
         answer(&geth_client, "eth_getBlockByNumber", params).await
     );
 }
+
+/// A reorg while neve is still backfilling (geth rewound below what neve
+/// stored, then mining another chain): neve rolls back and ends with
+/// exactly geth's chain.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reorg_during_backfill_ends_with_exactly_the_nodes_chain() {
+    let (geth, head) = chain_with_logs().await;
+    // Slow answers keep the backfill going while the chain changes under it.
+    let proxy = FaultProxy::start(
+        geth.http_url(),
+        vec![Fault::Slow(Duration::from_millis(150))],
+    )
+    .await;
+    let neve = Neve::spawn(&[
+        "--upstream",
+        proxy.url(),
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+        "--fetch-concurrency",
+        "2",
+    ]);
+    let rewind_to = head / 3;
+    neve.wait_for_height(rewind_to + 3, Duration::from_secs(120))
+        .await;
+    let stored = neve.health().unwrap()["blocks"]["max_contiguous_height"]
+        .as_u64()
+        .unwrap();
+    assert!(stored < head, "still backfilling: {stored} of {head}");
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let _: Value = geth_client
+        .call("debug_setHead", [format!("0x{rewind_to:x}")])
+        .await
+        .unwrap();
+    let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(3));
+    config.accounts = 3;
+    config.tps = Some(60);
+    config.seed = 77;
+    let report = neve_load::run(config, |_| {}).await.expect("the new chain");
+    proxy.control().set_override(Some(Fault::Pass));
+    let new_head = support::head(&geth_client).await;
+    assert!(new_head >= report.last_block);
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let theirs = answer(
+            &geth_client,
+            "eth_getBlockByNumber",
+            json!([format!("0x{new_head:x}"), false]),
+        )
+        .await;
+        let ours = answer(
+            &neve_client,
+            "eth_getBlockByNumber",
+            json!([format!("0x{new_head:x}"), false]),
+        )
+        .await;
+        if ours == theirs {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "neve did not converge:\n{}",
+            neve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = neve.get("/metrics").unwrap().1;
+    assert!(
+        metrics.contains("neve_ingest_reorgs_total ")
+            && !metrics.contains("neve_ingest_reorgs_total 0\n"),
+        "the reorg was followed"
+    );
+    for height in 0..=new_head {
+        for (method, params) in [
+            (
+                "eth_getBlockByNumber",
+                json!([format!("0x{height:x}"), true]),
+            ),
+            ("eth_getBlockReceipts", json!([format!("0x{height:x}")])),
+        ] {
+            assert_eq!(
+                answer(&neve_client, method, params.clone()).await,
+                answer(&geth_client, method, params.clone()).await,
+                "{method} {params}"
+            );
+        }
+    }
+}
