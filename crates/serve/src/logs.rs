@@ -133,10 +133,11 @@ fn invalid(message: impl Into<String>) -> Reply {
 }
 
 /// Most blocks the `eth_getLogs` calls of one request (a call, or all of
-/// a batch's) may scan together. With the range limit alone, a batch of
-/// 1,000 whole-range queries was 10 million block scans on one request;
-/// past this the rest of the batch's queries get -32005. Default is 100,000.
-pub const DEFAULT_LOGS_BUDGET_BLOCKS: u64 = 100_000;
+/// a batch's) may scan together: two queries at the range limit. With the
+/// range limit alone, a batch of 1,000 whole-range queries was 10 million
+/// block scans on one request; past this the rest of the batch's queries
+/// get -32005. Default is 20,000.
+pub const DEFAULT_LOGS_BUDGET_BLOCKS: u64 = 20_000;
 
 /// Most bytes of logs the `eth_getLogs` calls of one request may produce
 /// together, so one request cannot hold more than this of answer in
