@@ -54,6 +54,19 @@ pub fn served_methods() -> Vec<&'static str> {
         .collect()
 }
 
+/// The `result` of a fixture's answer line (`<< {...}`), as JSON text: the
+/// conformance chain's own blocks and receipts, for tests and benchmarks.
+pub fn fixture_result(path: &str) -> String {
+    let text = std::fs::read_to_string(fixtures_dir().join(path))
+        .expect("conformance fixtures beside the workspace");
+    let answer = text
+        .lines()
+        .find_map(|l| l.strip_prefix("<< "))
+        .expect("an answer line");
+    let value: Value = serde_json::from_str(answer).expect("a JSON answer");
+    value["result"].to_string()
+}
+
 /// The fixtures directory: `$NEVE_CONFORMANCE_DIR`, else
 /// `<workspace>/../shared/conformance/rpc-compat`.
 pub fn fixtures_dir() -> PathBuf {

@@ -10,17 +10,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use neve_ingest::prepare::{RawParts, prepare};
 use neve_ingest::verify::{check_senders, verify};
 
-/// The `result` of a conformance fixture.
-fn fixture(path: &str) -> String {
-    let text = std::fs::read_to_string(neve_devnet::conformance::fixtures_dir().join(path))
-        .expect("conformance fixtures beside the workspace");
-    let answer = text
-        .lines()
-        .find_map(|l| l.strip_prefix("<< "))
-        .expect("an answer line");
-    let value: serde_json::Value = serde_json::from_str(answer).unwrap();
-    value["result"].to_string()
-}
+use neve_devnet::conformance::fixture_result as fixture;
 
 fn verification(c: &mut Criterion) {
     let full = fixture("eth_getBlockByNumber/get-latest.io");

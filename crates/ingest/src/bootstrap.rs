@@ -338,13 +338,7 @@ mod tests {
     /// A `/blocks` line as another neve writes it, from a conformance
     /// fixture block with its receipts and raw data.
     fn fixture_line() -> Vec<u8> {
-        let result = |path: &str| {
-            let text = std::fs::read_to_string(neve_devnet::conformance::fixtures_dir().join(path))
-                .expect("conformance fixtures beside the workspace");
-            let answer = text.lines().find_map(|l| l.strip_prefix("<< ")).unwrap();
-            let value: serde_json::Value = serde_json::from_str(answer).unwrap();
-            value["result"].to_string()
-        };
+        let result = neve_devnet::conformance::fixture_result;
         let block = result("eth_getBlockByNumber/get-latest.io");
         let number: serde_json::Value = serde_json::from_str(&block).unwrap();
         format!(

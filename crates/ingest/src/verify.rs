@@ -179,8 +179,14 @@ pub const PARALLEL_RECOVERY_MIN_TXS: usize = 128;
 /// transaction and every mirror downstream would repeat it. Part of
 /// [`verify`]; on its own for measuring its cost.
 pub fn check_senders(block: &PreparedBlock) -> Result<(), VerifyError> {
+    check_senders_split(&transactions(block)?, block, PARALLEL_RECOVERY_MIN_TXS)
+}
+
+/// Each transaction decoded from its own span: the spans are what serving
+/// cuts out, so what is checked is exactly what is served.
+fn transactions(block: &PreparedBlock) -> Result<Vec<TxEnvelope>, VerifyError> {
     let full = block.full_json();
-    let transactions = block
+    block
         .transactions()
         .iter()
         .map(|entry| {
@@ -191,8 +197,7 @@ pub fn check_senders(block: &PreparedBlock) -> Result<(), VerifyError> {
             serde_json::from_slice::<TxEnvelope>(bytes)
                 .map_err(|e| VerifyError::Transactions(e.to_string()))
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    check_senders_split(&transactions, block, PARALLEL_RECOVERY_MIN_TXS)
+        .collect()
 }
 
 fn check_senders_split(
@@ -279,21 +284,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
         }
     }
 
-    // Each transaction from its own span: the spans are what serving cuts
-    // out, so what is checked is exactly what is served.
-    let full = block.full_json();
-    let transactions = block
-        .transactions()
-        .iter()
-        .map(|entry| {
-            let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
-            let bytes = full
-                .get(span)
-                .ok_or_else(|| VerifyError::Transactions("span outside the block".into()))?;
-            serde_json::from_slice::<TxEnvelope>(bytes)
-                .map_err(|e| VerifyError::Transactions(e.to_string()))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let transactions = transactions(block)?;
     for (index, (tx, entry)) in transactions.iter().zip(block.transactions()).enumerate() {
         let computed = keccak256(tx.encoded_2718());
         let claimed = B256::from(entry.hash);
@@ -331,18 +322,7 @@ mod tests {
     use super::*;
     use crate::prepare::{RawParts, prepare};
 
-    /// The `result` of a conformance fixture: the conformance chain's last
-    /// block (transactions of several types, with logs) and its receipts.
-    fn fixture(path: &str) -> String {
-        let text = std::fs::read_to_string(neve_devnet::conformance::fixtures_dir().join(path))
-            .expect("conformance fixtures beside the workspace");
-        let answer = text
-            .lines()
-            .find_map(|l| l.strip_prefix("<< "))
-            .expect("an answer line");
-        let value: serde_json::Value = serde_json::from_str(answer).unwrap();
-        value["result"].to_string()
-    }
+    use neve_devnet::conformance::fixture_result as fixture;
 
     fn latest() -> (String, String) {
         (
