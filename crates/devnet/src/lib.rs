@@ -102,6 +102,10 @@ pub struct GethDev {
 impl GethDev {
     /// Starts geth and waits until its HTTP RPC answers.
     pub async fn start(options: GethDevOptions) -> Result<Self, DevnetError> {
+        with_fresh_ports(|| Self::start_once(options.clone())).await
+    }
+
+    async fn start_once(options: GethDevOptions) -> Result<Self, DevnetError> {
         let geth = tool_path("geth")?;
         let data = tempfile::Builder::new()
             .prefix("neve-geth-dev-")
@@ -173,6 +177,10 @@ impl GethConformance {
     /// Imports the chain in `fixtures` (see [`conformance::fixtures_dir`]),
     /// starts geth and marks the head safe and finalized.
     pub async fn start(fixtures: &Path) -> Result<Self, DevnetError> {
+        with_fresh_ports(|| Self::start_once(fixtures)).await
+    }
+
+    async fn start_once(fixtures: &Path) -> Result<Self, DevnetError> {
         let geth = tool_path("geth")?;
         let data = tempfile::Builder::new()
             .prefix("neve-geth-conformance-")
@@ -258,6 +266,10 @@ const AVALANCHEGO_C_CHAIN_CONFIG: &str = r#"{"eth-apis":["eth","eth-filter","net
 impl Avalanchego {
     /// Starts avalanchego and waits until the C-chain RPC answers.
     pub async fn start() -> Result<Self, DevnetError> {
+        with_fresh_ports(Self::start_once).await
+    }
+
+    async fn start_once() -> Result<Self, DevnetError> {
         let binary = tool_path("avalanchego")?;
         let data = tempfile::Builder::new()
             .prefix("neve-avalanchego-")
@@ -368,8 +380,8 @@ fn run_step(binary: &Path, args: &[&str]) -> Result<(), DevnetError> {
 
 /// `N` distinct free TCP ports on 127.0.0.1. The listeners are held until
 /// all are chosen so one call never returns the same port twice; another
-/// process could still take one before the node binds it, which loopback
-/// tests accept.
+/// process can still take one before the node binds it, so the nodes'
+/// `start` tries again on new ports when that happens.
 pub fn free_ports<const N: usize>() -> [u16; N] {
     let listeners: Vec<_> = (0..N)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
@@ -400,10 +412,74 @@ async fn wait_ready(node: &NodeProcess, url: &str, timeout: Duration) -> Result<
     }
 }
 
+/// Attempts at starting a node whose port was taken between
+/// [`free_ports`] choosing it and the node binding it (an outgoing
+/// connection of a busy test can get that ephemeral port). Default is 3.
+const PORT_CLASH_ATTEMPTS: u32 = 3;
+
+/// Runs `start` again, on new ports, when the node failed because a port
+/// chosen for it was already in use.
+async fn with_fresh_ports<T, F, Fut>(mut start: F) -> Result<T, DevnetError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, DevnetError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match start().await {
+            Err(DevnetError::NotReady { ref log_tail, .. })
+                if attempt < PORT_CLASH_ATTEMPTS && log_tail.contains("address already in use") =>
+            {
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 fn not_ready(node: &NodeProcess, reason: String) -> DevnetError {
     DevnetError::NotReady {
         name: node.name().to_owned(),
         reason,
         log_tail: node.log_tail(40),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (CI): geth once failed its start because a port chosen
+    /// for it was taken first; a start on new ports now follows.
+    #[tokio::test]
+    async fn a_port_taken_before_the_node_binds_it_means_a_start_on_new_ports() {
+        let mut attempts = 0;
+        let started = with_fresh_ports(|| {
+            attempts += 1;
+            let attempt = attempts;
+            async move {
+                if attempt == 1 {
+                    Err(DevnetError::NotReady {
+                        name: "geth-dev".into(),
+                        reason: "exited early".into(),
+                        log_tail: "Fatal: listen tcp 127.0.0.1:40503: bind: address already in use"
+                            .into(),
+                    })
+                } else {
+                    Ok(attempt)
+                }
+            }
+        })
+        .await;
+        assert_eq!(started.unwrap(), 2);
+        let other = with_fresh_ports(|| async {
+            Err::<(), _>(DevnetError::NotReady {
+                name: "geth-dev".into(),
+                reason: "exited early".into(),
+                log_tail: "Fatal: bad flag".into(),
+            })
+        })
+        .await;
+        assert!(other.is_err(), "other failures are not retried");
     }
 }
