@@ -100,7 +100,7 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
     let (ours, theirs) = (upper_quartile(&mut ours_rps), upper_quartile(&mut wrk_rps));
     let ratio = ours / theirs;
     eprintln!("neve bench {ours:.0} req/s, wrk {theirs:.0} req/s: ratio {ratio:.3}");
-    // 0.85–1.15 held for months; on 2026-11-23 this machine gave 1.19–1.21
+    // 0.85–1.15 held in earlier runs; on 2026-11-23 this machine gave 1.19–1.21
     // in several runs in a row with neve's serving code unchanged for this
     // request (and with glibc's arenas unlimited). Widened until the shift
     // is explained; the comparison's real home is a benchmark.
