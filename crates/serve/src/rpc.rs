@@ -293,12 +293,10 @@ impl Context {
                 None => Reply::Miss,
             },
             "eth_getBlockByNumber" => {
-                p.at_most(2)?;
                 let full = p.bool_or(1, false)?;
                 self.block_reply(self.block(BlockRef::Tag(p.block_tag(0)?)), full)
             }
             "eth_getBlockByHash" => {
-                p.at_most(2)?;
                 let full = p.bool_or(1, false)?;
                 self.block_reply(self.block(BlockRef::Hash(p.hash(0)?)), full)
             }

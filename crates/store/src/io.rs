@@ -60,21 +60,19 @@ impl SegmentFile {
     }
 
     pub(crate) fn sync_data(&self) -> io::Result<()> {
-        if let Some(journal) = &self.journal {
-            journal.before_sync()?;
-        }
-        self.file.sync_data()?;
-        if let Some(journal) = &self.journal {
-            journal.synced(&self.path);
-        }
-        Ok(())
+        self.sync_with(File::sync_data)
     }
 
     pub(crate) fn sync_all(&self) -> io::Result<()> {
+        self.sync_with(File::sync_all)
+    }
+
+    /// A sync, told to the journal: what it makes durable is no longer undone.
+    fn sync_with(&self, sync: fn(&File) -> io::Result<()>) -> io::Result<()> {
         if let Some(journal) = &self.journal {
             journal.before_sync()?;
         }
-        self.file.sync_all()?;
+        sync(&self.file)?;
         if let Some(journal) = &self.journal {
             journal.synced(&self.path);
         }
