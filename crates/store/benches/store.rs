@@ -4,6 +4,7 @@
 //!
 //!     cargo bench -p neve-store
 //!     NEVE_BENCH_OPEN_BLOCKS=100000 cargo bench -p neve-store -- open
+//!     cargo bench -p neve-store -- lookup     # by hash on 16 Ki and 1 Mi blocks
 //!
 //! Reads never parse JSON: each iteration slices the stored bytes a server
 //! would write to its socket.
@@ -207,5 +208,61 @@ fn open(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, reads, writes, open);
+/// Lookups by hash cost the same on a store of 16 Ki blocks (16 segments)
+/// and 1 Mi blocks (1,024 segments): one hash table, not an index per
+/// segment. Blocks are small (2 transactions) so the large store builds in
+/// under a minute; `NEVE_BENCH_LOOKUP_BLOCKS` changes the large size.
+fn lookups(c: &mut Criterion) {
+    let large: u64 = std::env::var("NEVE_BENCH_LOOKUP_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 20);
+    let mut group = c.benchmark_group("lookup");
+    group.throughput(Throughput::Elements(1));
+    for blocks in [1u64 << 14, large] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path(), CHAIN, config()).unwrap();
+        let start = Instant::now();
+        fill(&mut store, 0, blocks, 2, 100);
+        eprintln!(
+            "lookup: {blocks} blocks, {} segments, built in {:.1} s",
+            store.stats().segments,
+            start.elapsed().as_secs_f64()
+        );
+        let reader = store.reader();
+        let mut state = 0x9E37_79B9u64;
+        let probes: Vec<SyntheticBlock> = std::iter::repeat_with(|| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            SyntheticBlock::new(0, state % blocks, 2, 100)
+        })
+        .take(1024)
+        .collect();
+        let mut i = 0usize;
+        let mut next = || {
+            i = (i + 1) % probes.len();
+            &probes[i]
+        };
+        group.bench_function(BenchmarkId::new("block_by_hash", blocks), |b| {
+            b.iter(|| black_box(reader.block_by_hash(&next().hash).unwrap().height()))
+        });
+        group.bench_function(BenchmarkId::new("tx_by_hash", blocks), |b| {
+            b.iter(|| black_box(reader.transaction(&next().txs[1].hash).unwrap().1))
+        });
+        let mut miss = 0u64;
+        group.bench_function(BenchmarkId::new("miss", blocks), |b| {
+            b.iter(|| {
+                miss += 1;
+                let hash = neve_store::testing::pseudo_hash(99, miss, 0);
+                black_box(
+                    reader.block_by_hash(&hash).is_none() && reader.transaction(&hash).is_none(),
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, reads, writes, open, lookups);
 criterion_main!(benches);

@@ -17,15 +17,15 @@ use crate::testing::CrashJournal;
 
 /// A segment file open for writing.
 #[derive(Debug)]
-pub(crate) struct SegmentFile {
+pub(crate) struct StoreFile {
     file: File,
     path: PathBuf,
     journal: Option<Arc<CrashJournal>>,
 }
 
-impl SegmentFile {
+impl StoreFile {
     pub(crate) fn new(file: File, path: PathBuf, journal: Option<Arc<CrashJournal>>) -> Self {
-        SegmentFile {
+        StoreFile {
             file,
             path,
             journal,

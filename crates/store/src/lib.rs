@@ -27,6 +27,7 @@
 //! Start at [`Store::open`], [`Store::append`] and [`Reader`].
 
 mod format;
+mod hashes;
 mod io;
 mod segment;
 #[doc(hidden)]
@@ -475,6 +476,10 @@ struct State {
     high_water: Option<u64>,
     /// Bytes of the segment files, derived on every publish.
     bytes: u64,
+    /// The store-wide hash table, and the height below which it holds
+    /// every hash of the sealed segments.
+    hashes: Option<Arc<hashes::HashTable>>,
+    covered_end: u64,
 }
 
 impl State {
@@ -485,6 +490,25 @@ impl State {
         }
         let at = self.segments.partition_point(|s| s.first_height <= height);
         self.segments.get(at.checked_sub(1)?)
+    }
+
+    /// Segments whose hashes the table does not hold, newest first: the
+    /// one being written, and any sealed since the table last caught up.
+    fn uncovered(&self) -> impl Iterator<Item = &Arc<Segment>> {
+        self.segments.iter().rev().take_while(|s| {
+            s.sealed_count()
+                .is_none_or(|count| s.first_height + count as u64 > self.covered_end)
+        })
+    }
+
+    /// (height, transaction index) the table holds for `hash`'s prefix, in
+    /// covered heights.
+    fn covered(&self, hash: &Hash) -> impl Iterator<Item = (u64, Option<u32>)> {
+        self.hashes
+            .iter()
+            .flat_map(|table| table.candidates(hash))
+            .map(hashes::decode)
+            .filter(|(height, _)| *height < self.covered_end)
     }
 }
 
@@ -536,31 +560,39 @@ impl Reader {
     /// The block with hash `hash`.
     pub fn block_by_hash(&self, hash: &Hash) -> Option<Block> {
         let state = self.shared.state.load();
-        state.segments.iter().rev().find_map(|segment| {
-            segment
-                .block_candidates(hash)
-                .into_iter()
-                .filter_map(|height| self.read(&state, height))
-                .find(|block| block.hash() == *hash)
-        })
+        let read = |height| self.read(&state, height).filter(|b| b.hash() == *hash);
+        state
+            .uncovered()
+            .find_map(|segment| segment.block_candidates(hash).into_iter().find_map(read))
+            .or_else(|| {
+                state
+                    .covered(hash)
+                    .filter(|(_, tx)| tx.is_none())
+                    .find_map(|(height, _)| read(height))
+            })
     }
 
     /// The block holding transaction `hash`, and the transaction's index.
     pub fn transaction(&self, hash: &Hash) -> Option<(Block, u32)> {
         let state = self.shared.state.load();
-        state.segments.iter().rev().find_map(|segment| {
-            segment
-                .tx_candidates(hash)
-                .into_iter()
-                .filter_map(|(height, index)| Some((self.read(&state, height)?, index)))
-                .find(|(block, index)| *index < block.tx_count() && block.tx_hash(*index) == *hash)
-        })
+        let read = |(height, index): (u64, u32)| {
+            let block = self.read(&state, height)?;
+            (index < block.tx_count() && block.tx_hash(index) == *hash).then_some((block, index))
+        };
+        state
+            .uncovered()
+            .find_map(|segment| segment.tx_candidates(hash).into_iter().find_map(read))
+            .or_else(|| {
+                state
+                    .covered(hash)
+                    .find_map(|(height, tx)| read((height, tx?)))
+            })
     }
 }
 
 /// The segment being written.
 struct Active {
-    file: io::SegmentFile,
+    file: io::StoreFile,
     segment: Arc<Segment>,
     /// Where the next record goes.
     end: u64,
@@ -579,6 +611,9 @@ pub struct Store {
     /// `max` while a batch is being written).
     tip: Option<(u64, Hash)>,
     scratch: Vec<u8>,
+    hashes: hashes::HashWriter,
+    /// The hash table failed to catch up; retried at the next seal.
+    hashes_stalled: bool,
     /// Set by a failed fsync; see [`StoreError::WriterFailed`].
     failed: Option<String>,
     _lock: File,
@@ -663,6 +698,13 @@ impl Store {
         let max = segments
             .last()
             .map(|s| s.first_height + len_of(s) as u64 - 1);
+        let sealed_end = segments
+            .iter()
+            .filter_map(|s| Some(s.first_height + s.sealed_count()? as u64))
+            .max()
+            .unwrap_or(0);
+        let hashes = hashes::HashWriter::open(dir, sealed_end, config.crash_journal.clone())?;
+        let (table, covered_end) = hashes.view();
         let mut store = Store {
             dir: dir.to_path_buf(),
             meta,
@@ -674,6 +716,8 @@ impl Store {
             active,
             tip: None,
             scratch: Vec::new(),
+            hashes,
+            hashes_stalled: false,
             failed: None,
             _lock: lock,
         };
@@ -684,6 +728,8 @@ impl Store {
                 max,
                 high_water: max,
                 bytes: 0,
+                hashes: Some(table),
+                covered_end,
             }
         });
         if let Some(max) = max {
@@ -719,6 +765,16 @@ impl Store {
     /// the blocks before the failing one are stored and visible.
     pub fn append(&mut self, blocks: &[NewBlock<'_>]) -> Result<(), StoreError> {
         self.writable()?;
+        if !self.hashes_stalled
+            && self
+                .shared
+                .state
+                .load()
+                .uncovered()
+                .any(|s| s.sealed_count().is_some())
+        {
+            self.cover_sealed();
+        }
         let mut written_through = None;
         let result = blocks.iter().try_for_each(|block| {
             self.write_block(block)?;
@@ -755,6 +811,16 @@ impl Store {
                     },
                 });
             }
+        }
+        if block.txs.len() > hashes::MAX_TXS_PER_BLOCK as usize {
+            return Err(StoreError::Malformed {
+                height: block.height,
+                reason: format!(
+                    "{} transactions; a block holds at most {}",
+                    block.txs.len(),
+                    hashes::MAX_TXS_PER_BLOCK
+                ),
+            });
         }
         self.scratch.clear();
         format::encode_block(block, &mut self.scratch).map_err(|e| StoreError::Malformed {
@@ -806,6 +872,7 @@ impl Store {
                     .last_mut()
                     .expect("the active segment is listed") = sealed;
             });
+            self.cover_sealed();
         }
         let path = self.dir.join(segment_file_name(first_height));
         let file = segment::open_for_writing(
@@ -843,12 +910,25 @@ impl Store {
         if keep_up_to >= max {
             return Ok(());
         }
+        // The table stops covering what the rollback changes before it does.
+        let changed_from = state
+            .segment_for(keep_up_to)
+            .map_or(0, |segment| segment.first_height);
+        self.hashes
+            .uncover_from(changed_from, self.config.durability)?;
+        let (table, covered_end) = self.hashes.view();
+        self.publish(|state| {
+            state.hashes = Some(table);
+            state.covered_end = covered_end;
+        });
         if keep_up_to < min {
             self.active = None;
             self.tip = None;
             self.publish(|state| {
                 *state = State {
                     high_water: state.high_water,
+                    hashes: state.hashes.clone(),
+                    covered_end: state.covered_end,
                     ..State::default()
                 };
             });
@@ -968,6 +1048,31 @@ impl Store {
         }
     }
 
+    /// Brings the hash table up to the sealed segments. A failure leaves
+    /// them to their own indexes (slower lookups, never wrong ones) until
+    /// the next segment is sealed.
+    fn cover_sealed(&mut self) {
+        let sealed: Vec<Arc<Segment>> = self
+            .shared
+            .state
+            .load()
+            .segments
+            .iter()
+            .filter(|s| s.sealed_count().is_some())
+            .cloned()
+            .collect();
+        self.hashes_stalled = false;
+        if let Err(error) = self.hashes.cover(&sealed, self.config.durability) {
+            tracing::warn!(%error, "the hash table did not catch up; lookups read segment indexes");
+            self.hashes_stalled = true;
+        }
+        let (table, covered_end) = self.hashes.view();
+        self.publish(|state| {
+            state.hashes = Some(table);
+            state.covered_end = covered_end;
+        });
+    }
+
     /// Refuses to write after a failed fsync.
     fn writable(&self) -> Result<(), StoreError> {
         match &self.failed {
@@ -1007,7 +1112,7 @@ fn reopen_for_writing(
     meta: &Meta,
     first_height: u64,
     journal: Option<Arc<testing::CrashJournal>>,
-) -> Result<Option<(io::SegmentFile, Arc<Segment>, segment::Scan)>, StoreError> {
+) -> Result<Option<(io::StoreFile, Arc<Segment>, segment::Scan)>, StoreError> {
     let path = dir.join(segment_file_name(first_height));
     let file = segment::open_for_writing(&path, first_height, meta.segment_bytes, journal)?;
     let blocks = meta.segment_blocks as usize;
@@ -1031,7 +1136,7 @@ fn reopen_for_writing(
 fn seal(
     dir: &Path,
     meta: &Meta,
-    file: io::SegmentFile,
+    file: io::StoreFile,
     segment: &Segment,
     end: u64,
     count: usize,

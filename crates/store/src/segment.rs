@@ -15,7 +15,7 @@ use memmap2::Mmap;
 use crate::format::{
     self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_BLOCK, KIND_ROLLBACK,
 };
-use crate::io::SegmentFile;
+use crate::io::StoreFile;
 use crate::{Block, Hash, StoreError, io_error};
 
 /// File name of the segment starting at `first_height`.
@@ -383,6 +383,37 @@ impl Segment {
         }
     }
 
+    /// Entries of a sealed segment's index, blocks then transactions:
+    /// (hash prefix, height - first height, transaction index). Nothing for
+    /// the segment being written.
+    pub(crate) fn index_entries(&self) -> impl Iterator<Item = (u64, u32, Option<u32>)> + '_ {
+        let (index, count, tx_count): (&[u8], usize, usize) = match &self.index {
+            SegmentIndex::Sealed {
+                index,
+                count,
+                tx_count,
+            } => (index, *count, *tx_count),
+            SegmentIndex::Active { .. } => (&[], 0, 0),
+        };
+        let table = INDEX_HEADER_LEN + 8 * count;
+        (0..count + tx_count).map(move |i| {
+            let at = table + i * INDEX_ENTRY_LEN;
+            let (prefix, delta) = (format::u64_at(index, at), format::u32_at(index, at + 8));
+            let tx = (i >= count).then(|| format::u32_at(index, at + 12));
+            (prefix, delta, tx)
+        })
+    }
+
+    /// How many entries [`Segment::index_entries`] yields.
+    pub(crate) fn index_len(&self) -> usize {
+        match &self.index {
+            SegmentIndex::Sealed {
+                count, tx_count, ..
+            } => count + tx_count,
+            SegmentIndex::Active { .. } => 0,
+        }
+    }
+
     /// (height, index) pairs whose transaction hash may be `hash`.
     pub(crate) fn tx_candidates(&self, hash: &Hash) -> Vec<(u64, u32)> {
         match &self.index {
@@ -478,7 +509,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// file shorter: readers may have it mapped, and touching a mapped page
 /// past the end of a file kills the process (SIGBUS). Then grows the file
 /// to at least `len`.
-pub(crate) fn zero_tail(file: &SegmentFile, from: u64, len: u64) -> Result<(), StoreError> {
+pub(crate) fn zero_tail(file: &StoreFile, from: u64, len: u64) -> Result<(), StoreError> {
     let path = file.path().to_path_buf();
     let current = file.len().map_err(io_error(&path, "reading the size"))?;
     file.zero(from, current)
@@ -497,7 +528,7 @@ pub(crate) fn open_for_writing(
     first_height: u64,
     capacity: u64,
     journal: Option<Arc<crate::testing::CrashJournal>>,
-) -> Result<SegmentFile, StoreError> {
+) -> Result<StoreFile, StoreError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -505,7 +536,7 @@ pub(crate) fn open_for_writing(
         .truncate(false)
         .open(path)
         .map_err(io_error(path, "opening for writing"))?;
-    let file = SegmentFile::new(file, path.to_path_buf(), journal);
+    let file = StoreFile::new(file, path.to_path_buf(), journal);
     let len = file.len().map_err(io_error(path, "reading the size"))?;
     // Written unless whole: a write cut short by a full disk leaves a
     // shorter file, and the next attempt completes it.
