@@ -161,6 +161,13 @@ impl GethDev {
     pub fn process(&self) -> &NodeProcess {
         &self.node
     }
+
+    /// Kills geth (SIGKILL) and starts it again on the same chain and
+    /// ports; returns once its HTTP RPC answers.
+    pub async fn kill_and_restart(&self) -> Result<(), DevnetError> {
+        self.node.kill_and_restart()?;
+        wait_ready(&self.node, &self.http_url, STARTUP_TIMEOUT).await
+    }
 }
 
 /// geth on the execution-apis conformance chain: `init genesis.json`,

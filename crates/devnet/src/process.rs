@@ -24,6 +24,8 @@ pub struct NodeProcess {
     child: Mutex<Child>,
     log: PathBuf,
     data: TempDir,
+    binary: PathBuf,
+    args: Vec<String>,
 }
 
 impl NodeProcess {
@@ -35,33 +37,26 @@ impl NodeProcess {
         data: TempDir,
     ) -> Result<Self, DevnetError> {
         let log = data.path().join("node.log");
-        let out = File::create(&log).map_err(io_error("creating node log"))?;
-        let err = out.try_clone().map_err(io_error("duplicating node log"))?;
-        let mut command = Command::new(binary);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        // SAFETY: prctl is async-signal-safe and touches no memory of ours;
-        // it runs in the forked child before exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command
-            .spawn()
-            .map_err(io_error(format!("starting {}", binary.display())))?;
+        let child = launch(binary, args, &log)?;
         Ok(NodeProcess {
             name: name.to_owned(),
             child: Mutex::new(child),
             log,
             data,
+            binary: binary.to_path_buf(),
+            args: args.to_vec(),
         })
+    }
+
+    /// Kills the process (SIGKILL: what a crash or an OOM kill does) and
+    /// starts it again with the same arguments on the same data directory;
+    /// the log continues in the same file.
+    pub fn kill_and_restart(&self) -> Result<(), DevnetError> {
+        let mut child = self.child.lock().expect("child lock");
+        let _ = child.kill();
+        let _ = child.wait();
+        *child = launch(&self.binary, &self.args, &self.log)?;
+        Ok(())
     }
 
     /// A short name for messages ("geth-dev").
@@ -120,4 +115,34 @@ impl Drop for NodeProcess {
             eprintln!("kept {} data dir at {}", self.name, path.display());
         }
     }
+}
+
+/// Spawns `binary args…` with stdout and stderr appended to `log`, dying
+/// with the spawning thread.
+fn launch(binary: &Path, args: &[String], log: &Path) -> Result<Child, DevnetError> {
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io_error("opening node log"))?;
+    let err = out.try_clone().map_err(io_error("duplicating node log"))?;
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours;
+    // it runs in the forked child before exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+        .spawn()
+        .map_err(io_error(format!("starting {}", binary.display())))
 }

@@ -12,6 +12,13 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Longest pause between reconnection attempts. Default is 10 s.
 pub const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
+/// The subscription is pinged this often, so a connection that died
+/// without a word (a NAT or a proxy forgetting it) is noticed.
+pub const PING_EVERY: Duration = Duration::from_secs(15);
+/// Nothing at all (no head, no pong) for this long: reconnect.
+pub const SILENCE_LIMIT: Duration = Duration::from_secs(45);
+/// A connection and handshake that take longer are abandoned and retried.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The WebSocket URL that usually goes with an HTTP RPC URL: same host, port
 /// and path with the scheme swapped, and avalanchego's `/rpc` → `/ws`.
@@ -37,20 +44,46 @@ pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::R
         if *shutdown.borrow() {
             return;
         }
-        match tokio_tungstenite::connect_async(url.as_str()).await {
+        let connect = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio_tungstenite::connect_async(url.as_str()),
+        );
+        match connect.await.unwrap_or_else(|_| {
+            Err(tokio_tungstenite::tungstenite::Error::Io(
+                std::io::ErrorKind::TimedOut.into(),
+            ))
+        }) {
             Ok((mut socket, _)) => {
                 let subscribe =
                     r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
                 if socket.send(Message::Text(subscribe.into())).await.is_ok() {
                     tracing::info!(%url, "subscribed to newHeads");
                     delay = Duration::from_millis(200);
+                    let mut ping = tokio::time::interval(PING_EVERY);
+                    let mut heard = tokio::time::Instant::now();
                     loop {
                         tokio::select! {
                             message = socket.next() => match message {
-                                Some(Ok(Message::Text(_) | Message::Binary(_))) => wake.notify_one(),
-                                Some(Ok(_)) => {}
+                                Some(Ok(Message::Text(_) | Message::Binary(_))) => {
+                                    heard = tokio::time::Instant::now();
+                                    wake.notify_one();
+                                }
+                                Some(Ok(_)) => heard = tokio::time::Instant::now(),
                                 Some(Err(_)) | None => break,
                             },
+                            _ = ping.tick() => {
+                                if heard.elapsed() > SILENCE_LIMIT {
+                                    tracing::warn!(%url, "newHeads connection silent; reconnecting");
+                                    break;
+                                }
+                                let sent = tokio::time::timeout(
+                                    PING_EVERY,
+                                    socket.send(Message::Ping(Vec::new().into())),
+                                );
+                                if !matches!(sent.await, Ok(Ok(()))) {
+                                    break;
+                                }
+                            }
                             _ = shutdown.changed() => return,
                         }
                     }

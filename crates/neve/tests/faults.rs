@@ -2,17 +2,17 @@
 //! 429 with Retry-After, 5xx, timeouts, truncated and garbage answers,
 //! connections reset mid-body, batch answers out of order, a tampered block
 //! and a tampered sender, the upstream down for a while (a restart), and
-//! the upstream's head behind neve's. neve recovers, fills every gap,
-//! refuses the tampered blocks, and never stores a wrong one.
+//! the upstream's head behind neve's; a WebSocket that drops every two
+//! seconds and geth itself killed and restarted. neve recovers, fills every
+//! gap, refuses the tampered blocks, and never stores a wrong one.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use neve_devnet::faults::{Fault, FaultProxy};
+use neve_devnet::faults::{CuttingProxy, Fault, FaultProxy};
 use neve_devnet::{GethDev, GethDevOptions};
-use neve_upstream::{RpcClient, quantity};
-use serde_json::{Value, json};
+use neve_upstream::RpcClient;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -101,17 +101,7 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
 
     // Every stored block is geth's block: nothing tampered got in.
     let neve_client = RpcClient::new(&neve.url).unwrap();
-    for height in 0..=head {
-        let h = quantity(height);
-        for (method, params) in [
-            ("eth_getBlockByNumber", json!([h, true])),
-            ("eth_getBlockReceipts", json!([h])),
-        ] {
-            let a: Value = neve_client.call(method, params.clone()).await.unwrap();
-            let b: Value = geth_client.call(method, params.clone()).await.unwrap();
-            assert_eq!(a, b, "{method} {params}");
-        }
-    }
+    assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
     let (_, metrics) = neve.get("/metrics").unwrap();
     let refused: u64 = metrics
         .lines()
@@ -129,4 +119,52 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
         "the changed sender was refused: {}",
         neve.log()
     );
+}
+
+/// Blocks at 20 tx/s for `seconds`, sent to geth directly.
+async fn blocks_for(geth: &GethDev, seconds: u64) {
+    let mut trickle = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(seconds));
+    trickle.accounts = 4;
+    trickle.tps = Some(20);
+    neve_load::run(trickle, |_| {}).await.expect("load");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ingest_rides_out_a_dropping_websocket_and_a_killed_geth() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    blocks_for(&geth, 2).await;
+    // newHeads through a connection reset every two seconds.
+    let ws = CuttingProxy::start(geth.ws_url(), Duration::from_secs(2)).await;
+    let ws_url = ws.url("ws");
+    let neve = Neve::start(
+        geth.http_url(),
+        &[
+            "--floor",
+            "0",
+            "--ws-url",
+            &ws_url,
+            "--upstream-timeout-ms",
+            "1000",
+        ],
+        1,
+    )
+    .await;
+    blocks_for(&geth, 5).await;
+    // geth killed while neve follows it, then started again on its chain.
+    geth.kill_and_restart().await.expect("geth restarts");
+    blocks_for(&geth, 5).await;
+
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let head = head(&geth_client).await;
+    neve.wait_for_height(head, Duration::from_secs(90)).await;
+    assert!(ws.cuts() >= 3, "the WebSocket was cut {} times", ws.cuts());
+    let log = neve.log();
+    assert!(
+        log.matches("subscribed to newHeads").count() >= 3,
+        "neve subscribed again after each drop:\n{log}"
+    );
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
 }

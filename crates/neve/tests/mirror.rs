@@ -8,32 +8,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use neve_devnet::{GethDev, GethDevOptions};
-use neve_upstream::{RpcClient, quantity};
-use serde_json::json;
+use neve_upstream::RpcClient;
 use support::*;
-
-async fn assert_same_as_geth(
-    neve: &RpcClient,
-    geth: &RpcClient,
-    heights: std::ops::RangeInclusive<u64>,
-) {
-    for height in heights {
-        let h = quantity(height);
-        for (method, params) in [
-            ("eth_getBlockByNumber", json!([h, true])),
-            ("eth_getBlockByNumber", json!([h, false])),
-            ("eth_getBlockReceipts", json!([h])),
-            ("debug_getRawBlock", json!([h])),
-            ("debug_getRawReceipts", json!([h])),
-        ] {
-            assert_eq!(
-                answer(neve, method, params.clone()).await,
-                answer(geth, method, params.clone()).await,
-                "{method} {params}"
-            );
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chain_of_two_mirrors_bootstraps_in_bulk_and_follows_live() {

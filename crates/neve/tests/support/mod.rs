@@ -42,6 +42,31 @@ pub async fn answer(client: &RpcClient, method: &str, params: Value) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// Every height's blocks (full and hashes-only), receipts and raw data
+/// from neve equal geth's.
+pub async fn assert_same_as_geth(
+    neve: &RpcClient,
+    geth: &RpcClient,
+    heights: std::ops::RangeInclusive<u64>,
+) {
+    for height in heights {
+        let h = quantity(height);
+        for (method, params) in [
+            ("eth_getBlockByNumber", serde_json::json!([h, true])),
+            ("eth_getBlockByNumber", serde_json::json!([h, false])),
+            ("eth_getBlockReceipts", serde_json::json!([h])),
+            ("debug_getRawBlock", serde_json::json!([h])),
+            ("debug_getRawReceipts", serde_json::json!([h])),
+        ] {
+            assert_eq!(
+                answer(neve, method, params.clone()).await,
+                answer(geth, method, params.clone()).await,
+                "{method} {params}"
+            );
+        }
+    }
+}
+
 pub async fn head(client: &RpcClient) -> u64 {
     let head: String = client.call("eth_blockNumber", ()).await.unwrap();
     parse_quantity(&head).unwrap()
