@@ -292,7 +292,7 @@ fn verify_line(line: &[u8]) -> Result<PreparedBlock, IngestError> {
     prepare_verified(height, line.block.get(), line.receipts.get(), raw)
 }
 
-/// Prepares and verifies `/blocks` lines on the blocking pool, two halves
+/// Prepares and verifies `/blocks` lines on ingest's threads, two halves
 /// at once, and returns them in order.
 async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestError> {
     let middle = lines.len() / 2;

@@ -433,24 +433,21 @@ impl Follower {
         }
     }
 
-    /// Runs `write` on the store on the blocking pool: appends, rollbacks,
-    /// sealing and pruning fsync, and none of that may stall a worker that
-    /// serves requests. A panic in `write` is carried on to this task (and
-    /// from there to the supervisor).
+    /// Runs `write` on the store on ingest's threads: appends, rollbacks,
+    /// sealing and pruning copy, hash and fsync, and none of that may stall
+    /// a worker that serves requests or compete with it for the CPU. A
+    /// panic in `write` is carried on to this task (and from there to the
+    /// supervisor).
     async fn write_store<R: Send + 'static>(
         &self,
         write: impl FnOnce(&mut Store) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, IngestError> {
         let store = self.store.clone();
-        let done = tokio::task::spawn_blocking(move || {
+        crate::cpu::run(move || {
             let mut store = store.lock().map_err(|_| IngestError::WriterPoisoned)?;
             write(&mut store).map_err(IngestError::from)
         })
-        .await;
-        match done {
-            Ok(result) => result,
-            Err(join) => std::panic::resume_unwind(join.into_panic()),
-        }
+        .await
     }
 
     /// Appends blocks already checked to continue the tip, and books it:

@@ -236,9 +236,9 @@ type ConnectionPermit = Arc<tokio::sync::OwnedSemaphorePermit>;
 
 struct Server {
     ctx: Arc<Context>,
-    /// Slots for long `eth_getLogs` scans on the blocking pool (see
-    /// [`scan_slots`]); more wait their turn rather than crowd out serving.
-    scans: tokio::sync::Semaphore,
+    /// Threads for long `eth_getLogs` scans (see [`scan_pool`]); more
+    /// wait their turn rather than crowd out serving.
+    scans: neve_store::background::Pool,
     events: tokio::sync::broadcast::Sender<events::Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
@@ -277,7 +277,7 @@ pub async fn serve(
     let server = Arc::new(Server {
         events,
         fetch: state.as_ref().and_then(|s| s.fetch.clone()),
-        scans: scan_slots(),
+        scans: scan_pool(),
         ctx: Arc::new(Context {
             reader,
             chain,
@@ -349,11 +349,12 @@ pub async fn serve(
     }
 }
 
-/// Long log scans at once, across all requests: half the cores (at least
-/// one), so scans never take every core from the workers that serve.
-fn scan_slots() -> tokio::sync::Semaphore {
+/// Long log scans run on their own threads at a lower priority than the
+/// workers that answer, so a flood of them takes only the CPU serving
+/// leaves; at most half the cores (at least one) scan at once.
+fn scan_pool() -> neve_store::background::Pool {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    tokio::sync::Semaphore::new((cores / 2).max(1))
+    neve_store::background::Pool::new("neve-scan", (cores / 2).max(1))
 }
 
 fn response(status: StatusCode, content_type: &'static str, body: Chunks) -> Response<Chunks> {
@@ -663,28 +664,27 @@ impl Server {
         }
     }
 
-    /// Scans log queries in order on the blocking pool (in one of the
-    /// server's scan slots), so a long scan never holds an async
-    /// worker; they share what is left of the request's budget.
+    /// Scans log queries in order on a scan thread, so a long scan never
+    /// holds an async worker nor competes with one for the CPU; they share
+    /// what is left of the request's budget.
     async fn scan_off_workers(
         &self,
         plans: Vec<logs::Plan>,
         mut budget: logs::Budget,
     ) -> Vec<Reply> {
         let count = plans.len();
-        let _slot = self
-            .scans
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
         let ctx = self.ctx.clone();
-        let scanned = tokio::task::spawn_blocking(move || {
-            plans
-                .iter()
-                .map(|plan| logs::scan(&ctx, plan, &mut budget))
-                .collect::<Vec<_>>()
-        })
-        .await;
+        let scanned = self
+            .scans
+            .run(move || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    plans
+                        .iter()
+                        .map(|plan| logs::scan(&ctx, plan, &mut budget))
+                        .collect::<Vec<_>>()
+                }))
+            })
+            .await;
         scanned.unwrap_or_else(|_| {
             (0..count)
                 .map(|_| Reply::Error(-32603, "internal error while scanning logs".into()))

@@ -53,7 +53,7 @@ fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
         .unwrap();
     let server = Server {
         events: tokio::sync::broadcast::channel(4).0,
-        scans: scan_slots(),
+        scans: scan_pool(),
         ctx: Arc::new(Context {
             reader: store.reader(),
             chain,

@@ -26,6 +26,7 @@
 //!
 //! Start at [`Store::open`], [`Store::append`] and [`Reader`].
 
+pub mod background;
 mod format;
 mod hashes;
 mod io;
