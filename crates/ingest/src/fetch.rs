@@ -58,6 +58,14 @@ pub(crate) async fn probe(client: &RpcClient) -> Result<Capabilities, IngestErro
     })
 }
 
+/// What the upstream says about the blocks it can prove state at (its
+/// `eth_capabilities`); `None` when it does not say (the method is not
+/// offered, the answer has another shape, or the exchange failed).
+pub(crate) async fn probe_state_window(client: &RpcClient) -> Option<neve_upstream::StateWindow> {
+    let answer: Value = client.call("eth_capabilities", json!([])).await.ok()?;
+    neve_upstream::StateWindow::from_capabilities(&answer)
+}
+
 /// Fetches block `height` with its receipts (and raw RLP when offered) in
 /// one batch, prepares and verifies it off the async workers.
 async fn fetch_once(

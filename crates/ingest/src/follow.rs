@@ -195,6 +195,7 @@ impl Follower {
             probe(&client).await?
         };
         status.publish_capabilities(caps);
+        status.publish_state_window(crate::fetch::probe_state_window(&client).await);
         tracing::info!(
             chain_id = stored.chain_id,
             ?caps,
@@ -419,7 +420,14 @@ impl Follower {
     /// fails keeps what the last one found.
     async fn reprobe_if_due(&mut self) {
         let due = self.reprobe || self.probed_at.elapsed() >= crate::fetch::REPROBE_INTERVAL;
-        if self.config.mirror || !due {
+        if !due {
+            return;
+        }
+        self.status
+            .publish_state_window(crate::fetch::probe_state_window(&self.client).await);
+        if self.config.mirror {
+            self.reprobe = false;
+            self.probed_at = std::time::Instant::now();
             return;
         }
         if let Ok(caps) = probe(&self.client).await {

@@ -35,6 +35,7 @@ pub struct IngestStatus {
     /// Blocks stored without raw data while the upstream has none are
     /// answered 421 for the `debug_getRaw*` methods; `/health` says which.
     capabilities: AtomicU64,
+    state_window: std::sync::Mutex<Option<neve_upstream::StateWindow>>,
     /// Set once a sync step has read the upstream's head.
     pub(crate) head_known: AtomicBool,
     /// Notified after every append and rollback.
@@ -77,6 +78,15 @@ impl IngestStatus {
     pub(crate) fn publish_capabilities(&self, caps: crate::Capabilities) {
         let bits = 4 | caps.block_receipts as u64 | (caps.raw as u64) << 1;
         self.capabilities.store(bits, Ordering::Relaxed);
+    }
+
+    pub(crate) fn publish_state_window(&self, window: Option<neve_upstream::StateWindow>) {
+        *self.state_window.lock().unwrap_or_else(|p| p.into_inner()) = window;
+    }
+
+    /// The blocks the upstream said it can prove state at, when it said.
+    pub fn state_window(&self) -> Option<neve_upstream::StateWindow> {
+        *self.state_window.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What the upstream offers beyond the basics, once probed.

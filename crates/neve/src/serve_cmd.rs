@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// Keep the store under this many bytes (whole segments are dropped).
     #[arg(long)]
     retain_bytes: Option<u64>,
+    /// Heights per segment file of a new store (retention drops whole
+    /// segments; small ones suit small tails and tests).
+    #[arg(long, default_value_t = neve_store::DEFAULT_SEGMENT_BLOCKS)]
+    segment_blocks: u32,
     /// Deepest reorg followed by rolling back.
     #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_MAX_REORG_DEPTH)]
     max_reorg_depth: u64,
@@ -196,6 +200,9 @@ impl ChainView for IngestView {
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         Some(self.status.changed.clone())
     }
+    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
+        self.status.state_window()
+    }
     fn following(&self) -> bool {
         !self.status.follower_down.load(Ordering::Relaxed)
     }
@@ -284,6 +291,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             DurabilityArg::Fsync => Durability::Fsync,
             DurabilityArg::Os => Durability::OsBuffered,
         },
+        segment_blocks: args.segment_blocks,
         ..StoreConfig::default()
     };
     let ingest_config = IngestConfig {

@@ -32,6 +32,7 @@
 //! Start at [`serve`].
 
 mod body;
+mod capabilities;
 mod events;
 mod export;
 mod fallback;
@@ -101,6 +102,11 @@ pub trait ChainView: Send + Sync + 'static {
     /// Why writing to the store fails, while it does (a full disk): what
     /// is stored is still served, nothing new arrives.
     fn store_write_error(&self) -> Option<String> {
+        None
+    }
+    /// What the upstream says about the blocks it can prove state at
+    /// (its `eth_capabilities`), if it said.
+    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
         None
     }
 }
@@ -274,14 +280,17 @@ pub async fn serve(
         events.clone(),
         metrics.clone(),
     ));
+    let fetch = state.as_ref().and_then(|s| s.fetch.clone());
+    let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
     let server = Arc::new(Server {
         events,
-        fetch: state.as_ref().and_then(|s| s.fetch.clone()),
+        fetch,
         scans: scan_pool(),
         ctx: Arc::new(Context {
             reader,
             chain,
             state: state.map(|s| s.state),
+            state_answers,
             chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
             net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),
             genesis_hash: identity

@@ -69,6 +69,8 @@ pub(crate) struct Context {
     /// Verified state, when the state layer is on; state methods are
     /// unsupported (421, -32601) without it.
     pub(crate) state: Option<Arc<neve_state::State>>,
+    /// State reads are answered (fetched through when not held), not 421.
+    pub(crate) state_answers: bool,
     pub(crate) config: ServeConfig,
     pub(crate) chain_id: Bytes,
     pub(crate) net_version: Bytes,
@@ -138,7 +140,7 @@ impl Call<'_> {
 pub(crate) fn arity(method: &str) -> Option<(usize, usize)> {
     Some(match method {
         "eth_chainId" | "net_version" | "web3_clientVersion" | "eth_syncing"
-        | "eth_blockNumber" => (0, 0),
+        | "eth_blockNumber" | "eth_capabilities" => (0, 0),
         "eth_getBlockByNumber"
         | "eth_getBlockByHash"
         | "eth_getTransactionByBlockNumberAndIndex"
@@ -173,6 +175,7 @@ pub(crate) const BLOCK_TAIL: &[&str] = &[
     "web3_clientVersion",
     "eth_syncing",
     "eth_blockNumber",
+    "eth_capabilities",
     "eth_getBlockByNumber",
     "eth_getBlockByHash",
     "eth_getBlockTransactionCountByNumber",
@@ -288,6 +291,7 @@ impl Context {
             "net_version" => Reply::bytes(self.net_version.clone()),
             "web3_clientVersion" => Reply::json(format!("\"neve/v{}\"", env!("CARGO_PKG_VERSION"))),
             "eth_syncing" => self.syncing(),
+            "eth_capabilities" => self.capabilities(),
             "eth_blockNumber" => match self.resolve(BlockTag::Latest) {
                 Some(height) => Reply::json(hex_quantity(height)),
                 None => Reply::Miss,

@@ -104,7 +104,6 @@ impl Context {
         p: &Params<'_>,
         render: impl Fn(Option<&neve_state::Account>) -> String,
     ) -> Result<Reply, ParamError> {
-        p.at_most(2)?;
         let address = p.address(0)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
             return Ok(Reply::Miss);
@@ -122,7 +121,6 @@ impl Context {
     }
 
     fn code(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
-        p.at_most(2)?;
         let address = p.address(0)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
             return Ok(Reply::Miss);
@@ -189,7 +187,6 @@ impl Context {
     }
 
     fn storage_at(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
-        p.at_most(3)?;
         let address = p.address(0)?;
         let (slot, _) = p.storage_key(1)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?) else {
@@ -202,7 +199,6 @@ impl Context {
     }
 
     fn storage_values(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
-        p.at_most(2)?;
         let requests = parse_storage_requests(p.object(0)?)?;
         let total: usize = requests.iter().map(|(_, slots)| slots.len()).sum();
         if total > neve_state::MAX_SLOTS_PER_REQUEST {
@@ -260,7 +256,6 @@ impl Context {
     }
 
     fn proof(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
-        p.at_most(3)?;
         let address = p.address(0)?;
         let keys = parse_proof_keys(p.object(1)?)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?) else {

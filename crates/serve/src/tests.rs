@@ -58,6 +58,7 @@ fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
             reader: store.reader(),
             chain,
             state: Some(Arc::new(neve_state::State::new(1 << 20, 64))),
+            state_answers: false,
             config: ServeConfig {
                 logs_max_range: 5,
                 logs_max_results: 4,
@@ -469,4 +470,85 @@ fn fuzz_the_request_path() {
         );
     });
     eprintln!("request path: {report}");
+}
+
+struct Proving(Option<neve_upstream::StateWindow>);
+
+impl ChainView for Proving {
+    fn upstream_head(&self) -> Option<u64> {
+        Some(9)
+    }
+    fn safe(&self) -> Option<u64> {
+        None
+    }
+    fn finalized(&self) -> Option<u64> {
+        None
+    }
+    fn upstream_health(&self) -> UpstreamHealth {
+        UpstreamHealth::default()
+    }
+    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
+        self.0
+    }
+}
+
+#[test]
+fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
+    let runtime = runtime();
+    let ask = |chain: Proving, state_answers: bool| {
+        let (mut server, _dir) = server_with(Arc::new(chain));
+        Arc::get_mut(&mut server.ctx).unwrap().state_answers = state_answers;
+        let (status, body) = answer(
+            &server,
+            &runtime,
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_capabilities"}"#,
+        );
+        assert_eq!(status, 200, "{body}");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        body["result"].clone()
+    };
+    let window = |oldest, retention| {
+        Some(neve_upstream::StateWindow {
+            disabled: false,
+            oldest,
+            retention,
+        })
+    };
+    let caps = ask(Proving(window(0, None)), false);
+    assert_eq!(caps["head"]["number"], "0x9");
+    for resource in ["blocks", "tx", "receipts", "logs"] {
+        assert_eq!(
+            caps[resource],
+            serde_json::json!({"disabled": false, "oldestBlock": "0x0"})
+        );
+    }
+    let disabled = serde_json::json!({"disabled": true});
+    assert_eq!(
+        (&caps["state"], &caps["stateproofs"]),
+        (&disabled, &disabled)
+    );
+    // An archive upstream: all of the tail.
+    let caps = ask(Proving(window(0, None)), true);
+    assert_eq!(
+        caps["state"],
+        serde_json::json!({"disabled": false, "oldestBlock": "0x0"})
+    );
+    // A full node keeping 4 blocks: the newest 4 of the tail.
+    let caps = ask(Proving(window(0, Some(4))), true);
+    assert_eq!(
+        caps["stateproofs"],
+        serde_json::json!({"disabled": false, "oldestBlock": "0x6",
+            "deleteStrategy": {"type": "window", "retentionBlocks": "0x4"}})
+    );
+    // An upstream that says nothing is taken to keep the newest 32.
+    let caps = ask(Proving(None), true);
+    assert_eq!(caps["state"]["deleteStrategy"]["retentionBlocks"], "0x20");
+    // One that proves nothing, or nothing within the tail.
+    let off = Some(neve_upstream::StateWindow {
+        disabled: true,
+        oldest: 0,
+        retention: None,
+    });
+    assert_eq!(ask(Proving(off), true)["state"], disabled);
+    assert_eq!(ask(Proving(window(50, None)), true)["state"], disabled);
 }

@@ -14,8 +14,9 @@
 //!   ones, which readers skip by height and by comparing the record's hash
 //!   (as they do for any prefix match). The table is rebuilt, whole, under
 //!   a temporary name, when stale and live entries fill it.
-//! - A damaged or missing table is replaced by an empty one (nothing
-//!   covered) at open and rebuilt by the writer's next append.
+//! - A damaged or missing table covers nothing; the writer's next append
+//!   rebuilds it (and a full disk only delays that: lookups read the
+//!   segments' own indexes meanwhile).
 //!
 //! Layout (`HASHES`): a 4,096-byte header page, then `capacity` slots of 16
 //! bytes, open addressing with linear probing. Slot: key (u64 LE, the hash's
@@ -41,8 +42,8 @@ pub(crate) const HASHES_FILE: &str = "HASHES";
 const MAGIC: [u8; 8] = *b"NEVEHASH";
 const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 16;
-/// The smallest table: 65,536 slots (1 MiB, sparse until used).
-const MIN_CAPACITY_LOG2: u32 = 16;
+/// The smallest table: 4,096 slots (64 KiB).
+const MIN_CAPACITY_LOG2: u32 = 12;
 /// Rebuilt when used slots would pass this share of the capacity (linear
 /// probing stays short below it).
 const MAX_LOAD: f64 = 0.7;
@@ -121,14 +122,21 @@ fn stored_key(prefix: u64) -> u64 {
     prefix.max(1)
 }
 
-/// The writer's side: the file, what it covers, and how full it is.
+/// The writer's side: the table (when there is a usable one), what it
+/// covers, and how full it is.
 pub(crate) struct HashWriter {
     dir: PathBuf,
+    /// `None` while there is no usable table (missing, damaged, or no room
+    /// to build one): nothing is covered and the next cover builds it.
+    open: Option<OpenTable>,
+    covered_end: u64,
+    journal: Option<Arc<CrashJournal>>,
+}
+
+struct OpenTable {
     file: StoreFile,
     table: Arc<HashTable>,
-    covered_end: u64,
     used: u64,
-    journal: Option<Arc<CrashJournal>>,
 }
 
 struct Header {
@@ -191,112 +199,107 @@ fn entries_of(segment: &Segment) -> impl Iterator<Item = (u64, u64)> + '_ {
 }
 
 impl HashWriter {
-    /// Opens the table in `dir`; a missing or damaged one is replaced by an
-    /// empty one. What it covers is capped at `sealed_end` (the end of the
-    /// sealed segments found at open).
+    /// Opens the table in `dir`, reading only its header. A missing or
+    /// damaged one is left for the next [`HashWriter::cover`] to rebuild;
+    /// until then nothing is covered. What it covers is capped at
+    /// `sealed_end` (the end of the sealed segments found at open).
     pub(crate) fn open(
         dir: &Path,
         sealed_end: u64,
         journal: Option<Arc<CrashJournal>>,
     ) -> Result<HashWriter, StoreError> {
         let _ = std::fs::remove_file(dir.join(format!("{HASHES_FILE}.tmp")));
-        let path = dir.join(HASHES_FILE);
-        if let Some(writer) = Self::open_existing(dir, &path, sealed_end, journal.clone())? {
-            return Ok(writer);
-        }
-        let header = Header {
-            capacity_log2: MIN_CAPACITY_LOG2,
+        let mut writer = HashWriter {
+            dir: dir.to_path_buf(),
+            open: None,
             covered_end: 0,
-            used: 0,
-            seed: random_seed(),
+            journal,
         };
-        build(dir, &header, std::iter::empty())?;
-        Self::open_existing(dir, &path, 0, journal)?.ok_or_else(|| {
-            StoreError::Corrupt(format!("{} unreadable right after writing", path.display()))
-        })
+        if let Some((open, covered_end)) = writer.open_existing()? {
+            writer.open = Some(open);
+            writer.covered_end = covered_end.min(sealed_end);
+        }
+        Ok(writer)
     }
 
-    fn open_existing(
-        dir: &Path,
-        path: &Path,
-        sealed_end: u64,
-        journal: Option<Arc<CrashJournal>>,
-    ) -> Result<Option<HashWriter>, StoreError> {
-        let file = match OpenOptions::new().read(true).write(true).open(path) {
+    fn open_existing(&self) -> Result<Option<(OpenTable, u64)>, StoreError> {
+        let path = self.dir.join(HASHES_FILE);
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_error(path, "opening")(e)),
+            Err(e) => return Err(io_error(&path, "opening")(e)),
         };
         let len = file
             .metadata()
-            .map_err(io_error(path, "reading metadata"))?
+            .map_err(io_error(&path, "reading metadata"))?
             .len();
         // SAFETY: only this store's writer changes the file (through `pwrite`,
         // slot by slot), and it never shortens it; a rebuilt table replaces
         // it by rename, leaving this mapping intact.
-        let map = unsafe { Mmap::map(&file) }.map_err(io_error(path, "mapping"))?;
+        let map = unsafe { Mmap::map(&file) }.map_err(io_error(&path, "mapping"))?;
         let Some(header) = decode_header(&map, len) else {
+            tracing::warn!(path = %path.display(), "hash table damaged; rebuilt at the next append");
             return Ok(None);
         };
-        Ok(Some(HashWriter {
-            dir: dir.to_path_buf(),
-            file: StoreFile::new(file, path.to_path_buf(), journal.clone()),
-            table: Arc::new(HashTable {
-                map: Some(map),
-                mask: (1u64 << header.capacity_log2) - 1,
-                seed: header.seed,
-            }),
-            covered_end: header.covered_end.min(sealed_end),
+        let table = HashTable {
+            map: Some(map),
+            mask: (1u64 << header.capacity_log2) - 1,
+            seed: header.seed,
+        };
+        let open = OpenTable {
+            file: StoreFile::new(file, path, self.journal.clone()),
+            table: Arc::new(table),
             used: header.used,
-            journal,
-        }))
+        };
+        Ok(Some((open, header.covered_end)))
     }
 
     /// The table readers should use, and the height below which it covers
     /// sealed segments.
-    pub(crate) fn view(&self) -> (Arc<HashTable>, u64) {
-        (self.table.clone(), self.covered_end)
-    }
-
-    fn capacity_log2(&self) -> u32 {
-        (self.table.mask + 1).trailing_zeros()
+    pub(crate) fn view(&self) -> (Option<Arc<HashTable>>, u64) {
+        (
+            self.open.as_ref().map(|o| o.table.clone()),
+            self.covered_end,
+        )
     }
 
     /// Covers every sealed segment in `sealed` (all of the store's, oldest
     /// first) not yet covered: inserts their entries, or rebuilds the table
-    /// when they are many or it would be too full.
+    /// when there is none, when they are many, or when it would be too full.
     pub(crate) fn cover(
         &mut self,
         sealed: &[Arc<Segment>],
         durability: Durability,
     ) -> Result<(), StoreError> {
         let end_of = |s: &Segment| s.first_height + s.sealed_count().unwrap_or(0) as u64;
-        let pending: Vec<&Arc<Segment>> = sealed
-            .iter()
-            .filter(|s| end_of(s) > self.covered_end)
-            .collect();
+        let covered_end = self.covered_end;
+        let pending: Vec<&Arc<Segment>> =
+            sealed.iter().filter(|s| end_of(s) > covered_end).collect();
         let Some(last) = pending.last() else {
             return Ok(());
         };
         let new_end = end_of(last);
         let adding: u64 = pending.iter().map(|s| s.index_len() as u64).sum();
-        let capacity = 1u64 << self.capacity_log2();
-        if pending.len() > REBUILD_AFTER_SEGMENTS
-            || (self.used + adding) as f64 > capacity as f64 * MAX_LOAD
-        {
+        let Some(open) = self.open.as_mut().filter(|open| {
+            let capacity = (open.table.mask + 1) as f64;
+            pending.len() <= REBUILD_AFTER_SEGMENTS
+                && ((open.used + adding) as f64) <= capacity * MAX_LOAD
+        }) else {
             return self.rebuild(sealed, new_end);
-        }
+        };
         for segment in pending {
             for (key, value) in entries_of(segment) {
-                self.insert(key, value)?;
+                open.insert(key, value)?;
             }
         }
         if durability == Durability::Fsync {
-            self.file
+            open.file
                 .sync_data()
-                .map_err(io_error(self.file.path(), "syncing"))?;
+                .map_err(io_error(open.file.path(), "syncing"))?;
         }
-        self.write_header(new_end, durability)
+        open.write_header(new_end, durability)?;
+        self.covered_end = new_end;
+        Ok(())
     }
 
     /// Stops covering heights from `height` up, durably, before a rollback
@@ -309,12 +312,55 @@ impl HashWriter {
         if height >= self.covered_end {
             return Ok(());
         }
-        self.write_header(height, durability)
+        if let Some(open) = self.open.as_mut() {
+            open.write_header(height, durability)?;
+        }
+        self.covered_end = height;
+        Ok(())
     }
 
+    /// Writes a new table holding every entry of `sealed`, whole, under a
+    /// temporary name, and renames it into place.
+    fn rebuild(&mut self, sealed: &[Arc<Segment>], covered_end: u64) -> Result<(), StoreError> {
+        let live: u64 = sealed.iter().map(|s| s.index_len() as u64).sum();
+        let capacity_log2 = (live * SLOTS_PER_ENTRY)
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(MIN_CAPACITY_LOG2);
+        let header = Header {
+            capacity_log2,
+            covered_end,
+            used: live,
+            seed: random_seed(),
+        };
+        let started = std::time::Instant::now();
+        build(
+            &self.dir,
+            &header,
+            sealed.iter().flat_map(|s| entries_of(s)),
+        )?;
+        let (open, covered_end) = self.open_existing()?.ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "{} unreadable right after writing",
+                self.dir.join(HASHES_FILE).display()
+            ))
+        })?;
+        self.open = Some(open);
+        self.covered_end = covered_end;
+        tracing::info!(
+            entries = live,
+            slots = 1u64 << capacity_log2,
+            ms = started.elapsed().as_millis() as u64,
+            "rebuilt the hash table"
+        );
+        Ok(())
+    }
+}
+
+impl OpenTable {
     fn write_header(&mut self, covered_end: u64, durability: Durability) -> Result<(), StoreError> {
         let header = encode_header(&Header {
-            capacity_log2: self.capacity_log2(),
+            capacity_log2: (self.table.mask + 1).trailing_zeros(),
             covered_end,
             used: self.used,
             seed: self.table.seed,
@@ -326,7 +372,6 @@ impl HashWriter {
         if durability == Durability::Fsync {
             self.file.sync_data().map_err(io_error(&path, "syncing"))?;
         }
-        self.covered_end = covered_end;
         Ok(())
     }
 
@@ -351,40 +396,6 @@ impl HashWriter {
             .write_all_at(&slot, (HEADER_LEN + i as usize * SLOT_LEN) as u64)
             .map_err(io_error(self.file.path(), "writing"))?;
         self.used += 1;
-        Ok(())
-    }
-
-    /// Writes a new table holding every entry of `sealed`, whole, under a
-    /// temporary name, and renames it into place.
-    fn rebuild(&mut self, sealed: &[Arc<Segment>], covered_end: u64) -> Result<(), StoreError> {
-        let live: u64 = sealed.iter().map(|s| s.index_len() as u64).sum();
-        let capacity_log2 = (live * SLOTS_PER_ENTRY)
-            .next_power_of_two()
-            .trailing_zeros()
-            .max(MIN_CAPACITY_LOG2);
-        let header = Header {
-            capacity_log2,
-            covered_end,
-            used: live,
-            seed: random_seed(),
-        };
-        let started = std::time::Instant::now();
-        build(
-            &self.dir,
-            &header,
-            sealed.iter().flat_map(|s| entries_of(s)),
-        )?;
-        let path = self.dir.join(HASHES_FILE);
-        *self = Self::open_existing(&self.dir, &path, covered_end, self.journal.clone())?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!("{} unreadable right after writing", path.display()))
-            })?;
-        tracing::info!(
-            entries = live,
-            slots = 1u64 << capacity_log2,
-            ms = started.elapsed().as_millis() as u64,
-            "rebuilt the hash table"
-        );
         Ok(())
     }
 }

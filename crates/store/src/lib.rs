@@ -729,7 +729,7 @@ impl Store {
                 max,
                 high_water: max,
                 bytes: 0,
-                hashes: Some(table),
+                hashes: table,
                 covered_end,
             }
         });
@@ -919,7 +919,7 @@ impl Store {
             .uncover_from(changed_from, self.config.durability)?;
         let (table, covered_end) = self.hashes.view();
         self.publish(|state| {
-            state.hashes = Some(table);
+            state.hashes = table;
             state.covered_end = covered_end;
         });
         if keep_up_to < min {
@@ -1069,7 +1069,7 @@ impl Store {
         }
         let (table, covered_end) = self.hashes.view();
         self.publish(|state| {
-            state.hashes = Some(table);
+            state.hashes = table;
             state.covered_end = covered_end;
         });
     }

@@ -25,6 +25,9 @@ use serde_json::value::RawValue;
 
 pub use serde_json::Value;
 
+mod capabilities;
+pub use capabilities::StateWindow;
+
 /// How long one HTTP exchange may take before it fails with
 /// [`RpcError::Timeout`]. Generous because a loaded node can take seconds to
 /// answer a large batch; callers that want less use [`RpcClient::with_timeout`].
