@@ -397,6 +397,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         latest_lag: args.latest_lag,
         max_behind: args.max_behind,
         retain_blocks,
+        retain_bytes: args.retain_bytes,
         fallback: args.fallback,
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then(|| Duration::from_millis(args.state_fetch_timeout_ms)),

@@ -236,6 +236,28 @@ async fn health_readiness_metrics_and_export_tell_the_truth() {
         String::from_utf8_lossy(&promtool.stdout),
         String::from_utf8_lossy(&promtool.stderr)
     );
+    // Every metric the shipped alerts read is one neve exports.
+    let alerts = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/alerts.yml"),
+    )
+    .unwrap();
+    let exported: std::collections::BTreeSet<&str> = metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let read: std::collections::BTreeSet<&str> = alerts
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|w| w.starts_with("neve_"))
+        .collect();
+    assert!(!read.is_empty());
+    let missing: Vec<_> = read.difference(&exported).collect();
+    assert!(
+        missing.is_empty(),
+        "alerts read metrics neve does not export: {missing:?}"
+    );
 
     // NDJSON export: one parseable line per block, in order.
     let (status, ndjson) = neve.get("/blocks?from=3&to=6").unwrap();

@@ -183,6 +183,8 @@ pub struct ServeConfig {
     pub max_behind: u64,
     /// The store's block retention, shown by `/health`.
     pub retain_blocks: Option<u64>,
+    /// The store's byte budget, shown by `/metrics`.
+    pub retain_bytes: Option<u64>,
     /// A full node to forward misses to instead of answering 421.
     pub fallback: Option<String>,
     /// How long a state read that needs fetching waits for the fetch
@@ -222,6 +224,7 @@ impl Default for ServeConfig {
             latest_lag: 0,
             max_behind: 2,
             retain_blocks: None,
+            retain_bytes: None,
             fallback: None,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
         }
@@ -456,6 +459,21 @@ impl Server {
                         "neve_store_corrupt_reads_total",
                         "Reads answered as misses because a record failed its checksum.",
                         stats.corrupt_reads,
+                    ),
+                    (
+                        "neve_store_retain_blocks",
+                        "Newest blocks the store keeps (--retain-blocks); 0: all.",
+                        self.ctx.config.retain_blocks.unwrap_or(0),
+                    ),
+                    (
+                        "neve_store_retain_bytes",
+                        "Bytes the store is kept under (--retain-bytes); 0: no byte budget.",
+                        self.ctx.config.retain_bytes.unwrap_or(0),
+                    ),
+                    (
+                        "neve_store_write_failing",
+                        "1 while writing to the store fails (a full disk): what is stored is served, nothing new arrives.",
+                        self.ctx.chain.store_write_error().is_some() as u64,
                     ),
                 ]
                 .into_iter()
