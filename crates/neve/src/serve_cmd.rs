@@ -99,6 +99,10 @@ pub struct ServeArgs {
     /// Seconds a connection may go without sending a complete request header.
     #[arg(long, default_value_t = neve_serve::DEFAULT_IDLE_TIMEOUT.as_secs())]
     idle_timeout: u64,
+    /// On SIGTERM, how long requests in flight (and WebSocket sessions) get
+    /// to finish before neve exits anyway, in seconds.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_DRAIN_TIMEOUT.as_secs())]
+    drain_timeout: u64,
     /// Most blocks one eth_getLogs may span.
     #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RANGE)]
     logs_max_range: u64,
@@ -390,6 +394,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         max_batch: args.max_batch,
         max_connections: args.max_connections,
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        drain_timeout: Duration::from_secs(args.drain_timeout),
         logs_max_range: args.logs_max_range,
         logs_max_results: args.logs_max_results,
         logs_budget_blocks: args.logs_budget_blocks,

@@ -30,3 +30,78 @@ fn the_alerts_are_valid_rules_and_pass_their_unit_tests() {
     run("promtool", &["check", "rules", "alerts.yml"], &dir);
     run("promtool", &["test", "rules", "alerts.test.yml"], &dir);
 }
+
+/// `systemd-analyze verify` and `security` on the shipped unit, in a root
+/// holding the host's own units, the binary where the unit expects it and an
+/// empty environment file. Skipped where systemd-analyze is not installed.
+#[test]
+fn the_systemd_unit_verifies_and_is_sandboxed() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("systemd-analyze is not installed: skipped");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let at = |path: &str| root.path().join(path);
+    for dir in [
+        "usr/local/bin",
+        "etc/neve",
+        "etc/systemd/system",
+        "usr/lib/systemd",
+    ] {
+        std::fs::create_dir_all(at(dir)).unwrap();
+    }
+    // The binary itself (a symlink would point outside the root).
+    let binary = at("usr/local/bin/neve");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_neve"), &binary).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_neve"), &binary).unwrap();
+    }
+    std::fs::write(
+        at("etc/neve/neve.env"),
+        "NEVE_ARGS=--upstream http://127.0.0.1:8545\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        deploy_dir()
+            .join("systemd/neve.service")
+            .canonicalize()
+            .unwrap(),
+        at("etc/systemd/system/neve.service"),
+    )
+    .unwrap();
+    run(
+        "cp",
+        &[
+            "-a",
+            "/usr/lib/systemd/system",
+            at("usr/lib/systemd").to_str().unwrap(),
+        ],
+        root.path(),
+    );
+    let root_arg = format!("--root={}", root.path().display());
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", &root_arg, "neve.service"])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert!(verify.status.success() && said.trim().is_empty(), "{said}");
+    let security = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", &root_arg, "neve.service"])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&security.stdout);
+    let exposure: f64 = report
+        .lines()
+        .find_map(|l| l.split("neve.service: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in:\n{report}"));
+    assert!(exposure <= 2.0, "exposure {exposure}:\n{report}");
+}

@@ -139,6 +139,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 5 << 20;
 pub const DEFAULT_MAX_BATCH: usize = 1000;
 /// Most open connections; the next one gets 503 and is closed. Default is 4,096.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// On shutdown, requests in flight get this long to finish (and WebSocket
+/// sessions to end) before the server returns anyway. Default is 10 s.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection that sends no complete request header for this long is
 /// closed (idle keep-alive and slow-header clients alike). Default is 60 s.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -164,6 +167,8 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// See [`DEFAULT_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
+    /// See [`DEFAULT_DRAIN_TIMEOUT`].
+    pub drain_timeout: Duration,
     /// See [`DEFAULT_BODY_TIMEOUT`].
     pub body_timeout: Duration,
     /// See [`DEFAULT_LOGS_MAX_RANGE`].
@@ -216,6 +221,7 @@ impl Default for ServeConfig {
             max_batch: DEFAULT_MAX_BATCH,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             logs_max_range: DEFAULT_LOGS_MAX_RANGE,
             logs_max_results: DEFAULT_LOGS_MAX_RESULTS,
@@ -251,6 +257,8 @@ struct Server {
     events: tokio::sync::broadcast::Sender<events::Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
+    /// Turns true when the server starts draining.
+    stopping: tokio::sync::watch::Receiver<bool>,
     fallback: Option<RpcClient>,
     fetch: Option<Arc<dyn neve_state::Fetch>>,
     started: Instant,
@@ -262,8 +270,10 @@ pub const MISS_OVER_WS: i64 = -32001;
 
 const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 
-/// Serves until `shutdown` turns true: stops accepting, answers readiness
-/// with 503 from then on, and lets open connections finish their request.
+/// Serves until `shutdown` turns true, then drains: stops accepting,
+/// answers readiness with 503, lets each open connection finish the request
+/// it is answering (idle ones are closed at once), and returns when every
+/// connection and WebSocket session has ended or the drain timeout passed.
 pub async fn serve(
     listener: TcpListener,
     reader: Reader,
@@ -271,7 +281,7 @@ pub async fn serve(
     identity: neve_store::Identity,
     config: ServeConfig,
     state: Option<StateAccess>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
     let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
     let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
@@ -305,6 +315,7 @@ pub async fn serve(
         }),
         metrics,
         shutting_down: AtomicBool::new(false),
+        stopping: shutdown.clone(),
         fallback,
         started: Instant::now(),
     });
@@ -319,8 +330,10 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = shutdown.changed() => {
+            _ = until_stopped(shutdown.clone()) => {
                 server.shutting_down.store(true, Ordering::Relaxed);
+                drop(listener);
+                drain(&limit, &server).await;
                 return Ok(());
             }
         };
@@ -342,6 +355,7 @@ pub async fn serve(
         // Shared with a WebSocket session the connection upgrades to: the
         // slot is freed when both the HTTP connection and the session end.
         let permit = Arc::new(permit);
+        let stopping = shutdown.clone();
         tokio::spawn(async move {
             server.metrics.connections.fetch_add(1, Ordering::Relaxed);
             let service = service_fn(|request| {
@@ -349,15 +363,50 @@ pub async fn serve(
                 let permit = permit.clone();
                 async move { Ok::<_, Infallible>(server.handle(request, permit).await) }
             });
-            let _ = http1::Builder::new()
+            let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(server.ctx.config.idle_timeout)
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
+                .with_upgrades();
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = until_stopped(stopping.clone()) => {
+                    // Finish the request being answered, then close.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
             server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
         });
+    }
+}
+
+/// Returns once `stop` is true (or its sender is gone).
+pub(crate) async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        let stopped = *stop.borrow_and_update();
+        if stopped || stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits until every connection slot is free again (each connection and
+/// WebSocket session holds one until it ends), or the drain timeout.
+async fn drain(limit: &tokio::sync::Semaphore, server: &Server) {
+    let open = server.metrics.connections.load(Ordering::Relaxed);
+    tracing::info!(connections = open, "draining");
+    let slots = u32::try_from(server.ctx.config.max_connections).unwrap_or(u32::MAX);
+    let timeout = server.ctx.config.drain_timeout;
+    match tokio::time::timeout(timeout, limit.acquire_many(slots)).await {
+        Ok(_) => tracing::info!("drained"),
+        Err(_) => tracing::warn!(
+            connections = server.metrics.connections.load(Ordering::Relaxed),
+            ?timeout,
+            "drain timed out; closing what is left"
+        ),
     }
 }
 

@@ -70,6 +70,11 @@ fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
         }),
         metrics: Arc::new(Metrics::default()),
         shutting_down: AtomicBool::new(false),
+        stopping: {
+            let (never, stopping) = tokio::sync::watch::channel(false);
+            std::mem::forget(never);
+            stopping
+        },
         fallback: None,
         fetch: None,
         started: Instant::now(),

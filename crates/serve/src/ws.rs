@@ -120,8 +120,19 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
     );
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await; // the first tick is immediate
+    let stopping = crate::until_stopped(server.stopping.clone());
+    tokio::pin!(stopping);
     loop {
         tokio::select! {
+            _ = &mut stopping => {
+                // Draining: say goodbye (1001, going away) so clients reconnect elsewhere.
+                let away = tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                    code: tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Away,
+                    reason: "neve is shutting down".into(),
+                };
+                let _ = tokio::time::timeout(SEND_TIMEOUT, ws.close(Some(away))).await;
+                return;
+            }
             _ = ping.tick() => {
                 if last_heard.elapsed() >= idle_timeout {
                     let _ = tokio::time::timeout(SEND_TIMEOUT, ws.close(None)).await;

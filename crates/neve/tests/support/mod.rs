@@ -121,6 +121,8 @@ pub struct Neve {
     child: std::process::Child,
     pub url: String,
     pub addr: String,
+    /// Its store.
+    pub store: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -182,6 +184,7 @@ impl Neve {
             child,
             url: format!("http://{addr}"),
             addr,
+            store,
             _dir: dir,
         }
     }
@@ -219,6 +222,28 @@ impl Neve {
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends SIGTERM, as systemd and container runtimes do to stop it.
+    pub fn terminate(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit; `None` if it has not.
+    pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// What neve has logged so far, for failure messages.
