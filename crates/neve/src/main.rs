@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench_cmd;
+mod config;
 mod serve_cmd;
 
 #[derive(Parser)]
@@ -20,6 +21,10 @@ struct Cli {
 enum Command {
     /// Follow an upstream node into a local store and serve it over JSON-RPC.
     Serve(Box<serve_cmd::ServeArgs>),
+    /// Print the settings `neve serve` would run with, from flags, NEVE_*
+    /// environment variables, a --config file and defaults (secrets in URLs
+    /// redacted), as a settings file.
+    Config(Box<serve_cmd::ServeArgs>),
     /// Fund accounts on a node and send it a realistic mix of signed transactions.
     Load(LoadArgs),
     /// Start a local geth dev chain, feed it traffic and show the chain growing.
@@ -79,7 +84,16 @@ fn limit_malloc_arenas() {
 
 fn main() -> Result<()> {
     limit_malloc_arenas();
-    let cli = Cli::parse();
+    let command = config::with_env(Cli::command());
+    let (argv, from_file) = config::expand(std::env::args_os().collect(), &command)?;
+    let matches = command.clone().get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Config(_), Some(settings)) =
+        (&cli.command, matches.subcommand_matches("config"))
+    {
+        print!("{}", config::render(&command, settings, &from_file));
+        return Ok(());
+    }
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::INFO)
         .with_writer(std::io::stderr)
@@ -91,6 +105,7 @@ fn main() -> Result<()> {
         .context("starting the async runtime")?;
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve_cmd::serve(*args)),
+        Command::Config(_) => Ok(()),
         Command::Load(args) => runtime.block_on(load(args)),
         Command::Demo(args) => runtime.block_on(demo(args)),
         Command::Bench(args) => runtime.block_on(bench_cmd::bench(*args)),

@@ -23,6 +23,10 @@ pub enum UpstreamKind {
 
 #[derive(Args)]
 pub struct ServeArgs {
+    /// A TOML file of settings: keys are these flags' long names; a flag or
+    /// its NEVE_* environment variable wins over the file.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// The upstream node's URL (see --upstream-kind).
     #[arg(long, required_unless_present = "mirror_from")]
     upstream: Option<String>,
@@ -152,15 +156,6 @@ pub enum DurabilityArg {
 }
 
 /// The upstream URL with any `user:password@` removed, for display.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 struct IngestView {
     status: Arc<IngestStatus>,
     url: String,
@@ -332,7 +327,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
                 return Err(error).with_context(|| {
                     format!(
                         "connecting to {} and opening {}",
-                        redact(&rpc_url),
+                        crate::config::redact(&rpc_url),
                         args.data_dir.display()
                     )
                 });
@@ -342,10 +337,10 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let identity = follower.identity();
     let view = Arc::new(IngestView {
         status: follower.status(),
-        url: redact(&rpc_url),
+        url: crate::config::redact(&rpc_url),
     });
     let reader = follower.reader();
-    tracing::info!(listen = %args.listen, chain_id = identity.chain_id, upstream = %redact(&rpc_url), "serving");
+    tracing::info!(listen = %args.listen, chain_id = identity.chain_id, upstream = %crate::config::redact(&rpc_url), "serving");
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let wake = Arc::new(tokio::sync::Notify::new());

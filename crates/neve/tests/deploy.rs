@@ -105,3 +105,89 @@ fn the_systemd_unit_verifies_and_is_sandboxed() {
         .unwrap_or_else(|| panic!("no exposure level in:\n{report}"));
     assert!(exposure <= 2.0, "exposure {exposure}:\n{report}");
 }
+
+/// `neve config ARGS…` with only `env` in its environment.
+fn neve_config(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_neve"))
+        .arg("config")
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn setting<'a>(printed: &'a str, key: &str) -> &'a str {
+    printed
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+        .unwrap_or_else(|| panic!("no {key} in:\n{printed}"))
+}
+
+#[test]
+fn the_example_settings_file_lists_every_key_with_its_default() {
+    let out = neve_config(&["--upstream", "http://127.0.0.1:8545"], &[]);
+    assert!(out.status.success());
+    let example = std::fs::read_to_string(deploy_dir().join("neve.example.toml")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        example,
+        "deploy/neve.example.toml is `neve config --upstream http://127.0.0.1:8545`"
+    );
+    let example_path = deploy_dir().join("neve.example.toml");
+    let loaded = neve_config(&["--config", example_path.to_str().unwrap()], &[]);
+    assert!(loaded.status.success(), "{loaded:?}");
+}
+
+#[test]
+fn flags_win_over_the_environment_which_wins_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("neve.toml");
+    std::fs::write(
+        &file,
+        "upstream = \"http://operator:hunter2@127.0.0.1:8545/?token=t0p\"\n\
+         retain-blocks = 10\nmax-batch = 7\nlisten = \"127.0.0.1:9\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let env = [("NEVE_RETAIN_BLOCKS", "20"), ("NEVE_MAX_BATCH", "8")];
+    let out = neve_config(&["--config", file, "--max-batch", "9"], &env);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(setting(&printed, "max-batch"), "9  # flag");
+    assert_eq!(setting(&printed, "retain-blocks"), "20  # environment");
+    assert_eq!(setting(&printed, "listen"), "\"127.0.0.1:9\"  # file");
+    assert_eq!(setting(&printed, "idle-timeout"), "60  # default");
+    assert!(
+        !printed.contains("hunter2") && !printed.contains("t0p"),
+        "{printed}"
+    );
+    // The file named by the environment instead of a flag.
+    let out = neve_config(&[], &[("NEVE_CONFIG", file)]);
+    assert_eq!(
+        setting(&String::from_utf8_lossy(&out.stdout), "retain-blocks"),
+        "10  # file"
+    );
+    // A value clap refuses is refused whatever its source.
+    let out = neve_config(&["--config", file], &[("NEVE_MAX_BATCH", "many")]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn an_unknown_key_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("neve.toml");
+    std::fs::write(
+        &file,
+        "upstream = \"http://127.0.0.1:8545\"\nretain_blocks = 5\n",
+    )
+    .unwrap();
+    let out = neve_config(&["--config", file.to_str().unwrap()], &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("unknown key `retain_blocks`")
+            && said.contains("did you mean `retain-blocks`"),
+        "{said}"
+    );
+}
