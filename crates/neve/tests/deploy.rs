@@ -61,7 +61,7 @@ fn the_systemd_unit_verifies_and_is_sandboxed() {
     }
     std::fs::write(
         at("etc/neve/neve.env"),
-        "NEVE_ARGS=--upstream http://127.0.0.1:8545\n",
+        "NEVE_UPSTREAM=http://127.0.0.1:8545\n",
     )
     .unwrap();
     std::os::unix::fs::symlink(
