@@ -448,6 +448,7 @@ async fn report_progress(
     });
     let mut shown = false;
     let mut last_log = std::time::Instant::now();
+    let mut logged_max = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
@@ -469,7 +470,20 @@ async fn report_progress(
                 }
             }
             None if behind > BACKFILLING && last_log.elapsed() >= Duration::from_secs(10) => {
-                tracing::info!(stored = max, head, behind, "backfilling");
+                let seconds = last_log.elapsed().as_secs_f64();
+                let rate = logged_max.map(|was: u64| max.saturating_sub(was) as f64 / seconds);
+                match rate.filter(|r| *r > 0.0) {
+                    Some(rate) => tracing::info!(
+                        stored = max,
+                        head,
+                        behind,
+                        blocks_per_second = format!("{rate:.0}"),
+                        eta = format!("{:.0}s", behind as f64 / rate),
+                        "backfilling"
+                    ),
+                    None => tracing::info!(stored = max, head, behind, "backfilling"),
+                }
+                logged_max = Some(max);
                 last_log = std::time::Instant::now();
             }
             _ => {}
