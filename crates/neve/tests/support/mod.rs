@@ -123,6 +123,7 @@ pub struct Neve {
     pub addr: String,
     /// Its store.
     pub store: std::path::PathBuf,
+    args: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -173,20 +174,28 @@ impl Neve {
             "os".into(),
         ];
         args.extend(extra.iter().map(|a| a.to_string()));
-        let log = std::fs::File::create(dir.path().join("neve.log")).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_neve"))
-            .args(&args)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = launch(&args, &dir.path().join("neve.log"));
         Neve {
             child,
             url: format!("http://{addr}"),
             addr,
             store,
+            args,
             _dir: dir,
         }
+    }
+
+    /// Kills it (SIGKILL) and leaves it down; [`Neve::restart`] starts it
+    /// again on the same address and store.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again with the same arguments (address, store, flags).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = launch(&self.args, &self._dir.path().join("neve.log"));
     }
 
     /// Waits until the store reaches `height`; panics with the log after
@@ -343,4 +352,19 @@ pub async fn neve_mirroring_a_chain_with_logs() -> (neve_devnet::GethDev, Neve) 
 /// A JSON file, parsed.
 pub fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// `neve ARGS…` with its output appended to `log`.
+fn launch(args: &[String], log: &std::path::Path) -> std::process::Child {
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_neve"))
+        .args(args)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
 }

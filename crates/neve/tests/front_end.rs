@@ -1,0 +1,242 @@
+//! neve's scaling story end to end, with the shipped front-end config
+//! (`deploy/nginx/neve.conf`, included as is): nginx in front of neve A
+//! (following geth) and neve B (mirroring A), with what a mirror answers
+//! 421 re-sent to geth. Every answer through nginx equals geth's; `neve
+//! bench` through it sees no error while B is killed mid-run; B, restarted,
+//! takes requests again.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use neve_devnet::{NodeProcess, free_ports};
+use neve_upstream::{RpcClient, quantity};
+use serde_json::{Value, json};
+use support::*;
+
+/// nginx (Debian's) running `deploy/nginx/neve.conf` with this site's
+/// `neve/upstreams.conf` and `neve/listen.conf`: the mirrors at `mirrors`,
+/// the full node at `node` (host:port each).
+struct FrontEnd {
+    _nginx: NodeProcess,
+    url: String,
+}
+
+fn host_port(url: &str) -> &str {
+    url.trim_start_matches("http://").trim_end_matches('/')
+}
+
+fn start_front_end(mirrors: &[&str], node: &str) -> FrontEnd {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let [port] = free_ports();
+    std::fs::create_dir_all(dir.path().join("neve")).unwrap();
+    let servers: String = mirrors
+        .iter()
+        .map(|m| format!("    server {m} max_fails=1 fail_timeout=5s;\n"))
+        .collect();
+    std::fs::write(
+        dir.path().join("neve/upstreams.conf"),
+        format!(
+            "upstream neve_mirrors {{\n    zone neve_mirrors 64k;\n{servers}    keepalive 16;\n}}\n\
+             upstream full_node {{\n    server {node};\n    keepalive 4;\n}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("neve/listen.conf"),
+        format!("listen 127.0.0.1:{port};\n"),
+    )
+    .unwrap();
+    let shipped: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/nginx/neve.conf")
+        .canonicalize()
+        .unwrap();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n  \
+             fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n  \
+             include {};\n}}\n",
+            shipped.display()
+        ),
+    )
+    .unwrap();
+    let args = vec![
+        "-e".to_owned(),
+        format!("{d}/error.log"),
+        "-c".to_owned(),
+        conf.display().to_string(),
+    ];
+    let nginx = NodeProcess::spawn("nginx", Path::new("/usr/sbin/nginx"), &args, dir)
+        .expect("nginx (scripts/install-deps.sh installs it)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            nginx.exit_status().is_none() && Instant::now() < deadline,
+            "nginx did not start:\n{}",
+            nginx.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    FrontEnd {
+        _nginx: nginx,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// JSON-RPC calls answered `ok` by a neve, from its `/metrics`.
+fn answered(neve: &Neve) -> u64 {
+    let (_, metrics) = neve.get("/metrics").unwrap();
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("neve_rpc_requests_total{") && l.contains("outcome=\"ok\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Every count of an error outcome in `neve bench`'s results.
+fn error_outcomes(results: &Value) -> Vec<String> {
+    const ERRORS: [&str; 5] = [
+        "transport_errors",
+        "status_5xx",
+        "status_4xx",
+        "malformed",
+        "rpc_errors",
+    ];
+    let mut found = Vec::new();
+    let mut stack = vec![results];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    if ERRORS.contains(&key.as_str()) && v.as_u64().unwrap_or(0) > 0 {
+                        found.push(format!("{key}: {v}"));
+                    }
+                    stack.push(v);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_mirrors_behind_nginx_answer_as_geth_and_survive_losing_one() {
+    let (geth, head) = chain_with_logs().await;
+    let a = Neve::start(
+        geth.http_url(),
+        &["--floor", "0", "--ws-url", geth.ws_url()],
+        head,
+    )
+    .await;
+    let mut b = Neve::start_mirror(&a.url, head).await;
+    let front = start_front_end(&[&a.addr, &b.addr], host_port(geth.http_url()));
+    let through = RpcClient::new(&front.url).unwrap();
+    let direct = RpcClient::new(geth.http_url()).unwrap();
+
+    // Every answer through the front end is geth's: blocks and receipts
+    // from the mirrors, and what they answer 421 (a call neve does not
+    // serve, a block past the head) from geth.
+    let served_before = answered(&a) + answered(&b);
+    assert_same_as_geth(&through, &direct, 0..=head).await;
+    for (method, params) in [
+        (
+            "eth_call",
+            json!([{"to": format!("0x{}", "00".repeat(20)), "data": "0x"}, "latest"]),
+        ),
+        (
+            "eth_getBlockByNumber",
+            json!([quantity(head + 1000), false]),
+        ),
+        ("eth_chainId", json!([])),
+    ] {
+        assert_eq!(
+            answer(&through, method, params.clone()).await,
+            answer(&direct, method, params.clone()).await,
+            "{method} {params}"
+        );
+    }
+    let served = answered(&a) + answered(&b) - served_before;
+    assert!(
+        served >= 5 * (head + 1),
+        "the mirrors answered the block reads: {served}"
+    );
+
+    // neve bench through the front end while B is killed mid-run.
+    let out = tempfile::tempdir().unwrap();
+    let target = format!("front={}", front.url);
+    let out_dir = out.path().display().to_string();
+    let bench = tokio::spawn(async move {
+        run_neve(&[
+            "bench",
+            "--target",
+            &target,
+            "--workload",
+            "mix:seeds-read",
+            "--conns",
+            "4",
+            "--warmup",
+            "0.5",
+            "--duration",
+            "4",
+            "--pool",
+            "200",
+            "--out",
+            &out_dir,
+        ])
+        .await
+    });
+    let (a_before, b_before) = (answered(&a), answered(&b));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!bench.is_finished(), "B is killed while the bench runs");
+    let b_served = answered(&b) - b_before;
+    b.kill();
+    let output = bench.await.unwrap();
+    expect_success(&output);
+    let results = read_json(&out.path().join("results.json"));
+    let errors = error_outcomes(&results);
+    assert!(errors.is_empty(), "clients saw errors: {errors:?}");
+    // The share of the bench's calls the mirrors answered themselves.
+    let calls: u64 = results["workloads"][0]["targets"][0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["outcomes"]["ok"].as_u64().unwrap() + p["outcomes"]["null_results"].as_u64().unwrap()
+        })
+        .sum();
+    let mirrors = answered(&a) - a_before + b_served;
+    eprintln!(
+        "front end: {calls} measured calls; the mirrors answered {mirrors} calls (warm-up included)"
+    );
+    assert!(
+        mirrors * 2 > calls,
+        "the mirrors answered most: {mirrors} of {calls}"
+    );
+
+    // B comes back on the same address and store and takes requests again.
+    b.restart();
+    b.wait_for_height(head, Duration::from_secs(60)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.get("/health/ready").map(|(s, _)| s) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "B never became ready:\n{}",
+            b.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = answered(&b);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answered(&b) == before {
+        assert!(Instant::now() < deadline, "B never rejoined the pool");
+        let _ = answer(&through, "eth_getBlockByNumber", json!(["0x1", false])).await;
+    }
+}
