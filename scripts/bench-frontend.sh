@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Through the shipped front end (deploy/nginx/neve.conf): req/s and latency
+# of `neve bench` through nginx with geth alone behind it, with one neve
+# mirror, and with two (B mirroring A), all on the same geth dev chain and
+# the same machine. Misses (421) go on to geth in every case.
+#
+#   scripts/bench-frontend.sh
+#   WORKLOADS="mix:seeds-read randblock" CONNS=1,16 scripts/bench-frontend.sh
+set -euo pipefail
+WORKLOADS=${WORKLOADS:-"mix:seeds-read randblock"}
+CONNS=${CONNS:-1,16}
+source "$(dirname "$0")/lib.sh"
+
+start_geth_dev
+grow_chain 1000 800
+chain=$(head_of "$geth_url")
+AP=$(free_port); BP=$(free_port)
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$AP" --data-dir "$work/a" >"$work/a.log" 2>&1 &
+pids+=($!)
+until [ "$(stored_height "http://127.0.0.1:$AP")" -ge "$chain" ]; do sleep 0.1; done
+"$neve" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
+pids+=($!)
+until [ "$(stored_height "http://127.0.0.1:$BP")" -ge "$chain" ]; do sleep 0.1; done
+
+# front NAME SERVER…: nginx with the shipped config, these mirrors, geth as
+# the full node; prints its URL.
+front() {
+  local name=$1 dir="$work/nginx-$1" port
+  shift
+  port=$(free_port)
+  mkdir -p "$dir/neve"
+  {
+    echo "upstream neve_mirrors { zone neve_mirrors 64k;"
+    for server in "$@"; do echo "  server $server max_fails=1 fail_timeout=5s;"; done
+    echo "  keepalive 64; }"
+    echo "upstream full_node { server ${geth_url#http://}; keepalive 16; }"
+  } >"$dir/neve/upstreams.conf"
+  echo "listen 127.0.0.1:$port;" >"$dir/neve/listen.conf"
+  cat >"$dir/nginx.conf" <<CONF
+user root; pid $dir/nginx.pid; error_log $dir/error.log;
+events { worker_connections 4096; }
+http { access_log off; client_body_temp_path $dir/body; proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fcgi; uwsgi_temp_path $dir/uwsgi; scgi_temp_path $dir/scgi;
+  include $repo/deploy/nginx/neve.conf; }
+CONF
+  nginx -e "$dir/error.log" -c "$dir/nginx.conf"
+  echo "$dir/nginx.pid" >>"$work/nginx-pids"
+  until curl -s -o /dev/null "http://127.0.0.1:$port/"; do sleep 0.05; done
+  echo "http://127.0.0.1:$port"
+}
+trap 'while read -r p; do kill "$(cat "$p")" 2>/dev/null || true; done <"$work/nginx-pids" 2>/dev/null; cleanup' EXIT
+
+geth_only=$(front geth "${geth_url#http://}")
+one=$(front one "127.0.0.1:$AP")
+two=$(front two "127.0.0.1:$AP" "127.0.0.1:$BP")
+args=()
+for w in $WORKLOADS; do args+=(--workload "$w"); done
+"$neve" bench --target "two-mirrors=$two" --target "one-mirror=$one" --target "geth-alone=$geth_only" \
+  --compare two-mirrors:geth-alone --compare one-mirror:geth-alone \
+  "${args[@]}" --conns "$CONNS" --warmup 1 --duration 5 --out "${OUT:-bench-results/frontend}"
