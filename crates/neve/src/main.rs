@@ -8,6 +8,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench_cmd;
 mod config;
+mod demo_cmd;
 mod serve_cmd;
 
 #[derive(Parser)]
@@ -27,8 +28,9 @@ enum Command {
     Config(Box<serve_cmd::ServeArgs>),
     /// Fund accounts on a node and send it a realistic mix of signed transactions.
     Load(LoadArgs),
-    /// Start a local geth dev chain, feed it traffic and show the chain growing.
-    Demo(DemoArgs),
+    /// The main job: a local geth dev chain with traffic, neve following it on
+    /// a printed address, example calls, neve against geth, until Ctrl-C.
+    Demo(demo_cmd::DemoArgs),
     /// Measure targets head to head (closed-loop sweep, open loop, TPS, the headline suite).
     Bench(Box<bench_cmd::BenchArgs>),
 }
@@ -56,13 +58,6 @@ struct LoadArgs {
     /// Pause sending while this many accepted transactions are not yet included.
     #[arg(long, default_value_t = neve_load::DEFAULT_MAX_IN_FLIGHT)]
     max_in_flight: u64,
-}
-
-#[derive(Args)]
-struct DemoArgs {
-    /// How long to feed the chain.
-    #[arg(long, default_value_t = 20)]
-    seconds: u64,
 }
 
 /// glibc gives each thread that allocates an arena of its own (up to eight
@@ -107,7 +102,7 @@ fn main() -> Result<()> {
         Command::Serve(args) => runtime.block_on(serve_cmd::serve(*args)),
         Command::Config(_) => Ok(()),
         Command::Load(args) => runtime.block_on(load(args)),
-        Command::Demo(args) => runtime.block_on(demo(args)),
+        Command::Demo(args) => runtime.block_on(demo_cmd::demo(args)),
         Command::Bench(args) => runtime.block_on(bench_cmd::bench(*args)),
     }
 }
@@ -139,21 +134,4 @@ pub(crate) fn print_progress(p: &neve_load::Progress) {
         p.included,
         p.blocks
     );
-}
-
-async fn demo(args: DemoArgs) -> Result<()> {
-    eprintln!("starting a geth dev chain on 127.0.0.1 …");
-    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions::default())
-        .await
-        .context("starting geth (install it with scripts/install-tools.sh)")?;
-    eprintln!(
-        "geth is up at {} (pid {})",
-        geth.http_url(),
-        geth.process().pid()
-    );
-    eprintln!("feeding it traffic for {} s with neve load …", args.seconds);
-    let config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(args.seconds));
-    let report = neve_load::run(config, print_progress).await?;
-    println!("{}", report.render());
-    Ok(())
 }
