@@ -68,10 +68,10 @@ def p99(latencies):
 
 def run_abuse(name, queue):
     """In its own process, so the abuser's work never delays the measuring
-    client's event loop; at ABUSER_NICE (default 19) so that, on a machine
-    this small, the abuser's own CPU stands for a client on another machine
-    rather than taking it from the one measured (0 measures both)."""
-    os.nice(int(os.environ.get("ABUSER_NICE", "19")))
+    client's event loop; at ABUSER_NICE (default 0): 19 makes the abuser's
+    own CPU stand for a client on another machine rather than take it from
+    the one measured."""
+    os.nice(int(os.environ.get("ABUSER_NICE", "0")))
     abuse = ABUSES[name]
     queue.put(asyncio.run(abuse(None)))
 

@@ -4,9 +4,9 @@
 # deep nesting, huge numbers, invalid UTF-8 — one at a time, while a
 # well-behaved client's p99 and neve's anonymous RSS are measured.
 #
-#   scripts/abuse.sh                  # 8 s per abuse, abusers at nice 19
+#   scripts/abuse.sh                  # 8 s per abuse
 #   SECONDS_EACH=20 scripts/abuse.sh
-#   ABUSER_NICE=0 scripts/abuse.sh    # abusers compete for the CPU as equals
+#   ABUSER_NICE=19 scripts/abuse.sh   # abusers yield the CPU, as if remote
 set -euo pipefail
 SECONDS_EACH=${SECONDS_EACH:-8}
 source "$(dirname "$0")/lib.sh"

@@ -208,6 +208,9 @@ pub(crate) async fn fetch_verified(
             return Err(error);
         }
         let asked = error.retry_after().unwrap_or_default();
+        // Said every time: a slow or hung upstream costs a timeout per
+        // attempt, and an operator should not wait for the last to know.
+        tracing::warn!(height, attempt, %error, "fetching a block failed; retrying");
         tokio::time::sleep(delay.max(asked).min(Duration::from_secs(5))).await;
         delay *= 2;
         attempt += 1;

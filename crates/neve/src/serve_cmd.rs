@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// How often to ask the upstream for its head, in milliseconds.
     #[arg(long, default_value_t = 100)]
     poll_ms: u64,
+    /// Seconds between backfill progress log lines (height, rate, ETA)
+    /// when stderr is not a terminal; a terminal gets a progress bar.
+    #[arg(long, default_value_t = 10)]
+    progress_interval_secs: u64,
     /// fsync every append (default) or leave durability to the OS (survives a crash of neve, not of the machine).
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
     durability: DurabilityArg,
@@ -278,10 +282,13 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         Some("tip") => Floor::Tip,
         Some(height) => Floor::Height(height.parse().context("--floor takes a height or `tip`")?),
     };
-    let client = RpcClient::new(&rpc_url)
-        .context("--upstream")?
-        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
-        .with_max_response_bytes(args.upstream_max_body_bytes);
+    let new_client = || -> Result<RpcClient> {
+        Ok(RpcClient::new(&rpc_url)
+            .context("--upstream")?
+            .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
+            .with_max_response_bytes(args.upstream_max_body_bytes))
+    };
+    let client = new_client()?;
     let retain_blocks = (args.retain_blocks > 0).then_some(args.retain_blocks);
     let store_config = StoreConfig {
         retain_blocks,
@@ -305,35 +312,27 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    // An upstream that is not up yet, or busy, is waited for; a store of
-    // another chain or a broken data directory is not.
-    let mut backoff = Duration::from_millis(200);
-    let follower = loop {
-        match Follower::connect(
-            client.clone(),
-            &args.data_dir,
-            store_config.clone(),
-            ingest_config.clone(),
-        )
+    // Ingest (fetching, verifying, storing, following heads, prefetching)
+    // runs on a runtime of its own whose threads run at a lower priority,
+    // with a client of its own: reading megabytes of blocks from the
+    // upstream then never holds a worker that answers requests.
+    let ingest_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("neve-ingest")
+        .on_thread_start(neve_store::background::lower_priority)
+        .enable_all()
+        .build()
+        .context("starting ingest's runtime")?;
+    let follower = ingest_runtime
+        .spawn(connect_follower(
+            new_client()?,
+            args.data_dir.clone(),
+            store_config,
+            ingest_config,
+            rpc_url.clone(),
+        ))
         .await
-        {
-            Ok(follower) => break follower,
-            Err(error) if error.is_transient() => {
-                tracing::warn!(%error, retry_in = ?backoff, "upstream not ready");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-            Err(error) => {
-                return Err(error).with_context(|| {
-                    format!(
-                        "connecting to {} and opening {}",
-                        crate::config::redact(&rpc_url),
-                        args.data_dir.display()
-                    )
-                });
-            }
-        }
-    };
+        .context("ingest's runtime")??;
     let identity = follower.identity();
     let view = Arc::new(IngestView {
         status: follower.status(),
@@ -349,7 +348,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| neve_ingest::heads::derive_ws_url(&rpc_url));
     if ws_url != "none" {
-        tokio::spawn(neve_ingest::heads::follow_heads(
+        ingest_runtime.spawn(neve_ingest::heads::follow_heads(
             ws_url,
             wake.clone(),
             stopped.clone(),
@@ -358,6 +357,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     tokio::spawn(report_progress(
         view.status.clone(),
         reader.clone(),
+        Duration::from_secs(args.progress_interval_secs.max(1)),
         stopped.clone(),
     ));
     let state = (args.state == Switch::On).then(|| {
@@ -366,7 +366,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             args.state_hot_keys,
         ));
         let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
-        tokio::spawn(neve_ingest::state_fetch::prefetch(
+        ingest_runtime.spawn(neve_ingest::state_fetch::prefetch(
             fetcher.clone(),
             reader.clone(),
             args.state_prefetch_rate,
@@ -378,7 +378,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             fetch: Some(fetch),
         }
     });
-    let ingest = tokio::spawn(neve_ingest::supervise::supervise(
+    let ingest = ingest_runtime.spawn(neve_ingest::supervise::supervise(
         follower,
         wake,
         Duration::from_millis(args.poll_ms),
@@ -413,7 +413,47 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tracing::error!(%error, "the follower's supervisor ended abnormally");
     }
     server.await.context("server task")?.context("server")?;
+    ingest_runtime.shutdown_background();
     Ok(())
+}
+
+/// Opens the store and connects to the upstream, waiting for an upstream
+/// that is not up yet or busy; a store of another chain or a broken data
+/// directory is an error.
+async fn connect_follower(
+    client: RpcClient,
+    data_dir: PathBuf,
+    store_config: StoreConfig,
+    ingest_config: IngestConfig,
+    rpc_url: String,
+) -> Result<Follower> {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match Follower::connect(
+            client.clone(),
+            &data_dir,
+            store_config.clone(),
+            ingest_config.clone(),
+        )
+        .await
+        {
+            Ok(follower) => return Ok(follower),
+            Err(error) if error.is_transient() => {
+                tracing::warn!(%error, retry_in = ?backoff, "upstream not ready");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => {
+                return Err(error).with_context(|| {
+                    format!(
+                        "connecting to {} and opening {}",
+                        crate::config::redact(&rpc_url),
+                        data_dir.display()
+                    )
+                });
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -425,11 +465,12 @@ async fn shutdown_signal() {
     }
 }
 
-/// Backfill progress: a bar on a terminal, a log line every 10 s otherwise;
+/// Backfill progress: a bar on a terminal, a log line every `every` otherwise;
 /// quiet once caught up.
 async fn report_progress(
     status: Arc<IngestStatus>,
     reader: neve_store::Reader,
+    every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     /// Behind by more than this, the follower is backfilling.
@@ -469,7 +510,7 @@ async fn report_progress(
                     bar.finish_with_message("caught up");
                 }
             }
-            None if behind > BACKFILLING && last_log.elapsed() >= Duration::from_secs(10) => {
+            None if behind > BACKFILLING && last_log.elapsed() >= every => {
                 let seconds = last_log.elapsed().as_secs_f64();
                 let rate = logged_max.map(|was: u64| max.saturating_sub(was) as f64 / seconds);
                 match rate.filter(|r| *r > 0.0) {

@@ -71,9 +71,10 @@ fn worker(queue: &Mutex<Receiver<Job>>) {
     }
 }
 
-/// Lowers the calling thread's priority (on Linux, nice is per thread, and
-/// threads it starts inherit it). Raising nice needs no privilege.
-fn lower_priority() {
+/// Lowers the calling thread's priority to [`BACKGROUND_NICE`] (on Linux,
+/// nice is per thread, and threads it starts inherit it). Raising nice
+/// needs no privilege; lowering it again does.
+pub fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority with who = 0 changes only the calling thread.
     unsafe {
