@@ -541,21 +541,12 @@ async fn a_full_disk_stops_storing_not_serving_and_storing_resumes_when_space_re
 async fn a_reorg_during_backfill_ends_with_exactly_the_nodes_chain() {
     let (geth, head) = chain_with_logs().await;
     // Slow answers keep the backfill going while the chain changes under it.
-    let proxy = FaultProxy::start(
+    let (proxy, neve) = slow_backfill(
         geth.http_url(),
-        vec![Fault::Slow(Duration::from_millis(150))],
+        Duration::from_millis(150),
+        &["--fetch-concurrency", "2"],
     )
     .await;
-    let neve = Neve::spawn(&[
-        "--upstream",
-        proxy.url(),
-        "--floor",
-        "0",
-        "--ws-url",
-        "none",
-        "--fetch-concurrency",
-        "2",
-    ]);
     neve.wait_for_height(head / 4, Duration::from_secs(120))
         .await;
     let stored = neve.health().unwrap()["blocks"]["max_contiguous_height"]

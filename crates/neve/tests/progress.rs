@@ -5,7 +5,6 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use neve_devnet::faults::{Fault, FaultProxy};
 use neve_devnet::{GethDev, GethDevOptions};
 use support::*;
 
@@ -23,25 +22,19 @@ async fn a_backfill_logs_its_height_rate_and_eta() {
         neve_load::run(load, |_| {}).await.expect("load");
     }
     // Slow answers keep the backfill going for a while.
-    let proxy = FaultProxy::start(
+    let (_proxy, neve) = slow_backfill(
         geth.http_url(),
-        vec![Fault::Slow(Duration::from_millis(50))],
+        Duration::from_millis(50),
+        &[
+            "--fetch-concurrency",
+            "1",
+            "--upstream-timeout-ms",
+            "2000",
+            "--progress-interval-secs",
+            "1",
+        ],
     )
     .await;
-    let neve = Neve::spawn(&[
-        "--upstream",
-        proxy.url(),
-        "--floor",
-        "0",
-        "--ws-url",
-        "none",
-        "--fetch-concurrency",
-        "1",
-        "--upstream-timeout-ms",
-        "2000",
-        "--progress-interval-secs",
-        "1",
-    ]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let line = loop {
         if let Some(line) = neve

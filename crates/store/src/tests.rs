@@ -29,6 +29,23 @@ fn append_range(store: &mut Store, fork: u64, heights: std::ops::RangeInclusive<
     store.append(&views).expect("append");
 }
 
+/// Appends `heights` of `fork`, the first of them a child of `parent`.
+fn append_fork(store: &mut Store, fork: u64, heights: std::ops::RangeInclusive<u64>, parent: Hash) {
+    let first = *heights.start();
+    let blocks: Vec<_> = heights
+        .map(|h| {
+            let mut b = SyntheticBlock::new(fork, h, TXS, 200);
+            if h == first {
+                b.parent_hash = parent;
+            }
+            b
+        })
+        .collect();
+    store
+        .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
+        .expect("append");
+}
+
 /// Everything a reader can ask of `height` equals what was written.
 fn assert_block(reader: &Reader, fork: u64, height: u64) {
     let expected = SyntheticBlock::new(fork, height, TXS, 200);
@@ -178,18 +195,7 @@ fn rollback_removes_above_and_a_new_fork_takes_its_place() {
     assert_eq!(reader.stats().high_water, Some(13));
 
     // A fork replaces the removed heights.
-    let fork: Vec<_> = (10..=15)
-        .map(|h| {
-            let mut b = SyntheticBlock::new(1, h, TXS, 200);
-            if h == 10 {
-                b.parent_hash = block_hash(0, 9);
-            }
-            b
-        })
-        .collect();
-    store
-        .append(&fork.iter().map(|b| b.as_new()).collect::<Vec<_>>())
-        .unwrap();
+    append_fork(&mut store, 1, 10..=15, block_hash(0, 9));
     assert_eq!(reader.block(12).unwrap().hash(), block_hash(1, 12));
     assert!(reader.block_by_hash(&block_hash(0, 12)).is_none());
 
@@ -858,18 +864,7 @@ fn a_rollback_into_covered_segments_uncovers_them_first() {
     append_range(&mut store, 0, 0..=30);
     store.rollback(9).unwrap();
     assert_eq!(uncovered_segments(&store), 1, "8..=9 is written again");
-    let fork: Vec<_> = (10..=30)
-        .map(|h| {
-            let mut b = SyntheticBlock::new(1, h, TXS, 200);
-            if h == 10 {
-                b.parent_hash = block_hash(0, 9);
-            }
-            b
-        })
-        .collect();
-    store
-        .append(&fork.iter().map(|b| b.as_new()).collect::<Vec<_>>())
-        .unwrap();
+    append_fork(&mut store, 1, 10..=30, block_hash(0, 9));
     assert_hashes_found(&store.reader(), 0, 0..=9);
     assert_hashes_found(&store.reader(), 1, 10..=30);
     for height in 10..=30 {

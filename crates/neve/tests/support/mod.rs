@@ -324,6 +324,28 @@ impl Neve {
     }
 }
 
+/// A neve backfilling from `upstream` through a proxy that answers every
+/// call `delay` late, so the backfill lasts a while; `extra` flags added.
+pub async fn slow_backfill(
+    upstream: &str,
+    delay: std::time::Duration,
+    extra: &[&str],
+) -> (neve_devnet::faults::FaultProxy, Neve) {
+    use neve_devnet::faults::{Fault, FaultProxy};
+    let proxy = FaultProxy::start(upstream, vec![Fault::Slow(delay)]).await;
+    let mut args = vec![
+        "--upstream",
+        proxy.url(),
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+    ];
+    args.extend_from_slice(extra);
+    let neve = Neve::spawn(&args);
+    (proxy, neve)
+}
+
 /// A geth dev chain with a few seconds of `neve load` traffic (blocks,
 /// transactions, token logs); returns it and its head.
 pub async fn chain_with_logs() -> (neve_devnet::GethDev, u64) {
