@@ -367,6 +367,7 @@ async fn handle(
     // Only on an answer that otherwise arrives intact and in time, so the
     // tampered block is what neve sees.
     let clean = matches!(fault, Fault::Pass | Fault::TamperBlock | Fault::Reorder);
+    let mut lied = false;
     if clean
         && control.tamper_armed.load(Ordering::Relaxed)
         && let Some(tampered) = tamper(&forwarded)
@@ -374,8 +375,12 @@ async fn handle(
     {
         forwarded = tampered;
         control.tampered.fetch_add(1, Ordering::Relaxed);
+        lied = true;
     }
+    // One lie per answer: a block refused for its changed value would
+    // never show whether its changed sender is caught.
     if clean
+        && !lied
         && control.sender_armed.load(Ordering::Relaxed)
         && let Some(tampered) = tamper_sender(&forwarded)
         && control.sender_armed.swap(false, Ordering::Relaxed)

@@ -278,14 +278,7 @@ async fn a_failed_probe_is_retried_and_blocks_keep_their_raw_data() {
     proxy
         .control()
         .set_fail_matching(Some("debug_getRawHeader"));
-    let neve = Neve::spawn(&[
-        "--upstream",
-        proxy.url(),
-        "--floor",
-        "0",
-        "--ws-url",
-        "none",
-    ]);
+    let neve = Neve::behind(&proxy, &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.control().set_fail_matching(None);
     neve.wait_for_height(head, Duration::from_secs(60)).await;

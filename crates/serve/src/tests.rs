@@ -218,8 +218,9 @@ proptest! {
     }
 }
 
-/// A chain view whose follower may be down, with a fresh upstream.
-struct Following(bool);
+/// A chain view whose follower may be down, with a fresh upstream that
+/// may say which blocks it proves state at.
+struct Following(bool, Option<neve_upstream::StateWindow>);
 
 impl ChainView for Following {
     fn upstream_head(&self) -> Option<u64> {
@@ -241,6 +242,9 @@ impl ChainView for Following {
     fn following(&self) -> bool {
         self.0
     }
+    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
+        self.1
+    }
 }
 
 fn answer(server: &Server, runtime: &tokio::runtime::Runtime, body: &str) -> (u16, String) {
@@ -260,7 +264,7 @@ fn while_no_follower_runs_latest_is_a_miss_and_readiness_is_down() {
     let by_number =
         r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x3",false]}"#;
     for following in [true, false] {
-        let (server, _dir) = server_with(Arc::new(Following(following)));
+        let (server, _dir) = server_with(Arc::new(Following(following, None)));
         let (status, _) = answer(&server, &runtime, head);
         assert_eq!(
             status,
@@ -477,30 +481,10 @@ fn fuzz_the_request_path() {
     eprintln!("request path: {report}");
 }
 
-struct Proving(Option<neve_upstream::StateWindow>);
-
-impl ChainView for Proving {
-    fn upstream_head(&self) -> Option<u64> {
-        Some(9)
-    }
-    fn safe(&self) -> Option<u64> {
-        None
-    }
-    fn finalized(&self) -> Option<u64> {
-        None
-    }
-    fn upstream_health(&self) -> UpstreamHealth {
-        UpstreamHealth::default()
-    }
-    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
-        self.0
-    }
-}
-
 #[test]
 fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
     let runtime = runtime();
-    let ask = |chain: Proving, state_answers: bool| {
+    let ask = |chain: Following, state_answers: bool| {
         let (mut server, _dir) = server_with(Arc::new(chain));
         Arc::get_mut(&mut server.ctx).unwrap().state_answers = state_answers;
         let (status, body) = answer(
@@ -519,7 +503,7 @@ fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
             retention,
         })
     };
-    let caps = ask(Proving(window(0, None)), false);
+    let caps = ask(Following(true, window(0, None)), false);
     assert_eq!(caps["head"]["number"], "0x9");
     for resource in ["blocks", "tx", "receipts", "logs"] {
         assert_eq!(
@@ -533,20 +517,20 @@ fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
         (&disabled, &disabled)
     );
     // An archive upstream: all of the tail.
-    let caps = ask(Proving(window(0, None)), true);
+    let caps = ask(Following(true, window(0, None)), true);
     assert_eq!(
         caps["state"],
         serde_json::json!({"disabled": false, "oldestBlock": "0x0"})
     );
     // A full node keeping 4 blocks: the newest 4 of the tail.
-    let caps = ask(Proving(window(0, Some(4))), true);
+    let caps = ask(Following(true, window(0, Some(4))), true);
     assert_eq!(
         caps["stateproofs"],
         serde_json::json!({"disabled": false, "oldestBlock": "0x6",
             "deleteStrategy": {"type": "window", "retentionBlocks": "0x4"}})
     );
     // An upstream that says nothing is taken to keep the newest 32.
-    let caps = ask(Proving(None), true);
+    let caps = ask(Following(true, None), true);
     assert_eq!(caps["state"]["deleteStrategy"]["retentionBlocks"], "0x20");
     // One that proves nothing, or nothing within the tail.
     let off = Some(neve_upstream::StateWindow {
@@ -554,6 +538,9 @@ fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
         oldest: 0,
         retention: None,
     });
-    assert_eq!(ask(Proving(off), true)["state"], disabled);
-    assert_eq!(ask(Proving(window(50, None)), true)["state"], disabled);
+    assert_eq!(ask(Following(true, off), true)["state"], disabled);
+    assert_eq!(
+        ask(Following(true, window(50, None)), true)["state"],
+        disabled
+    );
 }

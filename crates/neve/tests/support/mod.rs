@@ -333,17 +333,25 @@ pub async fn slow_backfill(
 ) -> (neve_devnet::faults::FaultProxy, Neve) {
     use neve_devnet::faults::{Fault, FaultProxy};
     let proxy = FaultProxy::start(upstream, vec![Fault::Slow(delay)]).await;
-    let mut args = vec![
-        "--upstream",
-        proxy.url(),
-        "--floor",
-        "0",
-        "--ws-url",
-        "none",
-    ];
-    args.extend_from_slice(extra);
-    let neve = Neve::spawn(&args);
+    let neve = Neve::behind(&proxy, extra);
     (proxy, neve)
+}
+
+impl Neve {
+    /// A neve following, from genesis and by polling, whatever is behind
+    /// `proxy`; `extra` flags added. Does not wait.
+    pub fn behind(proxy: &neve_devnet::faults::FaultProxy, extra: &[&str]) -> Neve {
+        let mut args = vec![
+            "--upstream",
+            proxy.url(),
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+        ];
+        args.extend_from_slice(extra);
+        Neve::spawn(&args)
+    }
 }
 
 /// A geth dev chain with a few seconds of `neve load` traffic (blocks,
