@@ -489,7 +489,9 @@ async fn report_progress(
     });
     let mut shown = false;
     let mut last_log = std::time::Instant::now();
-    let mut logged_max = None;
+    // The rate is averaged from the first height seen: appends come in
+    // batches, so the height moves in steps between log lines.
+    let mut first_seen: Option<(std::time::Instant, u64)> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
@@ -511,8 +513,8 @@ async fn report_progress(
                 }
             }
             None if behind > BACKFILLING && last_log.elapsed() >= every => {
-                let seconds = last_log.elapsed().as_secs_f64();
-                let rate = logged_max.map(|was: u64| max.saturating_sub(was) as f64 / seconds);
+                let (since, from) = *first_seen.get_or_insert((std::time::Instant::now(), max));
+                let rate = Some(max.saturating_sub(from) as f64 / since.elapsed().as_secs_f64());
                 match rate.filter(|r| *r > 0.0) {
                     Some(rate) => tracing::info!(
                         stored = max,
@@ -524,7 +526,6 @@ async fn report_progress(
                     ),
                     None => tracing::info!(stored = max, head, behind, "backfilling"),
                 }
-                logged_max = Some(max);
                 last_log = std::time::Instant::now();
             }
             _ => {}

@@ -14,8 +14,9 @@ async fn a_backfill_logs_its_height_rate_and_eta() {
         .await
         .expect("geth dev");
     let client = neve_upstream::RpcClient::new(geth.http_url()).unwrap();
-    // More than the 100 blocks behind that count as backfilling.
-    while head(&client).await < 200 {
+    // Several batches of appends while more than the 100 blocks behind
+    // that count as backfilling.
+    while head(&client).await < 600 {
         let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
         load.accounts = 2;
         load.tps = Some(200);
@@ -24,7 +25,7 @@ async fn a_backfill_logs_its_height_rate_and_eta() {
     // Slow answers keep the backfill going for a while.
     let (_proxy, neve) = slow_backfill(
         geth.http_url(),
-        Duration::from_millis(50),
+        Duration::from_millis(20),
         &[
             "--fetch-concurrency",
             "1",
