@@ -59,6 +59,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the neve binary")?;
     let data = std::env::temp_dir().join(format!("neve-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
+    let log = std::env::temp_dir().join("neve-demo.log");
     let neve = Running(
         Command::new(&exe)
             .args([
@@ -78,9 +79,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
             ])
             .arg("--data-dir")
             .arg(&data)
-            .stderr(std::fs::File::create(
-                std::env::temp_dir().join("neve-demo.log"),
-            )?)
+            .stderr(std::fs::File::create(&log)?)
             .spawn()
             .context("starting neve serve")?,
     );
@@ -99,7 +98,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         if Instant::now() > deadline {
             bail!(
                 "neve did not catch up with geth (its log: {})",
-                std::env::temp_dir().join("neve-demo.log").display()
+                log.display()
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -319,6 +319,8 @@ pub async fn serve(
         fallback,
         started: Instant::now(),
     });
+    let stopped = until_stopped(shutdown);
+    tokio::pin!(stopped);
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -330,7 +332,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = until_stopped(shutdown.clone()) => {
+            _ = &mut stopped => {
                 server.shutting_down.store(true, Ordering::Relaxed);
                 drop(listener);
                 drain(&limit, &server).await;
@@ -355,7 +357,6 @@ pub async fn serve(
         // Shared with a WebSocket session the connection upgrades to: the
         // slot is freed when both the HTTP connection and the session end.
         let permit = Arc::new(permit);
-        let stopping = shutdown.clone();
         tokio::spawn(async move {
             server.metrics.connections.fetch_add(1, Ordering::Relaxed);
             let service = service_fn(|request| {
@@ -372,7 +373,7 @@ pub async fn serve(
             tokio::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
-                _ = until_stopped(stopping.clone()) => {
+                _ = until_stopped(server.stopping.clone()) => {
                     // Finish the request being answered, then close.
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.await;

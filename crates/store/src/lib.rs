@@ -917,11 +917,7 @@ impl Store {
             .map_or(0, |segment| segment.first_height);
         self.hashes
             .uncover_from(changed_from, self.config.durability)?;
-        let (table, covered_end) = self.hashes.view();
-        self.publish(|state| {
-            state.hashes = table;
-            state.covered_end = covered_end;
-        });
+        self.publish_hashes();
         if keep_up_to < min {
             self.active = None;
             self.tip = None;
@@ -1067,6 +1063,11 @@ impl Store {
             tracing::warn!(%error, "the hash table did not catch up; lookups read segment indexes");
             self.hashes_stalled = true;
         }
+        self.publish_hashes();
+    }
+
+    /// Shows readers the hash table as the writer now has it.
+    fn publish_hashes(&self) {
         let (table, covered_end) = self.hashes.view();
         self.publish(|state| {
             state.hashes = table;
