@@ -1,14 +1,19 @@
 //! `neve bench` measures what wrk measures: on the same neve, sending the
-//! same requests (the script `neve bench --wrk-script` writes), the two
-//! tools' req/s agree within ±15 %. Its own test binary, so nothing else
-//! runs beside it.
+//! same requests (the script `neve bench --wrk-script` writes), each tool's
+//! req/s is what the server itself counted answering while that tool ran.
+//! Its own test binary, so nothing else runs beside it.
+//!
+//! The two tools' rates are compared to the server's count, not to each
+//! other: with the server saturated on one core, this machine gives 1.2–1.3×
+//! more answers per second to `neve bench` than to wrk, and the server's own
+//! counter agrees with both (BENCHMARKS.md, "neve bench and wrk").
 
 mod support;
 
 use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn bench_agrees_with_wrk_sending_the_same_requests() {
+async fn bench_and_wrk_each_report_what_the_server_answered() {
     let (_geth, neve) = neve_mirroring_a_chain_with_logs().await;
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().display().to_string();
@@ -44,7 +49,7 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
                 "--warmup",
                 "0.3",
                 "--duration",
-                "1",
+                &DURATION_SECS.to_string(),
                 "--pool",
                 "500",
                 "--out",
@@ -63,7 +68,15 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
     let wrk = || async {
         let wrk = run_pinned(
             client_core,
-            &["wrk", "-t1", "-c4", "-d1s", "-s", &lua, &neve.url],
+            &[
+                "wrk",
+                "-t1",
+                "-c4",
+                &format!("-d{DURATION_SECS}s"),
+                "-s",
+                &lua,
+                &neve.url,
+            ],
         )
         .await;
         let text = String::from_utf8_lossy(&wrk.stdout).into_owned();
@@ -76,38 +89,102 @@ async fn bench_agrees_with_wrk_sending_the_same_requests() {
             .unwrap()
     };
 
-    // Many short rounds, alternating which tool goes first so drift on a
-    // shared machine hits both alike; the first round writes the script wrk
-    // runs.
+    // Each run is watched through the server's own counter of answers; the
+    // busiest DURATION-long stretch of it is the tool's measured window
+    // (neve bench's sampling, priming and warm-up come before it).
+    let mut ratios = Vec::new();
     let (mut ours_rps, mut wrk_rps) = (Vec::new(), Vec::new());
-    for round in 0..12 {
-        if round % 2 == 0 {
-            ours_rps.push(ours().await);
-            wrk_rps.push(wrk().await);
-        } else {
-            wrk_rps.push(wrk().await);
-            ours_rps.push(ours().await);
-        }
+    for round in 0..8 {
+        let use_wrk = round % 2 == 1;
+        let watch = CounterWatch::start(neve.addr.clone());
+        let reported = if use_wrk { wrk().await } else { ours().await };
+        let counted = watch.busiest_rate(DURATION_SECS);
+        eprintln!(
+            "{}: reported {reported:.0} req/s, server counted {counted:.0} req/s",
+            if use_wrk { "wrk" } else { "neve bench" }
+        );
+        ratios.push(reported / counted);
+        if use_wrk { &mut wrk_rps } else { &mut ours_rps }.push(reported);
     }
     eprintln!("neve bench {ours_rps:.0?} req/s, wrk {wrk_rps:.0?} req/s");
-    // Interference from other tenants only ever slows a round down, so the
-    // upper quartile estimates each tool's undisturbed rate better than the
-    // median does.
-    let upper_quartile = |v: &mut Vec<f64>| {
+    // A run the machine's other tenants disturbed only blurs the window, so
+    // each tool is judged by its median run.
+    let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        v[v.len() * 3 / 4]
+        v[v.len() / 2]
     };
-    let (ours, theirs) = (upper_quartile(&mut ours_rps), upper_quartile(&mut wrk_rps));
-    let ratio = ours / theirs;
-    eprintln!("neve bench {ours:.0} req/s, wrk {theirs:.0} req/s: ratio {ratio:.3}");
-    // 0.85–1.15 held in earlier runs; on 2026-11-23 this machine gave 1.19–1.21
-    // in several runs in a row with neve's serving code unchanged for this
-    // request (and with glibc's arenas unlimited). Widened until the shift
-    // is explained; the comparison's real home is a benchmark.
-    assert!(
-        (0.80..=1.25).contains(&ratio),
-        "neve bench {ours:.0} vs wrk {theirs:.0} req/s"
-    );
+    let ours_ratio = median(ratios.iter().step_by(2).copied().collect());
+    let wrk_ratio = median(ratios.iter().skip(1).step_by(2).copied().collect());
+    eprintln!("reported / counted: neve bench {ours_ratio:.3}, wrk {wrk_ratio:.3}");
+    for (tool, ratio) in [("neve bench", ours_ratio), ("wrk", wrk_ratio)] {
+        assert!(
+            (0.90..=1.10).contains(&ratio),
+            "{tool} reported {ratio:.3}× what the server counted"
+        );
+    }
+}
+
+/// Seconds each tool measures for.
+const DURATION_SECS: f64 = 2.0;
+
+/// Polls a neve's count of answered JSON-RPC calls every few milliseconds
+/// until dropped.
+struct CounterWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    samples: std::thread::JoinHandle<Vec<(std::time::Instant, u64)>>,
+}
+
+impl CounterWatch {
+    fn start(addr: String) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let samples = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(count) = answered(&addr) {
+                    samples.push((std::time::Instant::now(), count));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            samples
+        });
+        Self { stop, samples }
+    }
+
+    /// Answers per second over the busiest stretch of `secs` seconds (or
+    /// over all the samples, when a slow `/metrics` left fewer).
+    fn busiest_rate(self, secs: f64) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let samples = self.samples.join().unwrap();
+        let rate = |(start, first): (std::time::Instant, u64),
+                    (end, last): (std::time::Instant, u64)| {
+            (last - first) as f64 / (end - start).as_secs_f64()
+        };
+        let stretches = samples.iter().enumerate().filter_map(|(i, &from)| {
+            let to = samples[i..]
+                .iter()
+                .find(|(at, _)| (*at - from.0).as_secs_f64() >= secs)?;
+            Some(rate(from, *to))
+        });
+        let best = stretches
+            .max_by(f64::total_cmp)
+            .or_else(|| Some(rate(*samples.first()?, *samples.last()?)))
+            .unwrap_or(0.0);
+        assert!(best > 0.0, "the server's counter never moved: {samples:?}");
+        best
+    }
+}
+
+/// JSON-RPC calls a neve answered, from its `/metrics`.
+fn answered(addr: &str) -> Option<u64> {
+    let (_, metrics) = http_get(addr, "/metrics")?;
+    Some(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("neve_rpc_requests_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum(),
+    )
 }
 
 /// Runs `COMMAND ARGS…`, on `core` when given.
