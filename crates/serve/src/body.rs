@@ -27,6 +27,18 @@ enum Inner {
 /// what a bootstrap of small blocks otherwise waits on.
 const EXPORT_FRAME_BYTES: usize = 256 * 1024;
 
+/// In a body of more chunks than hyper writes per `writev` (16, less the
+/// head's), chunks shorter than this that follow each other (separators,
+/// short logs, an envelope's pieces) are copied into one frame, up to
+/// [`GATHER_BYTES`]: an answer of many small pieces would otherwise cost a
+/// system call per 16. Longer chunks, and every chunk of a body that fits
+/// one `writev`, go to the socket as they are.
+const GATHER_BELOW: usize = 1024;
+/// Bodies of at most this many chunks are never gathered.
+const GATHER_ABOVE_CHUNKS: usize = 15;
+/// Most bytes gathered into one frame.
+const GATHER_BYTES: usize = 16 * 1024;
+
 impl Chunks {
     /// A body of these chunks.
     pub fn new(chunks: Vec<Bytes>) -> Self {
@@ -84,10 +96,34 @@ impl Body for Chunks {
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match &mut self.get_mut().0 {
-            Inner::Fixed { chunks, len } => Poll::Ready(chunks.pop_front().map(|chunk| {
-                *len -= chunk.len() as u64;
-                Ok(Frame::data(chunk))
-            })),
+            Inner::Fixed { chunks, len } => {
+                let Some(first) = chunks.pop_front() else {
+                    return Poll::Ready(None);
+                };
+                let small = |c: &Bytes| c.len() < GATHER_BELOW;
+                let gather = chunks.len() >= GATHER_ABOVE_CHUNKS
+                    && small(&first)
+                    && chunks.front().is_some_and(small);
+                let frame = if gather {
+                    let (mut count, mut bytes) = (0, first.len());
+                    for next in chunks.iter() {
+                        if !small(next) || bytes + next.len() > GATHER_BYTES {
+                            break;
+                        }
+                        (count, bytes) = (count + 1, bytes + next.len());
+                    }
+                    let mut gathered = BytesMut::with_capacity(bytes);
+                    gathered.extend_from_slice(&first);
+                    for next in chunks.drain(..count) {
+                        gathered.extend_from_slice(&next);
+                    }
+                    gathered.freeze()
+                } else {
+                    first
+                };
+                *len -= frame.len() as u64;
+                Poll::Ready(Some(Ok(Frame::data(frame))))
+            }
             Inner::Blocks { reader, next, to } => {
                 let mut frame = BytesMut::new();
                 while *next <= *to && frame.len() < EXPORT_FRAME_BYTES {
@@ -133,6 +169,46 @@ mod tests {
     use neve_store::{Durability, Identity, Store, StoreConfig};
 
     use super::*;
+
+    #[tokio::test]
+    async fn small_chunks_are_gathered_and_large_ones_sent_as_they_are() {
+        let large = Bytes::from(vec![b'x'; GATHER_BELOW]);
+        let mut chunks = vec![
+            Bytes::from_static(b"{\"result\":"),
+            Bytes::from_static(b"["),
+        ];
+        chunks.push(large.clone());
+        chunks.extend((0..100).map(|_| Bytes::from(vec![b'y'; 300])));
+        chunks.push(large.clone());
+        chunks.push(Bytes::from_static(b"]}"));
+        let expected: Vec<u8> = chunks.concat();
+        let mut body = Chunks::new(chunks);
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            frames.push(frame.unwrap().into_data().unwrap());
+            assert_eq!(
+                body.size_hint().exact(),
+                Some((expected.len() - frames.concat().len()) as u64)
+            );
+        }
+        assert_eq!(frames.concat(), expected);
+        let lens: Vec<_> = frames.iter().map(Bytes::len).collect();
+        // 100 × 300 bytes: two frames of 54 and one of 46.
+        assert_eq!(lens, [11, 1024, 16_200, 13_800, 1024, 2]);
+        assert_eq!(frames[1].as_ptr(), large.as_ptr(), "not copied");
+
+        // A body hyper writes in one `writev` anyway is sent as it is.
+        let few: Vec<_> = (0..GATHER_ABOVE_CHUNKS)
+            .map(|_| Bytes::from_static(b"ab"))
+            .collect();
+        let mut body = Chunks::new(few);
+        let mut frames = 0;
+        while let Some(frame) = body.frame().await {
+            assert_eq!(&frame.unwrap().into_data().unwrap()[..], b"ab");
+            frames += 1;
+        }
+        assert_eq!(frames, GATHER_ABOVE_CHUNKS);
+    }
 
     #[tokio::test]
     async fn the_export_sends_one_whole_line_per_block_gathered_into_few_frames() {

@@ -262,9 +262,14 @@ pub(crate) fn plan(ctx: &Context, raw: &RawValue) -> Result<Plan, Reply> {
     })
 }
 
-/// Scans a planned query, spending from `budget`'s bytes.
+/// Scans a planned query, spending from `budget`'s bytes. Matching reads
+/// only the log tables; each run of consecutive matching logs of a block is
+/// one slice of its log section, so a block whose logs all match is one
+/// chunk of the answer.
 pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
     let (filter, from, to) = (&plan.filter, plan.from, plan.to);
+    // Every run starts with the comma that separates it from what came
+    // before; the first one's is cut below.
     let mut chunks = vec![Bytes::from_static(b"[")];
     let mut found = 0usize;
     let mut bytes = 0u64;
@@ -275,8 +280,12 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
         if block.log_count() == 0 || !filter.may_match(&Bloom::from_slice(block.logs_bloom())) {
             continue;
         }
-        for log in block.logs() {
-            if !filter.matches(&log.address, log.topics()) {
+        let mut run: Option<(u32, u32)> = None;
+        for log in block.log_keys() {
+            if !filter.matches(log.address, log.topics) {
+                if let Some((first, last)) = run.take() {
+                    chunks.push(block.log_run(first, last));
+                }
                 continue;
             }
             found += 1;
@@ -294,7 +303,7 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
                     ),
                 );
             }
-            bytes += log.bytes.len() as u64 + 1;
+            bytes += block.log_len(log.index) as u64 + 1;
             if bytes > budget.bytes {
                 // Nothing of this query is kept: the rest of the request
                 // finds the budget spent.
@@ -302,13 +311,16 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
                 return budget
                     .exhausted(&format!("{} bytes of logs", ctx.config.logs_budget_bytes));
             }
-            if found > 1 {
-                chunks.push(Bytes::from_static(b","));
-            }
-            chunks.push(log.bytes);
+            run = Some((run.map_or(log.index, |(first, _)| first), log.index));
+        }
+        if let Some((first, last)) = run {
+            chunks.push(block.log_run(first, last));
         }
     }
     budget.bytes -= bytes;
+    if let Some(first) = chunks.get_mut(1) {
+        *first = first.slice(1..);
+    }
     chunks.push(Bytes::from_static(b"]"));
     Reply::Result(chunks)
 }

@@ -4,8 +4,19 @@
 
 use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
 
-/// The store format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The store format this build writes. Version 2 added block records with
+/// a log section (kind 3); version 1 stores are read as they are and their
+/// META is rewritten as version 2 on open, so an older neve refuses the
+/// store instead of misreading it.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest store format this build reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
+
+/// Whether this build reads files of format `version`.
+pub(crate) fn readable(version: u32) -> bool {
+    (OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version)
+}
 
 // ---- record header (24 bytes), in front of every record in a segment ----
 
@@ -13,10 +24,19 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"NVRC");
 /// Record header length.
 pub const RECORD_HEADER_LEN: usize = 24;
-/// Record kind: a block.
+/// Record kind: a block whose log spans point into its receipts (format
+/// version 1; read, no longer written).
 pub const KIND_BLOCK: u8 = 1;
 /// Record kind: a rollback tombstone; its height is the last height kept.
 pub const KIND_ROLLBACK: u8 = 2;
+/// Record kind: a block with a log section after its other sections; its
+/// log spans point into that section.
+pub const KIND_BLOCK_WITH_LOGS: u8 = 3;
+
+/// Whether a record of `kind` is a block.
+pub(crate) fn is_block(kind: u8) -> bool {
+    kind == KIND_BLOCK || kind == KIND_BLOCK_WITH_LOGS
+}
 
 /// Header field offsets.
 pub mod header {
@@ -76,8 +96,9 @@ pub const SECTIONS: usize = 6;
 /// Transaction table entry: [32] hash, then (offset u32, len u32) spans into
 /// the full, receipts and raw-block sections.
 pub const TX_ENTRY_LEN: usize = 56;
-/// Log table entry: u32 tx index, span (u32, u32) into receipts, [20]
-/// address, u8 topic count, [3] zero, 4 × [32] topics (unused ones zero).
+/// Log table entry: u32 tx index, span (u32, u32) into the log section
+/// (kind 1: into receipts), [20] address, u8 topic count, [3] zero, 4 × [32]
+/// topics (unused ones zero).
 pub const LOG_ENTRY_LEN: usize = 164;
 
 // ---- segment file header (16 bytes) ----
@@ -147,15 +168,19 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
         block.raw_receipts,
     ];
     check_spans(block)?;
+    // The log section: every log's bytes, each after a comma, so that any
+    // run of consecutive logs is one slice with its separator in front.
+    let log_section_len: usize = block.logs.iter().map(|l| 1 + l.span.len as usize).sum();
     let body_len = body::FIXED_LEN
         + block.txs.len() * TX_ENTRY_LEN
         + block.logs.len() * LOG_ENTRY_LEN
-        + sections.iter().map(|s| s.len()).sum::<usize>();
+        + sections.iter().map(|s| s.len()).sum::<usize>()
+        + log_section_len;
     let body_len = u32::try_from(body_len).map_err(|_| EncodeError::TooLarge)?;
     let start = out.len();
     out.reserve(RECORD_HEADER_LEN + body_len as usize);
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
-    out.extend_from_slice(&[KIND_BLOCK, 0, 0, 0]);
+    out.extend_from_slice(&[KIND_BLOCK_WITH_LOGS, 0, 0, 0]);
     out.extend_from_slice(&block.height.to_le_bytes());
     out.extend_from_slice(&body_len.to_le_bytes());
     out.extend_from_slice(&[0; 4]); // CRC, filled below
@@ -173,9 +198,18 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
         push_span(out, tx.receipt);
         push_span(out, tx.raw);
     }
+    let mut log_offset = 0u32;
     for log in &block.logs {
         out.extend_from_slice(&log.tx_index.to_le_bytes());
-        push_span(out, log.span);
+        log_offset += 1; // its comma
+        push_span(
+            out,
+            Span {
+                offset: log_offset,
+                len: log.span.len,
+            },
+        );
+        log_offset += log.span.len;
         out.extend_from_slice(&log.address);
         out.extend_from_slice(&[log.topics.len() as u8, 0, 0, 0]);
         for i in 0..4 {
@@ -184,6 +218,11 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
     }
     for section in sections {
         out.extend_from_slice(section);
+    }
+    for log in &block.logs {
+        let start = log.span.offset as usize;
+        out.push(b',');
+        out.extend_from_slice(&block.receipts[start..start + log.span.len as usize]);
     }
     debug_assert_eq!(out.len() - start, RECORD_HEADER_LEN + body_len as usize);
     seal_crc(&mut out[start..]);
@@ -273,7 +312,7 @@ pub(crate) fn read_header(bytes: &[u8]) -> Option<RecordHeader> {
     let kind = bytes[header::KIND];
     let body_len = u32_at(bytes, header::BODY_LEN) as usize;
     let valid_kind = match kind {
-        KIND_BLOCK => body_len >= body::FIXED_LEN,
+        KIND_BLOCK | KIND_BLOCK_WITH_LOGS => body_len >= body::FIXED_LEN,
         KIND_ROLLBACK => body_len == 0,
         _ => false,
     };
@@ -294,15 +333,17 @@ pub(crate) fn verify_record(bytes: &[u8], header: &RecordHeader) -> bool {
     if u32_at(record, self::header::CRC) != record_crc(record) {
         return false;
     }
-    header.kind != KIND_BLOCK || body_is_consistent(&record[RECORD_HEADER_LEN..])
+    !is_block(header.kind) || body_is_consistent(&record[RECORD_HEADER_LEN..], header.kind)
 }
 
 /// The tables and sections of a block body add up to its length, and every
 /// span in its tables lies inside its section. Checked with the CRC, so a
 /// record that passes can be sliced by readers without a bounds check
 /// failing: a CRC only says the bytes are the ones written, not that what
-/// was written is sane (a bug, or a file crafted by hand).
-fn body_is_consistent(body: &[u8]) -> bool {
+/// was written is sane (a bug, or a file crafted by hand). A kind 3 body's
+/// log section is what follows the other sections; each of its logs starts
+/// after a comma.
+fn body_is_consistent(body: &[u8], kind: u8) -> bool {
     if body.len() < body::FIXED_LEN {
         return false;
     }
@@ -312,14 +353,20 @@ fn body_is_consistent(body: &[u8]) -> bool {
         std::array::from_fn(|i| u32_at(body, body::SECTION_LENS + 4 * i) as u64);
     let tables =
         body::FIXED_LEN as u64 + tx_count * TX_ENTRY_LEN as u64 + log_count * LOG_ENTRY_LEN as u64;
-    if tables + lens.iter().sum::<u64>() != body.len() as u64 {
-        return false;
-    }
-    let within = |at: usize, section: Section| {
+    let sections_end = tables + lens.iter().sum::<u64>();
+    let log_section_len = match kind {
+        KIND_BLOCK if sections_end == body.len() as u64 => 0,
+        KIND_BLOCK_WITH_LOGS if sections_end <= body.len() as u64 => {
+            body.len() as u64 - sections_end
+        }
+        _ => return false,
+    };
+    let within_len = |at: usize, limit: u64| {
         let offset = u32_at(body, at) as u64;
         let len = u32_at(body, at + 4) as u64;
-        offset + len <= lens[section as usize]
+        offset + len <= limit
     };
+    let within = |at: usize, section: Section| within_len(at, lens[section as usize]);
     let txs = (0..tx_count as usize).all(|i| {
         let entry = body::FIXED_LEN + i * TX_ENTRY_LEN;
         within(entry + 32, Section::Full)
@@ -329,9 +376,14 @@ fn body_is_consistent(body: &[u8]) -> bool {
     let table = body::FIXED_LEN + tx_count as usize * TX_ENTRY_LEN;
     let logs = (0..log_count as usize).all(|i| {
         let entry = table + i * LOG_ENTRY_LEN;
-        (u32_at(body, entry) as u64) < tx_count
-            && within(entry + 4, Section::Receipts)
-            && body[entry + 32] <= 4
+        let span_fits = if kind == KIND_BLOCK_WITH_LOGS {
+            // Past its comma: a run of logs is sliced from the byte before
+            // its first one.
+            u32_at(body, entry + 4) >= 1 && within_len(entry + 4, log_section_len)
+        } else {
+            within(entry + 4, Section::Receipts)
+        };
+        (u32_at(body, entry) as u64) < tx_count && span_fits && body[entry + 32] <= 4
     });
     txs && logs
 }
@@ -365,7 +417,7 @@ pub(crate) fn decode_meta(bytes: &[u8]) -> MetaRead {
         return MetaRead::Corrupt;
     }
     let version = u32_at(bytes, 8);
-    if version != FORMAT_VERSION {
+    if !readable(version) {
         return MetaRead::Version(version);
     }
     MetaRead::Ok(crate::Meta {
@@ -441,7 +493,7 @@ mod tests {
         let mut out = Vec::new();
         encode_block(&b, &mut out).unwrap();
         let h = read_header(&out).unwrap();
-        assert_eq!((h.kind, h.height), (KIND_BLOCK, 7));
+        assert_eq!((h.kind, h.height), (KIND_BLOCK_WITH_LOGS, 7));
         assert_eq!(h.total_len(), out.len());
         assert!(verify_record(&out, &h));
         let body = &out[RECORD_HEADER_LEN..];
@@ -457,8 +509,70 @@ mod tests {
         let log = body::FIXED_LEN + 2 * TX_ENTRY_LEN;
         assert_eq!(body[log + 12..log + 32], [5; 20]);
         assert_eq!(body[log + 32], 2);
+        // The log's span is past its comma in the log section, which ends
+        // the body.
+        assert_eq!((u32_at(body, log + 4), u32_at(body, log + 8)), (1, 7));
         let sections = log + LOG_ENTRY_LEN;
         assert_eq!(&body[sections..sections + full.len()], &full[..]);
+        assert!(body.ends_with(b",{\"l\":0}"));
+    }
+
+    /// The same block as a version 1 record (kind 1, log spans into the
+    /// receipts, no log section), as older builds wrote it.
+    pub(crate) fn as_kind_1(record: &[u8], block: &NewBlock<'_>) -> Vec<u8> {
+        let log_section: usize = block.logs.iter().map(|l| 1 + l.span.len as usize).sum();
+        let mut out = record[..record.len() - log_section].to_vec();
+        out[header::KIND] = KIND_BLOCK;
+        let body_len = (out.len() - RECORD_HEADER_LEN) as u32;
+        out[header::BODY_LEN..header::BODY_LEN + 4].copy_from_slice(&body_len.to_le_bytes());
+        let table = RECORD_HEADER_LEN + body::FIXED_LEN + block.txs.len() * TX_ENTRY_LEN;
+        for (i, log) in block.logs.iter().enumerate() {
+            let at = table + i * LOG_ENTRY_LEN + 4;
+            out[at..at + 4].copy_from_slice(&log.span.offset.to_le_bytes());
+        }
+        seal_crc(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_version_1_record_reads_the_same_logs() {
+        let (full, receipts) = sample();
+        let mut b = block(&full, &receipts);
+        // A second log in the same receipt, and one in the next.
+        let receipts =
+            b"[{\"r\":1,\"logs\":[{\"l\":0},{\"l\":1}]},{\"r\":2,\"logs\":[{\"l\":2}]}]".to_vec();
+        b.receipts = &receipts;
+        b.txs[0].receipt = Span::new(1, 32);
+        b.txs[1].receipt = Span::new(34, 24);
+        let log = |tx_index, offset| LogEntry {
+            tx_index,
+            span: Span::new(offset, 7),
+            address: [5; 20],
+            topics: vec![],
+        };
+        b.logs = vec![log(0, 16), log(0, 24), log(1, 49)];
+        let mut v2 = Vec::new();
+        encode_block(&b, &mut v2).unwrap();
+        let v1 = as_kind_1(&v2, &b);
+        let mut blocks = Vec::new();
+        for record in [&v2, &v1] {
+            let h = read_header(record).unwrap();
+            assert!(verify_record(record, &h), "kind {}", h.kind);
+            let body = bytes::Bytes::copy_from_slice(&record[RECORD_HEADER_LEN..]);
+            blocks.push(crate::Block::new(7, body, h.kind));
+        }
+        for block in &blocks {
+            let logs: Vec<_> = block.logs().map(|l| l.bytes).collect();
+            assert_eq!(logs, [&b"{\"l\":0}"[..], b"{\"l\":1}", b"{\"l\":2}"]);
+            assert_eq!(&block.log_run(0, 2)[..], b",{\"l\":0},{\"l\":1},{\"l\":2}");
+            assert_eq!(&block.log_run(1, 1)[..], b",{\"l\":1}");
+            assert_eq!(block.log_len(2), 7);
+            let keys: Vec<_> = block.log_keys().map(|k| (k.index, *k.address)).collect();
+            assert_eq!(keys, [(0, [5; 20]), (1, [5; 20]), (2, [5; 20])]);
+        }
+        // The log section is sliced, not copied.
+        let (run, section) = (blocks[0].log_run(0, 2), blocks[0].log_bytes());
+        assert_eq!(run.as_ptr(), section.as_ptr());
     }
 
     #[test]
@@ -489,6 +603,8 @@ mod tests {
         for (at, value) in [
             (tx_receipt_len, 1_000u32.to_le_bytes()),
             (log_offset, u32::MAX.to_le_bytes()),
+            // A log section's span starts past its comma.
+            (log_offset, 0u32.to_le_bytes()),
             (topic_count, [9, 0, 0, 0]),
         ] {
             let mut crafted = out.clone();
@@ -539,6 +655,11 @@ mod tests {
         };
         let mut bytes = encode_meta(&meta);
         assert!(matches!(decode_meta(&bytes), MetaRead::Ok(m) if m == meta));
+        let mut version_1 = bytes;
+        version_1[8] = 1;
+        let crc = crc32c::crc32c(&version_1[..68]);
+        version_1[68..72].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(decode_meta(&version_1), MetaRead::Ok(m) if m == meta));
         bytes[8] = 9;
         let crc = crc32c::crc32c(&bytes[..68]);
         bytes[68..72].copy_from_slice(&crc.to_le_bytes());

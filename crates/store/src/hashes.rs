@@ -172,7 +172,7 @@ fn decode_header(bytes: &[u8], file_len: u64) -> Option<Header> {
     };
     let fits = (MIN_CAPACITY_LOG2..48).contains(&header.capacity_log2)
         && file_len == file_len_for(header.capacity_log2);
-    (u32_at(bytes, 8) == format::FORMAT_VERSION && fits).then_some(header)
+    (format::readable(u32_at(bytes, 8)) && fits).then_some(header)
 }
 
 fn file_len_for(capacity_log2: u32) -> u64 {

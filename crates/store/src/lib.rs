@@ -295,11 +295,18 @@ pub(crate) fn io_error(
 pub struct Block {
     height: u64,
     body: Bytes,
+    /// Its logs are in a section of their own, each after a comma (record
+    /// kind 3); otherwise their spans point into the receipts.
+    log_section: bool,
 }
 
 impl Block {
-    fn new(height: u64, body: Bytes) -> Self {
-        Block { height, body }
+    fn new(height: u64, body: Bytes, kind: u8) -> Self {
+        Block {
+            height,
+            body,
+            log_section: kind == format::KIND_BLOCK_WITH_LOGS,
+        }
     }
 
     /// Its height.
@@ -409,30 +416,112 @@ impl Block {
             .then(|| self.span_bytes(Section::RawBlock, self.tx_entry(index) + 48))
     }
 
+    /// The section the log spans point into.
+    fn log_bytes(&self) -> Bytes {
+        if self.log_section {
+            let sections_end = body::FIXED_LEN
+                + self.tx_count() as usize * format::TX_ENTRY_LEN
+                + self.log_count() as usize * format::LOG_ENTRY_LEN
+                + (0..format::SECTIONS)
+                    .map(|i| format::u32_at(&self.body, body::SECTION_LENS + 4 * i) as usize)
+                    .sum::<usize>();
+            self.body.slice(sections_end..)
+        } else {
+            self.receipts()
+        }
+    }
+
+    fn log_entry(&self, index: u32) -> &[u8] {
+        let at = body::FIXED_LEN
+            + self.tx_count() as usize * format::TX_ENTRY_LEN
+            + index as usize * format::LOG_ENTRY_LEN;
+        &self.body[at..at + format::LOG_ENTRY_LEN]
+    }
+
     /// The logs of the block, in order, with what filters match on.
     pub fn logs(&self) -> impl Iterator<Item = Log> + '_ {
-        let table = body::FIXED_LEN + self.tx_count() as usize * format::TX_ENTRY_LEN;
-        let receipts = self.receipts();
-        (0..self.log_count() as usize).map(move |i| {
-            let at = table + i * format::LOG_ENTRY_LEN;
-            let entry = &self.body[at..at + format::LOG_ENTRY_LEN];
+        let bytes = self.log_bytes();
+        (0..self.log_count()).map(move |i| {
+            let entry = self.log_entry(i);
             let offset = format::u32_at(entry, 4) as usize;
             let len = format::u32_at(entry, 8) as usize;
             let topic_count = entry[32].min(4) as usize;
             Log {
+                index: i,
                 tx_index: format::u32_at(entry, 0),
                 address: entry[12..32].try_into().expect("20 bytes"),
                 topics: std::array::from_fn(|t| format::hash_at(entry, 36 + 32 * t)),
                 topic_count,
-                bytes: receipts.slice(offset..offset + len),
+                bytes: bytes.slice(offset..offset + len),
             }
         })
     }
+
+    /// What a filter matches each log on, in order, read from the log
+    /// table alone: no log bytes are touched.
+    pub fn log_keys(&self) -> impl Iterator<Item = LogKey<'_>> + '_ {
+        (0..self.log_count()).map(move |index| {
+            let entry = self.log_entry(index);
+            let topic_count = entry[32].min(4) as usize;
+            let (topics, _) = entry[36..36 + 32 * topic_count].as_chunks::<32>();
+            LogKey {
+                index,
+                address: entry[12..32].try_into().expect("20 bytes"),
+                topics,
+            }
+        })
+    }
+
+    /// The length of log `index`'s bytes.
+    pub fn log_len(&self, index: u32) -> u32 {
+        format::u32_at(self.log_entry(index), 8)
+    }
+
+    /// Logs `first..=last` as they go into a JSON array after an earlier
+    /// element: each preceded by a comma. One slice of the log section,
+    /// whatever the run's length; a record without one (kind 1) is copied.
+    pub fn log_run(&self, first: u32, last: u32) -> Bytes {
+        let bytes = self.log_bytes();
+        let span = |i: u32| {
+            let entry = self.log_entry(i);
+            let offset = format::u32_at(entry, 4) as usize;
+            (offset, offset + format::u32_at(entry, 8) as usize)
+        };
+        if self.log_section {
+            // Spans start past their comma (checked with the CRC) and are
+            // laid out in order when written; a crafted record whose spans
+            // are not falls through to the copy.
+            let (start, end) = (span(first).0 - 1, span(last).1);
+            if start < end && (first..last).all(|i| span(i).1 + 1 == span(i + 1).0) {
+                return bytes.slice(start..end);
+            }
+        }
+        let mut joined = Vec::new();
+        for i in first..=last {
+            let (start, end) = span(i);
+            joined.push(b',');
+            joined.extend_from_slice(&bytes[start..end]);
+        }
+        joined.into()
+    }
+}
+
+/// A log's address and topics, borrowed from its block's log table.
+#[derive(Clone, Copy, Debug)]
+pub struct LogKey<'a> {
+    /// Its position among the block's logs.
+    pub index: u32,
+    /// The emitting contract.
+    pub address: &'a [u8; 20],
+    /// Its topics.
+    pub topics: &'a [Hash],
 }
 
 /// One log of a stored block.
 #[derive(Clone, Debug)]
 pub struct Log {
+    /// Its position among the block's logs.
+    pub index: u32,
     /// Index of the emitting transaction.
     pub tx_index: u32,
     /// The emitting contract.
@@ -1212,7 +1301,14 @@ fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Met
     let path = dir.join(META_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => match format::decode_meta(&bytes) {
-            format::MetaRead::Ok(meta) if meta.identity == identity => Ok(meta),
+            format::MetaRead::Ok(meta) if meta.identity == identity => {
+                // An older format's store is read as it is; from here on it
+                // gets records only this format's readers know.
+                if format::u32_at(&bytes, 8) < FORMAT_VERSION {
+                    segment::write_atomically(dir, META_FILE, &format::encode_meta(&meta))?;
+                }
+                Ok(meta)
+            }
             format::MetaRead::Ok(meta) => Err(StoreError::WrongChain {
                 dir: dir.to_path_buf(),
                 stored: meta.identity.chain_id,

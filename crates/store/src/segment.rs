@@ -13,7 +13,8 @@ use bytes::Bytes;
 use memmap2::Mmap;
 
 use crate::format::{
-    self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_BLOCK, KIND_ROLLBACK,
+    self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_BLOCK, KIND_BLOCK_WITH_LOGS,
+    KIND_ROLLBACK,
 };
 use crate::io::StoreFile;
 use crate::{Block, Hash, StoreError, io_error};
@@ -103,7 +104,7 @@ impl Segment {
                 .first_height
                 .map(|first| first + scan.offsets.len() as u64);
             match header.kind {
-                KIND_BLOCK => {
+                KIND_BLOCK | KIND_BLOCK_WITH_LOGS => {
                     let body = &data[at + format::RECORD_HEADER_LEN..];
                     if next_height.is_some_and(|next| next != header.height)
                         || hashes
@@ -331,7 +332,7 @@ impl Segment {
         };
         let bytes = self.data.get(offset as usize..).unwrap_or_default();
         let header = format::read_header(bytes)
-            .filter(|h| h.kind == KIND_BLOCK && h.height == height)
+            .filter(|h| format::is_block(h.kind) && h.height == height)
             .ok_or_else(|| {
                 format!(
                     "no record header for height {height} at offset {offset} of {}",
@@ -352,18 +353,20 @@ impl Segment {
         Ok(Some(Block::new(
             height,
             self.data.slice(start..start + header.body_len),
+            header.kind,
         )))
     }
 
     /// Reads a record the writer itself just wrote or scanned.
     fn read_unchecked(&self, height: u64, offset: u64) -> Option<Block> {
         let bytes = self.data.get(offset as usize..)?;
-        let header =
-            format::read_header(bytes).filter(|h| h.kind == KIND_BLOCK && h.height == height)?;
+        let header = format::read_header(bytes)
+            .filter(|h| format::is_block(h.kind) && h.height == height)?;
         let start = offset as usize + format::RECORD_HEADER_LEN;
         Some(Block::new(
             height,
             self.data.slice(start..start + header.body_len),
+            header.kind,
         ))
     }
 
@@ -473,7 +476,7 @@ pub(crate) fn check_index_header(
         return None;
     }
     if format::u32_at(index, 44) != crc32c::crc32c(&index[..44])
-        || format::u32_at(index, 8) != format::FORMAT_VERSION
+        || !format::readable(format::u32_at(index, 8))
     {
         return None;
     }

@@ -93,6 +93,13 @@ fn assert_block(reader: &Reader, fork: u64, height: u64) {
             &expected.receipts[s.offset as usize..(s.offset + s.len) as usize]
         );
     }
+    if let Some(last) = logs.len().checked_sub(1) {
+        let joined: Vec<u8> = logs
+            .iter()
+            .flat_map(|l| [&b","[..], &l.bytes[..]].concat())
+            .collect();
+        assert_eq!(&block.log_run(0, last as u32)[..], &joined[..]);
+    }
     assert_eq!(
         reader.block_by_hash(&expected.hash).map(|b| b.height()),
         Some(height)
@@ -315,6 +322,32 @@ fn another_chain_or_format_is_refused_with_what_to_do() {
             ..
         }
     ));
+}
+
+/// A store an older build wrote (format version 1) opens as it is, and its
+/// META says version 2 from then on, so that build refuses it rather than
+/// misread the records this one adds.
+#[test]
+fn a_version_1_store_opens_and_is_marked_as_this_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 0..=9);
+    drop(store);
+    let meta_path = dir.path().join("META");
+    let version = |meta: &[u8]| u32::from_le_bytes(meta[8..12].try_into().unwrap());
+    let mut meta = std::fs::read(&meta_path).unwrap();
+    meta[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32c::crc32c(&meta[..68]);
+    meta[68..72].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&meta_path, meta).unwrap();
+
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    assert_eq!(version(&std::fs::read(&meta_path).unwrap()), FORMAT_VERSION);
+    append_range(&mut store, 0, 10..=12);
+    let reader = store.reader();
+    for height in 0..=12 {
+        assert_block(&reader, 0, height);
+    }
 }
 
 #[test]
@@ -723,6 +756,7 @@ fn fuzz_store_records_on_open() {
             let block = Block::new(
                 header.height,
                 bytes::Bytes::copy_from_slice(&input[start..start + header.body_len]),
+                header.kind,
             );
             let _ = (block.hash(), block.parent_hash(), block.logs_bloom().len());
             let _ = (block.full(), block.hashes_only(), block.receipts());
@@ -737,6 +771,14 @@ fn fuzz_store_records_on_open() {
             }
             for log in block.logs().take(4096) {
                 let _ = log.topics().len();
+            }
+            let logs = block.log_count().min(4096);
+            let _ = block.log_keys().take(4096).count();
+            if logs > 0 {
+                let _ = (
+                    block.log_run(0, logs - 1),
+                    block.log_run(logs - 1, logs - 1),
+                );
             }
         }
         let _ = segment::check_index_header(input, 0, input.len() as u64);
