@@ -12,6 +12,27 @@ use neve_upstream::RpcClient;
 use serde_json::{Value, json};
 use support::*;
 
+/// Sends a request declaring a `declared`-byte body but only `prefix` of
+/// it, and reads the answer to its end: the server must answer, and close,
+/// without the rest.
+fn refused_mid_body(addr: &str, prefix: &str, declared: usize) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "POST / HTTP/1.1\r\nhost: neve\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\n\r\n{prefix}"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .expect("answered and closed before the body's end");
+    answer
+}
+
 async fn post(client: &RpcClient, body: &str) -> (u16, Value) {
     let (status, bytes) = client
         .post(body.to_string().into())
@@ -125,6 +146,27 @@ async fn bad_requests_get_clear_errors_and_limits_hold() {
         (status, body["error"]["code"].as_i64()),
         (200, Some(-32600))
     );
+    // Refused at the first byte past the limit, before the rest of the
+    // body is sent, and the connection closed: a batch one element too
+    // long, and nesting no call needs.
+    for (prefix, what) in [
+        (
+            format!("{},{{", &bomb[..bomb.len() - 1]),
+            "batch exceeds the limit of 5",
+        ),
+        ("[".repeat(200), "nested deeper than 128"),
+    ] {
+        let answer = refused_mid_body(&neve.addr, &prefix, 4000);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("-32600") && answer.contains(what),
+            "{answer}"
+        );
+    }
 
     // A batch with one miss is 421 as a whole; elements answered in order.
     let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x999",false]},{"jsonrpc":"2.0","id":3,"method":"eth_call","params":[{"to":"0x0000000000000000000000000000000000000000"},"latest"]}]"#;

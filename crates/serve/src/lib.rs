@@ -40,6 +40,7 @@ mod health;
 mod logs;
 mod metrics;
 pub mod params;
+mod prescan;
 mod rpc;
 mod state;
 #[cfg(test)]
@@ -52,7 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use hyper::server::conn::http1;
@@ -432,6 +433,16 @@ fn json_response(status: StatusCode, chunks: Vec<Bytes>) -> Response<Chunks> {
     response(status, "application/json", Chunks::new(chunks))
 }
 
+/// Why a request body was not read whole.
+enum BodyError {
+    /// Past the body size limit.
+    TooLarge,
+    /// A batch too large or nesting too deep, seen while it streamed in.
+    Refused(prescan::Refusal),
+    /// The connection failed mid-body.
+    Broken,
+}
+
 /// An error element with a null id (the request could not be read).
 fn error_element(code: i64, message: &str) -> Vec<Bytes> {
     envelope(b"null", Reply::Error(code, message.into()))
@@ -619,18 +630,25 @@ impl Server {
         }
         let read = tokio::time::timeout(
             self.ctx.config.body_timeout,
-            Limited::new(request.into_body(), limit).collect(),
+            self.read_body(request.into_body(), limit),
         );
         let body = match read.await {
-            Ok(Ok(collected)) => collected.to_bytes(),
-            Ok(Err(error))
-                if error
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return self.too_large();
+            Ok(Ok(body)) => body,
+            Ok(Err(BodyError::TooLarge)) => return self.too_large(),
+            Ok(Err(BodyError::Refused(refusal))) => {
+                if matches!(refusal, prescan::Refusal::TooManyElements(_)) {
+                    self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
+                }
+                // The rest of the body is never read: the connection ends
+                // with this answer.
+                let mut answer =
+                    json_response(StatusCode::OK, error_element(-32600, &refusal.message()));
+                answer
+                    .headers_mut()
+                    .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                return answer;
             }
-            Ok(Err(_)) | Err(_) => {
+            Ok(Err(BodyError::Broken)) | Err(_) => {
                 return json_response(
                     StatusCode::REQUEST_TIMEOUT,
                     error_element(-32600, "request body not received in time"),
@@ -638,6 +656,31 @@ impl Server {
             }
         };
         self.respond(&body).await
+    }
+
+    /// Reads a request body of at most `limit` bytes, refusing it at the
+    /// first byte that makes it a batch too large or nesting too deep
+    /// ([`prescan`]).
+    async fn read_body(&self, mut body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
+        let mut prescan = prescan::Prescan::new(self.ctx.config.max_batch);
+        let mut frames: Vec<Bytes> = Vec::new();
+        let mut len = 0;
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame.map_err(|_| BodyError::Broken)?.into_data() else {
+                continue; // trailers
+            };
+            len += data.len();
+            if len > limit {
+                return Err(BodyError::TooLarge);
+            }
+            prescan.feed(&data).map_err(BodyError::Refused)?;
+            frames.push(data);
+        }
+        // One frame, the usual case, is kept as it came.
+        Ok(match frames.len() {
+            1 => frames.pop().expect("one frame"),
+            _ => frames.concat().into(),
+        })
     }
 
     /// Answers a JSON-RPC body (single or batch).
