@@ -141,7 +141,7 @@ impl CounterWatch {
         let samples = std::thread::spawn(move || {
             let mut samples = Vec::new();
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Some(count) = answered(&addr) {
+                if let Some(count) = rpc_calls(&addr, None) {
                     samples.push((std::time::Instant::now(), count));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(25));
@@ -173,18 +173,6 @@ impl CounterWatch {
         assert!(best > 0.0, "the server's counter never moved: {samples:?}");
         best
     }
-}
-
-/// JSON-RPC calls a neve answered, from its `/metrics`.
-fn answered(addr: &str) -> Option<u64> {
-    let (_, metrics) = http_get(addr, "/metrics")?;
-    Some(
-        metrics
-            .lines()
-            .filter(|l| l.starts_with("neve_rpc_requests_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum(),
-    )
 }
 
 /// Runs `COMMAND ARGS…`, on `core` when given.

@@ -91,12 +91,7 @@ fn start_front_end(mirrors: &[&str], node: &str) -> FrontEnd {
 
 /// JSON-RPC calls answered `ok` by a neve, from its `/metrics`.
 fn answered(neve: &Neve) -> u64 {
-    let (_, metrics) = neve.get("/metrics").unwrap();
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("neve_rpc_requests_total{") && l.contains("outcome=\"ok\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    rpc_calls(&neve.addr, Some("ok")).unwrap()
 }
 
 /// Every count of an error outcome in `neve bench`'s results.

@@ -374,18 +374,24 @@ fn body_is_consistent(body: &[u8], kind: u8) -> bool {
             && within(entry + 48, Section::RawBlock)
     });
     let table = body::FIXED_LEN + tx_count as usize * TX_ENTRY_LEN;
+    // Kind 3: each log starts right after the previous one and its comma,
+    // and the last ends the section, so any run of logs is one slice from
+    // the byte before its first.
+    let mut next_log = 1u64;
     let logs = (0..log_count as usize).all(|i| {
         let entry = table + i * LOG_ENTRY_LEN;
         let span_fits = if kind == KIND_BLOCK_WITH_LOGS {
-            // Past its comma: a run of logs is sliced from the byte before
-            // its first one.
-            u32_at(body, entry + 4) >= 1 && within_len(entry + 4, log_section_len)
+            let offset = u32_at(body, entry + 4) as u64;
+            let fits = offset == next_log && within_len(entry + 4, log_section_len);
+            next_log = offset + u32_at(body, entry + 8) as u64 + 1;
+            fits
         } else {
             within(entry + 4, Section::Receipts)
         };
         (u32_at(body, entry) as u64) < tx_count && span_fits && body[entry + 32] <= 4
     });
-    txs && logs
+    let log_section_filled = kind != KIND_BLOCK_WITH_LOGS || next_log - 1 == log_section_len;
+    txs && logs && log_section_filled
 }
 
 /// Encodes the META file.

@@ -343,13 +343,22 @@ impl Block {
         format::u32_at(&self.body, body::SECTION_LENS + 4 * section as usize) as usize
     }
 
-    fn section(&self, section: Section) -> Bytes {
-        let mut start = body::FIXED_LEN
+    /// Where section `index` starts; [`format::SECTIONS`] names the log
+    /// section, after the others.
+    fn section_start(&self, index: usize) -> usize {
+        let tables = body::FIXED_LEN
             + self.tx_count() as usize * format::TX_ENTRY_LEN
             + self.log_count() as usize * format::LOG_ENTRY_LEN;
-        for earlier in 0..section as usize {
-            start += format::u32_at(&self.body, body::SECTION_LENS + 4 * earlier) as usize;
-        }
+        tables
+            + (0..index)
+                .map(|earlier| {
+                    format::u32_at(&self.body, body::SECTION_LENS + 4 * earlier) as usize
+                })
+                .sum::<usize>()
+    }
+
+    fn section(&self, section: Section) -> Bytes {
+        let start = self.section_start(section as usize);
         self.body.slice(start..start + self.section_len(section))
     }
 
@@ -419,13 +428,7 @@ impl Block {
     /// The section the log spans point into.
     fn log_bytes(&self) -> Bytes {
         if self.log_section {
-            let sections_end = body::FIXED_LEN
-                + self.tx_count() as usize * format::TX_ENTRY_LEN
-                + self.log_count() as usize * format::LOG_ENTRY_LEN
-                + (0..format::SECTIONS)
-                    .map(|i| format::u32_at(&self.body, body::SECTION_LENS + 4 * i) as usize)
-                    .sum::<usize>();
-            self.body.slice(sections_end..)
+            self.body.slice(self.section_start(format::SECTIONS)..)
         } else {
             self.receipts()
         }
@@ -447,7 +450,6 @@ impl Block {
             let len = format::u32_at(entry, 8) as usize;
             let topic_count = entry[32].min(4) as usize;
             Log {
-                index: i,
                 tx_index: format::u32_at(entry, 0),
                 address: entry[12..32].try_into().expect("20 bytes"),
                 topics: std::array::from_fn(|t| format::hash_at(entry, 36 + 32 * t)),
@@ -488,13 +490,9 @@ impl Block {
             (offset, offset + format::u32_at(entry, 8) as usize)
         };
         if self.log_section {
-            // Spans start past their comma (checked with the CRC) and are
-            // laid out in order when written; a crafted record whose spans
-            // are not falls through to the copy.
-            let (start, end) = (span(first).0 - 1, span(last).1);
-            if start < end && (first..last).all(|i| span(i).1 + 1 == span(i + 1).0) {
-                return bytes.slice(start..end);
-            }
+            // Verified with the CRC: the logs lie back to back, each right
+            // after its comma.
+            return bytes.slice(span(first).0 - 1..span(last).1);
         }
         let mut joined = Vec::new();
         for i in first..=last {
@@ -520,8 +518,6 @@ pub struct LogKey<'a> {
 /// One log of a stored block.
 #[derive(Clone, Debug)]
 pub struct Log {
-    /// Its position among the block's logs.
-    pub index: u32,
     /// Index of the emitting transaction.
     pub tx_index: u32,
     /// The emitting contract.

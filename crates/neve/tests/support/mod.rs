@@ -274,6 +274,21 @@ impl Neve {
     }
 }
 
+/// JSON-RPC calls the neve at `addr` answered (those with `outcome`, or
+/// all), from its `/metrics`.
+pub fn rpc_calls(addr: &str, outcome: Option<&str>) -> Option<u64> {
+    let (_, metrics) = http_get(addr, "/metrics")?;
+    let outcome = outcome.map(|o| format!("outcome=\"{o}\""));
+    Some(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("neve_rpc_requests_total{"))
+            .filter(|l| outcome.as_ref().is_none_or(|o| l.contains(o.as_str())))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
 /// A plain HTTP/1.1 GET over a fresh connection.
 pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
