@@ -20,6 +20,13 @@ PORT = int(PORT)
 PID = int(sys.argv[2])
 HEAD = int(sys.argv[3])
 SECONDS = float(sys.argv[4]) if len(sys.argv) > 4 else 8.0
+# Abusers connect from another loopback address than the good client, as
+# another machine would: neve's --client-rate tells clients apart by address.
+ABUSER_ADDR = os.environ.get("ABUSER_ADDR", "127.0.0.2")
+
+
+def abuser_connection():
+    return asyncio.open_connection(HOST, PORT, local_addr=(ABUSER_ADDR, 0))
 
 
 def rss_anon_mib():
@@ -113,7 +120,7 @@ async def slowloris(stop):
     """Connections sending a header a byte at a time."""
     writers = []
     for _ in range(200):
-        _, writer = await asyncio.open_connection(HOST, PORT)
+        _, writer = await abuser_connection()
         writers.append(writer)
     line = b"POST / HTTP/1.1\r\nHost: neve\r\nX-Slow: " + b"a" * 64
     closed = 0
@@ -139,7 +146,7 @@ async def never_reading(stop):
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
                        "params": [hex(HEAD), True]}).encode()
     for _ in range(20):
-        _, writer = await asyncio.open_connection(HOST, PORT)
+        _, writer = await abuser_connection()
         writers.append(writer)
     sent = 0
     deadline = time.time() + SECONDS
@@ -160,7 +167,7 @@ async def idle_connections(stop):
     refused = 0
     for _ in range(10_000):
         try:
-            _, writer = await asyncio.open_connection(HOST, PORT)
+            _, writer = await abuser_connection()
             writers.append(writer)
         except OSError:
             refused += 1
@@ -171,7 +178,7 @@ async def idle_connections(stop):
 
 
 async def one_shot(body: bytes):
-    reader, writer = await asyncio.open_connection(HOST, PORT)
+    reader, writer = await abuser_connection()
     writer.write(request(body, keep_alive=False))
     await writer.drain()
     try:
@@ -186,10 +193,11 @@ def bad_request(body: bytes):
     """An abuse that sends `body` over and over, one connection each time."""
     async def abuse(stop):
         deadline = time.time() + SECONDS
-        sent, first = 0, None
+        sent, first, limited = 0, None, 0
         while time.time() < deadline:
             status, answer = await one_shot(body)
             sent += 1
+            limited += status == 429
             if first is None:
                 try:
                     parsed = json.loads(answer)
@@ -198,6 +206,8 @@ def bad_request(body: bytes):
                 except ValueError:
                     code = "not JSON"
                 first = f"HTTP {status}, {code}"
+        if limited:
+            return f"{sent} sent: {sent - limited} answered {first}, {limited} refused 429 (--client-rate)"
         return f"{sent} sent, each: {first}"
     return abuse
 

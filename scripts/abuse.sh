@@ -7,8 +7,14 @@
 #   scripts/abuse.sh                  # 8 s per abuse
 #   SECONDS_EACH=20 scripts/abuse.sh
 #   ABUSER_NICE=19 scripts/abuse.sh   # abusers yield the CPU, as if remote
+#   CLIENT_RATE=0 scripts/abuse.sh    # no per-client budget
+#
+# Abusers connect from 127.0.0.2, the good client from 127.0.0.1, and neve
+# runs with --client-rate CLIENT_RATE (default 20,000 units a second per
+# address), as where it faces its clients directly.
 set -euo pipefail
 SECONDS_EACH=${SECONDS_EACH:-8}
+CLIENT_RATE=${CLIENT_RATE:-20000}
 source "$(dirname "$0")/lib.sh"
 # 10,000 idle connections need that many descriptors on both sides.
 ulimit -n "$(ulimit -Hn)"
@@ -18,7 +24,7 @@ grow_chain 60 600
 chain=$(head_of "$geth_url")
 P=$(free_port)
 "$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$P" \
-  --data-dir "$work/neve" --max-connections 16384 >"$work/neve.log" 2>&1 &
+  --data-dir "$work/neve" --max-connections 16384 --client-rate "$CLIENT_RATE" >"$work/neve.log" 2>&1 &
 pid=$!; pids+=("$pid")
 until [ "$(stored_height "http://127.0.0.1:$P")" -ge "$chain" ]; do sleep 0.05; done
 python3 scripts/abuse.py "127.0.0.1:$P" "$pid" "$chain" "$SECONDS_EACH"

@@ -138,22 +138,24 @@ fn flag_value(args: &[OsString], name: &str) -> Option<OsString> {
     None
 }
 
-/// A URL without what could be a secret: its user and password, and its
-/// query.
+/// A URL without what could be a secret: its user and password, its path
+/// (providers put API keys there: `/v3/KEY`) and its query.
 pub(crate) fn redact(url: &str) -> String {
     let Some(scheme) = url.find("://") else {
         return url.to_string();
     };
     let rest = &url[scheme + 3..];
-    let rest = match (rest.find('@'), rest.find('/')) {
-        (Some(at), slash) if slash.is_none_or(|s| at < s) => &rest[at + 1..],
-        _ => rest,
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let tail = if tail.is_empty() || tail == "/" {
+        tail
+    } else {
+        "/…"
     };
-    let rest = match rest.split_once('?') {
-        Some((before, _)) => format!("{before}?…"),
-        None => rest.to_string(),
-    };
-    format!("{}{rest}", &url[..scheme + 3])
+    format!("{}{host}{tail}", &url[..scheme + 3])
 }
 
 /// The effective settings of `matches` (the `config` subcommand's) as a
@@ -210,10 +212,16 @@ mod tests {
     fn secrets_in_urls_are_redacted() {
         assert_eq!(
             redact("https://user:pw@rpc.example/v1?key=abc"),
-            "https://rpc.example/v1?…"
+            "https://rpc.example/…"
+        );
+        assert_eq!(
+            redact("https://mainnet.infura.io/v3/0123abcd"),
+            "https://mainnet.infura.io/…"
         );
         assert_eq!(redact("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
-        assert_eq!(redact("http://h/a@b"), "http://h/a@b");
+        assert_eq!(redact("http://127.0.0.1:8545/"), "http://127.0.0.1:8545/");
+        assert_eq!(redact("http://h/a@b"), "http://h/…");
+        assert_eq!(redact("ws://h:1?token=x"), "ws://h:1/…");
         assert_eq!(redact("neve-data"), "neve-data");
     }
 

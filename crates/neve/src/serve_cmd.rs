@@ -43,7 +43,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "neve-data")]
     data_dir: PathBuf,
     /// Address to serve JSON-RPC, health and metrics on.
-    #[arg(long, default_value = "127.0.0.1:8545")]
+    #[arg(long, default_value = "127.0.0.1:8645")]
     listen: SocketAddr,
     /// Where an empty store starts: a height, `tip`, or (default) the retention window back from the head.
     #[arg(long)]
@@ -125,6 +125,12 @@ pub struct ServeArgs {
     /// together; the rest get -32005.
     #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_BUDGET_BYTES)]
     logs_budget_bytes: u64,
+    /// Units of work per second each client address may spend (a call, or
+    /// 4 KiB of request and answer, is one; an error answer ten more, a new
+    /// connection four); over it, 429 with -32005 and Retry-After. 0: no
+    /// limit. For neve facing clients directly; behind a front end, limit there.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_CLIENT_RATE)]
+    client_rate: u64,
     /// Verified state reads (balance, nonce, code, storage, proofs); `off` answers them 421.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     state: Switch,
@@ -354,7 +360,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             stopped.clone(),
         ));
     }
+    // A mirror catches up from its source's `/blocks` export.
+    let phase = if args.mirror_from.is_some() {
+        "bootstrapping"
+    } else {
+        "backfilling"
+    };
     tokio::spawn(report_progress(
+        phase,
         view.status.clone(),
         reader.clone(),
         Duration::from_secs(args.progress_interval_secs.max(1)),
@@ -401,6 +414,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         fallback: args.fallback,
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then(|| Duration::from_millis(args.state_fetch_timeout_ms)),
+        client_rate: args.client_rate,
         ..ServeConfig::default()
     };
     let server = tokio::spawn(neve_serve::serve(
@@ -465,9 +479,11 @@ async fn shutdown_signal() {
     }
 }
 
-/// Backfill progress: a bar on a terminal, a log line every `every` otherwise;
-/// quiet once caught up.
+/// Catch-up progress (a backfill from a node, a mirror's bootstrap, named by
+/// `phase`): a bar on a terminal, a log line every `every` otherwise; quiet
+/// once caught up.
 async fn report_progress(
+    phase: &'static str,
     status: Arc<IngestStatus>,
     reader: neve_store::Reader,
     every: Duration,
@@ -484,7 +500,7 @@ async fn report_progress(
             .expect("valid template")
             .progress_chars("=> "),
         );
-        bar.set_message("backfill");
+        bar.set_message(phase);
         bar
     });
     let mut shown = false;
@@ -522,9 +538,9 @@ async fn report_progress(
                         behind,
                         blocks_per_second = format!("{rate:.0}"),
                         eta = format!("{:.0}s", behind as f64 / rate),
-                        "backfilling"
+                        "{phase}"
                     ),
-                    None => tracing::info!(stored = max, head, behind, "backfilling"),
+                    None => tracing::info!(stored = max, head, behind, "{phase}"),
                 }
                 last_log = std::time::Instant::now();
             }

@@ -216,6 +216,45 @@ async fn two_mirrors_behind_nginx_answer_as_geth_and_survive_losing_one() {
         "the mirrors answered most: {mirrors} of {calls}"
     );
 
+    // The mix's calls, through the front end with B down, are answered 200
+    // and as geth answers them.
+    // The newest block with a transaction (the chain may end on empty ones).
+    let mut with_tx = head;
+    let tx = loop {
+        let params = json!([quantity(with_tx), true]);
+        let block = answer(&direct, "eth_getBlockByNumber", params).await;
+        match block["result"]["transactions"].get(0) {
+            Some(tx) => break tx.clone(),
+            None => with_tx -= 1,
+        }
+    };
+    let (sender, hash) = (tx["from"].clone(), tx["hash"].clone());
+    for (method, params) in [
+        ("eth_getBalance", json!([sender, "latest"])),
+        ("eth_getBalance", json!([sender, quantity(head / 2)])),
+        ("eth_blockNumber", json!([])),
+        ("eth_getBlockByNumber", json!(["latest", false])),
+        ("eth_getBlockByNumber", json!([quantity(head / 2), true])),
+        ("eth_chainId", json!([])),
+        ("net_version", json!([])),
+        (
+            "eth_getLogs",
+            json!([{"fromBlock": quantity(head.saturating_sub(5)), "toBlock": quantity(head)}]),
+        ),
+        ("eth_getTransactionReceipt", json!([hash])),
+        ("eth_getTransactionByHash", json!([hash])),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let (status, through_answer) = through.post(body.to_string().into()).await.unwrap();
+        let (_, direct_answer) = direct.post(body.to_string().into()).await.unwrap();
+        assert_eq!(status, 200, "{method} {params}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&through_answer).unwrap(),
+            serde_json::from_slice::<Value>(&direct_answer).unwrap(),
+            "{method} {params}"
+        );
+    }
+
     // B comes back on the same address and store and takes requests again.
     b.restart();
     b.wait_for_height(head, Duration::from_secs(60)).await;

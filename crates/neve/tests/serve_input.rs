@@ -315,3 +315,73 @@ async fn health_readiness_metrics_and_export_tell_the_truth() {
         assert!(line["receipts"].is_array());
     }
 }
+
+/// Sends `body` from `local` (a loopback address of its own) on a new
+/// connection, declaring `declared` bytes; returns the answer's status
+/// line and headers, and its body, read to the connection's close.
+async fn post_from(local: &str, addr: &str, body: &str, declared: usize) -> (String, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let request = format!(
+        "POST / HTTP/1.1\r\nhost: neve\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {declared}\r\n\r\n{body}"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered and closed")
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.to_lowercase(), serde_json::from_str(body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_address_over_its_client_rate_is_refused_before_its_body_and_others_are_served() {
+    let geth = GethConformance::start(&fixtures_dir()).await.expect("geth");
+    let neve = Neve::start(
+        geth.http_url(),
+        &["--floor", "0", "--client-rate", "100"],
+        0x36,
+    )
+    .await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    // 800 KB that is not JSON: 1 call + 10 for the error + 4 for the new
+    // connection + ~200 for the bytes, against a burst of 100.
+    let junk = format!("\"{}", "a".repeat(800_000));
+    let (head, body) = post_from("127.0.0.2", &neve.addr, &junk, junk.len()).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert_eq!(body["error"]["code"], -32700);
+
+    // In debt: refused from its headers, the declared body never waited for.
+    let (head, body) = post_from("127.0.0.2", &neve.addr, "[", 4000).await;
+    assert!(head.starts_with("http/1.1 429"), "{head}");
+    assert_eq!(body["error"]["code"], -32005, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--client-rate"),
+        "{body}"
+    );
+    assert!(head.contains("\r\nretry-after: "), "{head}");
+    assert!(head.contains("\r\nconnection: close"), "{head}");
+
+    // Another address is served meanwhile.
+    let (status, body) = post(
+        &client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}"#,
+    )
+    .await;
+    assert_eq!((status, body["result"].as_str()), (200, Some("0x36")));
+    let (_, metrics) = http_get(&neve.addr, "/metrics").unwrap();
+    let limited: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("neve_http_rate_limited_total "))
+        .expect("the counter is exported")
+        .parse()
+        .unwrap();
+    assert_eq!(limited, 1);
+}

@@ -29,6 +29,16 @@ fn resource(oldest: u64, retention: Option<u64>) -> String {
     )
 }
 
+/// The window a router may count on: `--retain-blocks`, unless a byte
+/// budget (`--retain-bytes`) may prune sooner, when no window is promised
+/// and `oldestBlock` alone says what is held.
+fn block_window(retain_blocks: Option<u64>, retain_bytes: Option<u64>) -> Option<u64> {
+    match retain_bytes {
+        Some(_) => None,
+        None => retain_blocks,
+    }
+}
+
 impl Context {
     /// The `eth_capabilities` answer; a miss while nothing is stored.
     pub(crate) fn capabilities(&self) -> Reply {
@@ -39,8 +49,9 @@ impl Context {
         let Some(head) = self.reader.block(max) else {
             return Reply::Miss;
         };
-        let tail = resource(min, self.config.retain_blocks);
-        let state = self.state_capability(min, max);
+        let window = block_window(self.config.retain_blocks, self.config.retain_bytes);
+        let tail = resource(min, window);
+        let state = self.state_capability(min, max, window);
         Reply::json(format!(
             r#"{{"head":{{"number":{},"hash":"0x{}"}},"state":{state},"tx":{tail},"logs":{tail},"receipts":{tail},"blocks":{tail},"stateproofs":{state}}}"#,
             quantity(max),
@@ -51,7 +62,7 @@ impl Context {
     /// State reads are answered where the block is stored and the upstream
     /// can prove its state; disabled while they would be 421 (no state
     /// layer, or no fetching through).
-    fn state_capability(&self, min: u64, max: u64) -> String {
+    fn state_capability(&self, min: u64, max: u64, window: Option<u64>) -> String {
         if !self.state_answers {
             return DISABLED.into();
         }
@@ -68,7 +79,7 @@ impl Context {
         if oldest > max {
             return DISABLED.into();
         }
-        let retention = match (upstream_retention, self.config.retain_blocks) {
+        let retention = match (upstream_retention, window) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -90,5 +101,12 @@ mod tests {
             resource(0, Some(65_536)),
             r#"{"disabled":false,"oldestBlock":"0x0","deleteStrategy":{"type":"window","retentionBlocks":"0x10000"}}"#
         );
+    }
+
+    #[test]
+    fn a_byte_budget_promises_no_window() {
+        assert_eq!(block_window(Some(65_536), None), Some(65_536));
+        assert_eq!(block_window(Some(65_536), Some(1 << 30)), None);
+        assert_eq!(block_window(None, None), None);
     }
 }

@@ -33,6 +33,8 @@
 
 mod body;
 mod capabilities;
+mod clients;
+mod errors;
 mod events;
 mod export;
 mod fallback;
@@ -48,6 +50,7 @@ mod tests;
 mod ws;
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -67,6 +70,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 pub use body::Chunks;
+pub use clients::{BYTES_PER_UNIT, DEFAULT_CLIENT_RATE, MAX_TRACKED_CLIENTS};
+pub use errors::ErrorCode;
 pub use metrics::Metrics;
 pub use rpc::Outcome;
 
@@ -198,6 +203,9 @@ pub struct ServeConfig {
     /// lets the fetch warm the store in the background. See
     /// [`DEFAULT_STATE_FETCH_TIMEOUT`].
     pub state_fetch_timeout: Option<Duration>,
+    /// Units of work per second each client address may spend; 0 is no
+    /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
+    pub client_rate: u64,
 }
 
 /// How long a state read waits for a fetch-through: long enough for a proof
@@ -234,6 +242,7 @@ impl Default for ServeConfig {
             retain_bytes: None,
             fallback: None,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
+            client_rate: DEFAULT_CLIENT_RATE,
         }
     }
 }
@@ -262,12 +271,10 @@ struct Server {
     stopping: tokio::sync::watch::Receiver<bool>,
     fallback: Option<RpcClient>,
     fetch: Option<Arc<dyn neve_state::Fetch>>,
+    /// Per-address work budgets, when `--client-rate` is set.
+    clients: Option<clients::ClientBudget>,
     started: Instant,
 }
-
-/// The error code a miss gets over a WebSocket, where no HTTP 421 can be
-/// sent: -32001, "resource unavailable" in the JSON-RPC server range.
-pub const MISS_OVER_WS: i64 = -32001;
 
 const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 
@@ -295,6 +302,7 @@ pub async fn serve(
         metrics.clone(),
     ));
     let fetch = state.as_ref().and_then(|s| s.fetch.clone());
+    let clients = clients::ClientBudget::new(config.client_rate);
     let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
     let server = Arc::new(Server {
         events,
@@ -318,12 +326,13 @@ pub async fn serve(
         shutting_down: AtomicBool::new(false),
         stopping: shutdown.clone(),
         fallback,
+        clients,
         started: Instant::now(),
     });
     let stopped = until_stopped(shutdown);
     tokio::pin!(stopped);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -360,10 +369,17 @@ pub async fn serve(
         let permit = Arc::new(permit);
         tokio::spawn(async move {
             server.metrics.connections.fetch_add(1, Ordering::Relaxed);
+            let first = AtomicBool::new(true);
             let service = service_fn(|request| {
                 let server = server.clone();
                 let permit = permit.clone();
-                async move { Ok::<_, Infallible>(server.handle(request, permit).await) }
+                let new_connection = first.swap(false, Ordering::Relaxed);
+                async move {
+                    let answer = server
+                        .handle(request, permit, peer.ip(), new_connection)
+                        .await;
+                    Ok::<_, Infallible>(answer)
+                }
             });
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -433,6 +449,14 @@ fn json_response(status: StatusCode, chunks: Vec<Bytes>) -> Response<Chunks> {
     response(status, "application/json", Chunks::new(chunks))
 }
 
+/// A 200 answer of error elements, marked with how many for the client's
+/// budget ([`clients::Errors`]).
+fn failed(chunks: Vec<Bytes>, errors: usize) -> Response<Chunks> {
+    let mut answer = json_response(StatusCode::OK, chunks);
+    answer.extensions_mut().insert(clients::Errors(errors));
+    answer
+}
+
 /// Why a request body was not read whole.
 enum BodyError {
     /// Past the body size limit.
@@ -443,8 +467,17 @@ enum BodyError {
     Broken,
 }
 
+/// What a request's body turned out to be, for its client's budget.
+#[derive(Default)]
+struct Received {
+    /// Bytes read.
+    bytes: usize,
+    /// A batch's elements seen (0 for a single call).
+    calls: usize,
+}
+
 /// An error element with a null id (the request could not be read).
-fn error_element(code: i64, message: &str) -> Vec<Bytes> {
+fn error_element(code: ErrorCode, message: &str) -> Vec<Bytes> {
     envelope(b"null", Reply::Error(code, message.into()))
 }
 
@@ -466,14 +499,18 @@ fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
             vec![head.freeze()]
         }
         Reply::Unsupported => {
-            head.extend_from_slice(b",\"error\":{\"code\":-32601,\"message\":\"the method does not exist/is not available\"}}");
+            let message = "the method does not exist/is not available";
+            head.extend_from_slice(b",");
+            head.extend_from_slice(
+                errors::error_member(ErrorCode::MethodNotFound, message).as_bytes(),
+            );
+            head.extend_from_slice(b"}");
             vec![head.freeze()]
         }
         Reply::Error(code, message) => {
-            let message = serde_json::to_string(&message).expect("strings serialise");
-            head.extend_from_slice(
-                format!(",\"error\":{{\"code\":{code},\"message\":{message}}}}}").as_bytes(),
-            );
+            head.extend_from_slice(b",");
+            head.extend_from_slice(errors::error_member(code, &message).as_bytes());
+            head.extend_from_slice(b"}");
             vec![head.freeze()]
         }
     }
@@ -484,12 +521,23 @@ impl Server {
         self: &Arc<Self>,
         request: Request<Incoming>,
         permit: ConnectionPermit,
+        client: IpAddr,
+        new_connection: bool,
     ) -> Response<Chunks> {
+        let answers_calls = request.uri().path() == "/"
+            && (request.method() == Method::POST || is_websocket_upgrade(&request));
+        if answers_calls && let Err(wait) = self.admit(client) {
+            // Held first: a client sending one request at a time cannot
+            // outpace its budget by being refused quickly.
+            let hold = wait.min(clients::REFUSAL_HOLD);
+            tokio::time::sleep(hold).await;
+            return self.rate_limited(wait - hold);
+        }
         if is_websocket_upgrade(&request) {
             return self.upgrade(request, permit);
         }
         match (request.method(), request.uri().path()) {
-            (&Method::POST, "/") => self.rpc(request).await,
+            (&Method::POST, "/") => self.rpc(request, client, new_connection).await,
             (&Method::GET, "/health") => {
                 json_response(StatusCode::OK, vec![Bytes::from(self.health())])
             }
@@ -561,7 +609,7 @@ impl Server {
             (&Method::GET, "/blocks") => self.export(request.uri().query().unwrap_or("")),
             (_, "/") => json_response(
                 StatusCode::METHOD_NOT_ALLOWED,
-                error_element(-32600, "JSON-RPC requests are POSTed"),
+                error_element(ErrorCode::InvalidRequest, "JSON-RPC requests are POSTed"),
             ),
             _ => response(
                 StatusCode::NOT_FOUND,
@@ -618,7 +666,12 @@ impl Server {
         answer
     }
 
-    async fn rpc(&self, request: Request<Incoming>) -> Response<Chunks> {
+    async fn rpc(
+        &self,
+        request: Request<Incoming>,
+        client: IpAddr,
+        new_connection: bool,
+    ) -> Response<Chunks> {
         let declared = request
             .headers()
             .get(CONTENT_LENGTH)
@@ -628,52 +681,107 @@ impl Server {
         if declared.is_some_and(|len| len > limit as u64) {
             return self.too_large();
         }
+        let mut received = Received::default();
         let read = tokio::time::timeout(
             self.ctx.config.body_timeout,
-            self.read_body(request.into_body(), limit),
+            self.read_body(request.into_body(), limit, &mut received),
         );
-        let body = match read.await {
-            Ok(Ok(body)) => body,
-            Ok(Err(BodyError::TooLarge)) => return self.too_large(),
+        let answer = match read.await {
+            Ok(Ok(body)) => self.respond(&body).await,
+            Ok(Err(BodyError::TooLarge)) => self.too_large(),
             Ok(Err(BodyError::Refused(refusal))) => {
                 if matches!(refusal, prescan::Refusal::TooManyElements(_)) {
                     self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
                 }
                 // The rest of the body is never read: the connection ends
                 // with this answer.
-                let mut answer =
-                    json_response(StatusCode::OK, error_element(-32600, &refusal.message()));
+                let mut answer = failed(
+                    error_element(ErrorCode::InvalidRequest, &refusal.message()),
+                    1,
+                );
                 answer
                     .headers_mut()
                     .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-                return answer;
+                answer
             }
-            Ok(Err(BodyError::Broken)) | Err(_) => {
-                return json_response(
-                    StatusCode::REQUEST_TIMEOUT,
-                    error_element(-32600, "request body not received in time"),
-                );
-            }
+            Ok(Err(BodyError::Broken)) | Err(_) => json_response(
+                StatusCode::REQUEST_TIMEOUT,
+                error_element(
+                    ErrorCode::InvalidRequest,
+                    "request body not received in time",
+                ),
+            ),
         };
-        self.respond(&body).await
+        if let Some(clients) = &self.clients {
+            let answer_bytes = hyper::body::Body::size_hint(answer.body())
+                .exact()
+                .unwrap_or(0);
+            let errors = match answer.extensions().get::<clients::Errors>() {
+                Some(errors) => errors.0,
+                // 413 and 408 carry no mark; they are errors too.
+                None => usize::from(answer.status().is_client_error()),
+            };
+            let spent = clients::Spent {
+                calls: received.calls,
+                errors,
+                bytes: received.bytes as u64 + answer_bytes,
+                new_connection,
+            };
+            clients.charge(client, spent.units(), Instant::now());
+        }
+        answer
+    }
+
+    /// Whether `client` is within its `--client-rate` budget; if not, how
+    /// long until it is.
+    fn admit(&self, client: IpAddr) -> Result<(), Duration> {
+        match &self.clients {
+            Some(clients) => clients.admit(client, Instant::now()),
+            None => Ok(()),
+        }
+    }
+
+    /// 429 with -32005 and `Retry-After` (`wait`, at least a second),
+    /// answered before the body is read; the connection closes with it.
+    fn rate_limited(&self, wait: Duration) -> Response<Chunks> {
+        self.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+        let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let message = format!(
+            "too many requests from this address (--client-rate {}); retry after {seconds} s",
+            self.ctx.config.client_rate
+        );
+        let mut answer = json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            error_element(ErrorCode::LimitExceeded, &message),
+        );
+        let headers = answer.headers_mut();
+        headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from(seconds));
+        headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        answer
     }
 
     /// Reads a request body of at most `limit` bytes, refusing it at the
     /// first byte that makes it a batch too large or nesting too deep
-    /// ([`prescan`]).
-    async fn read_body(&self, mut body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
+    /// ([`prescan`]); `received` counts what was read, refused or not.
+    async fn read_body(
+        &self,
+        mut body: Incoming,
+        limit: usize,
+        received: &mut Received,
+    ) -> Result<Bytes, BodyError> {
         let mut prescan = prescan::Prescan::new(self.ctx.config.max_batch);
         let mut frames: Vec<Bytes> = Vec::new();
-        let mut len = 0;
         while let Some(frame) = body.frame().await {
             let Ok(data) = frame.map_err(|_| BodyError::Broken)?.into_data() else {
                 continue; // trailers
             };
-            len += data.len();
-            if len > limit {
+            received.bytes += data.len();
+            if received.bytes > limit {
                 return Err(BodyError::TooLarge);
             }
-            prescan.feed(&data).map_err(BodyError::Refused)?;
+            let scanned = prescan.feed(&data);
+            received.calls = prescan.elements();
+            scanned.map_err(BodyError::Refused)?;
             frames.push(data);
         }
         // One frame, the usual case, is kept as it came.
@@ -705,7 +813,7 @@ impl Server {
         );
         json_response(
             StatusCode::PAYLOAD_TOO_LARGE,
-            error_element(-32600, &message),
+            error_element(ErrorCode::InvalidRequest, &message),
         )
     }
 
@@ -740,7 +848,10 @@ impl Server {
         let call: Call<'_> = match serde_json::from_str(raw.get()) {
             Ok(call) => call,
             Err(_) => {
-                return FirstPass::Done(error_element(-32600, "invalid request"), Outcome::Error);
+                return FirstPass::Done(
+                    error_element(ErrorCode::InvalidRequest, "invalid request"),
+                    Outcome::Error,
+                );
             }
         };
         match call.validate() {
@@ -752,7 +863,7 @@ impl Server {
                     Some(id) if echo_id => id.get().as_bytes(),
                     _ => b"null",
                 };
-                let reply = Reply::Error(-32600, "invalid request".into());
+                let reply = Reply::Error(ErrorCode::InvalidRequest, "invalid request".into());
                 return FirstPass::Done(envelope(id, reply), Outcome::Error);
             }
         }
@@ -807,7 +918,12 @@ impl Server {
             .await;
         scanned.unwrap_or_else(|_| {
             (0..count)
-                .map(|_| Reply::Error(-32603, "internal error while scanning logs".into()))
+                .map(|_| {
+                    Reply::Error(
+                        ErrorCode::Internal,
+                        "internal error while scanning logs".into(),
+                    )
+                })
                 .collect()
         })
     }
@@ -866,7 +982,7 @@ impl Server {
         // A WebSocket has no HTTP status to carry 421: say it in the answer.
         let reply = match reply {
             Reply::Miss | Reply::Fetch(_) if over_ws => Reply::Error(
-                MISS_OVER_WS,
+                ErrorCode::Unavailable,
                 "not available from this mirror; ask a full node".into(),
             ),
             other => other,
@@ -877,7 +993,7 @@ impl Server {
 
     async fn single(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
-            return json_response(StatusCode::OK, error_element(-32700, "parse error"));
+            return failed(error_element(ErrorCode::ParseError, "parse error"), 1);
         };
         let (chunks, outcome) = self.element(raw, over_ws).await;
         if chunks.is_empty() {
@@ -893,15 +1009,18 @@ impl Server {
             }
             return json_response(StatusCode::MISDIRECTED_REQUEST, chunks);
         }
+        if outcome == Outcome::Error {
+            return failed(chunks, 1);
+        }
         json_response(StatusCode::OK, chunks)
     }
 
     async fn batch(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
-            return json_response(StatusCode::OK, error_element(-32700, "parse error"));
+            return failed(error_element(ErrorCode::ParseError, "parse error"), 1);
         };
         if elements.is_empty() {
-            return json_response(StatusCode::OK, error_element(-32600, "empty batch"));
+            return failed(error_element(ErrorCode::InvalidRequest, "empty batch"), 1);
         }
         if elements.len() > self.ctx.config.max_batch {
             self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
@@ -910,7 +1029,7 @@ impl Server {
                 elements.len(),
                 self.ctx.config.max_batch
             );
-            return json_response(StatusCode::OK, error_element(-32600, &message));
+            return failed(error_element(ErrorCode::InvalidRequest, &message), 1);
         }
         // Everything held is answered in one pass; only state reads that
         // need fetching wait, all at once.
@@ -962,6 +1081,10 @@ impl Server {
             }
         }
         let any_miss = answers.iter().any(|(_, outcome)| *outcome == Outcome::Miss);
+        let errors = answers
+            .iter()
+            .filter(|(_, outcome)| *outcome == Outcome::Error)
+            .count();
         // Notifications have no place in the answer; a batch of nothing
         // but notifications is answered with an empty body, as geth does.
         answers.retain(|(answer, _)| !answer.is_empty());
@@ -982,7 +1105,9 @@ impl Server {
         } else {
             StatusCode::OK
         };
-        json_response(status, chunks)
+        let mut answer = json_response(status, chunks);
+        answer.extensions_mut().insert(clients::Errors(errors));
+        answer
     }
 }
 

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::ErrorCode;
 use crate::params::{self, BlockTag};
 use crate::rpc::{Context, Reply};
 
@@ -129,7 +130,7 @@ impl Filter {
 }
 
 fn invalid(message: impl Into<String>) -> Reply {
-    Reply::Error(-32602, message.into())
+    Reply::Error(ErrorCode::InvalidParams, message.into())
 }
 
 /// Most blocks the `eth_getLogs` calls of one request (a call, or all of
@@ -165,7 +166,7 @@ impl Budget {
 
     fn exhausted(&self, what: &str) -> Reply {
         Reply::Error(
-            -32005,
+            ErrorCode::LimitExceeded,
             format!(
                 "request exceeds its eth_getLogs budget ({what}); send fewer or narrower queries per request"
             ),
@@ -247,7 +248,7 @@ pub(crate) fn plan(ctx: &Context, raw: &RawValue) -> Result<Plan, Reply> {
     let max_range = ctx.config.logs_max_range;
     if to - from >= max_range {
         return Err(Reply::Error(
-            -32005,
+            ErrorCode::LimitExceeded,
             format!(
                 "block range too large: at most {max_range} blocks per query; try [0x{from:x}, 0x{:x}]",
                 from + max_range - 1
@@ -296,7 +297,7 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
                     String::new()
                 };
                 return Reply::Error(
-                    -32005,
+                    ErrorCode::LimitExceeded,
                     format!(
                         "query returned more than {} results{hint}",
                         ctx.config.logs_max_results

@@ -34,6 +34,8 @@ pub struct Metrics {
     pub(crate) batch_too_large: AtomicU64,
     /// Chain-event watchers restarted after one panicked.
     pub(crate) events_restarts: AtomicU64,
+    /// Requests refused with 429 under `--client-rate`.
+    pub(crate) rate_limited: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -46,6 +48,7 @@ impl Default for Metrics {
             connections: AtomicU64::new(0),
             batch_too_large: AtomicU64::new(0),
             events_restarts: AtomicU64::new(0),
+            rate_limited: AtomicU64::new(0),
         }
     }
 }
@@ -139,6 +142,12 @@ impl Metrics {
                 "Connections refused with 503 at the connection limit.",
                 "counter",
                 &self.refused_connections,
+            ),
+            (
+                "neve_http_rate_limited_total",
+                "Requests refused with 429: their address was over --client-rate.",
+                "counter",
+                &self.rate_limited,
             ),
             (
                 "neve_http_connections",

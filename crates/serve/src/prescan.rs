@@ -63,6 +63,11 @@ impl Prescan {
         }
     }
 
+    /// A batch's elements seen so far; 0 for a single call.
+    pub(crate) fn elements(&self) -> usize {
+        self.elements
+    }
+
     /// Scans the next bytes of the body. Runs of bytes that cannot change
     /// the state (a string's contents, a number's digits) are skipped with
     /// a tight search, so a long string or number costs little.

@@ -8,6 +8,7 @@ use neve_store::{Block, Reader};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
 use crate::state::STATE_METHODS;
 use crate::{ChainView, ServeConfig, logs};
@@ -32,7 +33,7 @@ pub(crate) enum Reply {
     /// A method neve does not serve: 421 with -32601.
     Unsupported,
     /// A JSON-RPC error.
-    Error(i64, String),
+    Error(ErrorCode, String),
     /// A state read that needs nodes neve does not hold: fetch these, then
     /// read again (a miss if that cannot be done in time).
     Fetch(Vec<neve_state::FetchRequest>),
@@ -58,7 +59,7 @@ impl Reply {
 
 impl From<ParamError> for Reply {
     fn from(error: ParamError) -> Self {
-        Reply::Error(-32602, error.0)
+        Reply::Error(ErrorCode::InvalidParams, error.0)
     }
 }
 

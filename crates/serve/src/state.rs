@@ -11,6 +11,7 @@ use bytes::Bytes;
 use neve_state::{AccountRead, Address, FetchRequest, Hash, HotKey, Read, State};
 use serde_json::value::RawValue;
 
+use crate::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
 use crate::rpc::{Context, Reply};
 
@@ -23,9 +24,6 @@ pub(crate) const STATE_METHODS: &[&str] = &[
     "eth_getStorageValues",
     "eth_getProof",
 ];
-
-/// geth's JSON-RPC code for a request over a server-side limit.
-const CLIENT_LIMIT_EXCEEDED: i64 = -32005;
 
 /// The state a read is made at: a stored block's verified root.
 struct At {
@@ -203,7 +201,7 @@ impl Context {
         let total: usize = requests.iter().map(|(_, slots)| slots.len()).sum();
         if total > neve_state::MAX_SLOTS_PER_REQUEST {
             return Ok(Reply::Error(
-                CLIENT_LIMIT_EXCEEDED,
+                ErrorCode::LimitExceeded,
                 format!("too many slots (max {})", neve_state::MAX_SLOTS_PER_REQUEST),
             ));
         }

@@ -69,6 +69,7 @@ fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
             genesis_hash: "00".repeat(32),
         }),
         metrics: Arc::new(Metrics::default()),
+        clients: None,
         shutting_down: AtomicBool::new(false),
         stopping: {
             let (never, stopping) = tokio::sync::watch::channel(false);

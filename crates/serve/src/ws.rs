@@ -18,9 +18,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use crate::Server;
 use crate::events::Event;
 use crate::logs::Filter;
+use crate::{ErrorCode, Server};
 
 /// Subscriptions one connection may hold; more get -32005. Each one costs
 /// a message per event, so this bounds a connection's work per block.
@@ -69,11 +69,11 @@ fn reply(id: Option<&RawValue>, result: &str) -> String {
     )
 }
 
-fn error(id: Option<&RawValue>, code: i64, message: &str) -> String {
-    let message = serde_json::to_string(message).expect("strings serialise");
+fn error(id: Option<&RawValue>, code: ErrorCode, message: &str) -> String {
     format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{code},\"message\":{message}}}}}",
-        id.map_or("null", |i| i.get())
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},{}}}",
+        id.map_or("null", |i| i.get()),
+        crate::errors::error_member(code, message)
     )
 }
 
@@ -218,7 +218,7 @@ pub(crate) fn subscription_call(
             if subscriptions.len() >= MAX_SUBSCRIPTIONS {
                 return Some(error(
                     request.id,
-                    -32005,
+                    ErrorCode::LimitExceeded,
                     &format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection"),
                 ));
             }
@@ -237,13 +237,15 @@ pub(crate) fn subscription_call(
                     };
                     match filter {
                         Ok(filter) => Subscription::Logs(filter),
-                        Err(message) => return Some(error(request.id, -32602, &message)),
+                        Err(message) => {
+                            return Some(error(request.id, ErrorCode::InvalidParams, &message));
+                        }
                     }
                 }
                 _ => {
                     return Some(error(
                         request.id,
-                        -32602,
+                        ErrorCode::InvalidParams,
                         "unsupported subscription: newHeads, logs and newBlocks are served",
                     ));
                 }

@@ -71,13 +71,19 @@ fn worker(queue: &Mutex<Receiver<Job>>) {
     }
 }
 
-/// Lowers the calling thread's priority to [`BACKGROUND_NICE`] (on Linux,
-/// nice is per thread, and threads it starts inherit it). Raising nice
-/// needs no privilege; lowering it again does.
+/// Lowers the calling thread's priority to [`BACKGROUND_NICE`] and puts it
+/// in the batch scheduling class (on Linux both are per thread, and threads
+/// it starts inherit them). A batch thread never preempts a thread that is
+/// running when it wakes, so a verification or scan that becomes runnable
+/// waits for an answering worker to block instead of cutting into its
+/// request. Neither change needs a privilege; undoing them does.
 pub fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: setpriority with who = 0 changes only the calling thread.
+    // SAFETY: with pid/who 0 both calls change only the calling thread;
+    // `param` outlives the call.
     unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
         libc::setpriority(libc::PRIO_PROCESS, 0, BACKGROUND_NICE);
     }
 }
@@ -96,6 +102,9 @@ mod tests {
                 .run(|| unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) })
                 .await;
             assert_eq!(nice, BACKGROUND_NICE);
+            // SAFETY: reads the calling thread's scheduling class.
+            let class = pool.run(|| unsafe { libc::sched_getscheduler(0) }).await;
+            assert_eq!(class, libc::SCHED_BATCH);
         }
         let panicking = pool.clone();
         let caught = tokio::spawn(async move { panicking.run(|| panic!("blew up")).await }).await;

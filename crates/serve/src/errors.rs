@@ -1,0 +1,55 @@
+//! Every JSON-RPC error code neve answers with, named once and mapped to
+//! the wire here (the codes are JSON-RPC 2.0's, plus geth's for limits).
+
+/// A JSON-RPC error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// -32700: the body is not JSON.
+    ParseError,
+    /// -32600: not a request (bad envelope, empty or oversized batch,
+    /// nesting too deep, body too large or not received in time).
+    InvalidRequest,
+    /// -32601: a method neve does not serve (with HTTP 421 over HTTP).
+    MethodNotFound,
+    /// -32602: bad parameters; the message names the parameter.
+    InvalidParams,
+    /// -32603: neve failed while answering.
+    Internal,
+    /// -32001: a miss over a WebSocket, where no HTTP 421 can be sent
+    /// ("resource unavailable" in the JSON-RPC server range).
+    Unavailable,
+    /// -32005: a server-side limit (geth's code for it): a log query's
+    /// work budget, subscriptions per connection, slots per request, a
+    /// client's request rate.
+    LimitExceeded,
+}
+
+impl ErrorCode {
+    /// The number sent on the wire.
+    pub const fn code(self) -> i64 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::Internal => -32603,
+            ErrorCode::Unavailable => -32001,
+            ErrorCode::LimitExceeded => -32005,
+        }
+    }
+}
+
+/// `"error":{"code":…,"message":…}`: the one place a code reaches the wire.
+pub(crate) fn error_member(code: ErrorCode, message: &str) -> String {
+    let message = serde_json::to_string(message).expect("strings serialise");
+    format!(
+        "\"error\":{{\"code\":{},\"message\":{message}}}",
+        code.code()
+    )
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.code())
+    }
+}
