@@ -48,6 +48,41 @@ pub enum Fault {
     Reset,
     /// Forward it, with a batch answer's elements in reverse order.
     Reorder,
+    /// Forward it whole, but a slice at a time: [`DRIP_BYTES`] every
+    /// [`DRIP_EVERY`] (a slow link; for `/blocks` streams).
+    Drip,
+}
+
+/// What [`Fault::Drip`] sends at a time.
+pub const DRIP_BYTES: usize = 4096;
+/// How often [`Fault::Drip`] sends.
+pub const DRIP_EVERY: Duration = Duration::from_millis(20);
+
+/// An answer sent [`DRIP_BYTES`] at a time, [`DRIP_EVERY`] apart.
+struct Drip {
+    rest: Bytes,
+    wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl hyper::body::Body for Drip {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+        if self.rest.is_empty() {
+            return std::task::Poll::Ready(None);
+        }
+        if let Some(wait) = self.wait.as_mut() {
+            std::task::ready!(wait.as_mut().poll(cx));
+        }
+        self.wait = Some(Box::pin(tokio::time::sleep(DRIP_EVERY)));
+        let take = self.rest.len().min(DRIP_BYTES);
+        let piece = self.rest.split_to(take);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(piece))))
+    }
 }
 
 /// A lie about state, told in the next answer that carries it.
@@ -258,8 +293,18 @@ impl hyper::body::Body for Unending {
     }
 }
 
-/// `fault` applied to a whole answer, if it is one of the unending kinds.
+/// `fault` applied to a whole answer, if it is one that shapes the body as
+/// it streams (the unending kinds, and [`Fault::Drip`]).
 fn unending(fault: Fault, status: StatusCode, whole: &[u8]) -> Option<Response<ProxyBody>> {
+    if fault == Fault::Drip {
+        let body = Drip {
+            rest: Bytes::copy_from_slice(whole),
+            wait: None,
+        };
+        let mut response = Response::new(body.boxed());
+        *response.status_mut() = status;
+        return Some(response);
+    }
     let body = match fault {
         Fault::Endless => Unending {
             prefix: None,

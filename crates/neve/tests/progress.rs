@@ -1,10 +1,12 @@
-//! Progress people can see: a backfill whose stderr is not a terminal logs,
-//! at each interval, the stored height, the head, the rate and the ETA.
+//! Progress people can see: a backfill from a node, or a mirror's bootstrap
+//! from another neve, whose stderr is not a terminal logs, at each
+//! interval, the stored height, the head, the rate and the ETA.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
+use neve_devnet::faults::{Fault, FaultProxy};
 use neve_devnet::{GethDev, GethDevOptions};
 use support::*;
 
@@ -36,18 +38,23 @@ async fn a_backfill_logs_its_height_rate_and_eta() {
         ],
     )
     .await;
+    assert_progress_line(&neve, "backfilling").await;
+}
+
+/// Waits for a progress line of `phase` with a rate, and checks its fields.
+async fn assert_progress_line(neve: &Neve, phase: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let line = loop {
         if let Some(line) = neve
             .log()
             .lines()
-            .find(|l| l.contains("backfilling") && l.contains("blocks_per_second"))
+            .find(|l| l.contains(phase) && l.contains("blocks_per_second"))
         {
             break line.to_owned();
         }
         assert!(
             Instant::now() < deadline,
-            "no progress line:\n{}",
+            "no {phase} line:\n{}",
             neve.log()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -55,4 +62,36 @@ async fn a_backfill_logs_its_height_rate_and_eta() {
     for field in ["stored=", "head=", "behind=", "eta="] {
         assert!(line.contains(field), "{field} in {line}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_bootstrap_logs_its_height_rate_and_eta() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let client = neve_upstream::RpcClient::new(geth.http_url()).unwrap();
+    // More than the 128 blocks behind that make a mirror bootstrap over
+    // `/blocks`, and the 100 that count as catching up.
+    while head(&client).await < 300 {
+        let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
+        load.accounts = 2;
+        load.tps = Some(200);
+        neve_load::run(load, |_| {}).await.expect("load");
+    }
+    let top = head(&client).await;
+    let source = Neve::start(geth.http_url(), &["--floor", "0"], top).await;
+    // A slow link: the export arrives 4 KiB every 20 ms.
+    let proxy = FaultProxy::start(&source.url, vec![Fault::Pass]).await;
+    proxy.control().set_stream_fault(Some(Fault::Drip));
+    let mirror = Neve::spawn(&[
+        "--mirror-from",
+        proxy.url(),
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+        "--progress-interval-secs",
+        "1",
+    ]);
+    assert_progress_line(&mirror, "bootstrapping").await;
 }
