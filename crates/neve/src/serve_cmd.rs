@@ -95,6 +95,13 @@ pub struct ServeArgs {
     /// /health/ready is 200 only within this many blocks of the upstream's head.
     #[arg(long, default_value_t = 2)]
     max_behind: u64,
+    /// While more than --max-behind blocks behind the upstream (catching
+    /// up), answer JSON-RPC 503 (Retry-After: 1) without reading it, so a
+    /// front end with passive health checks (deploy/nginx) sends reads to
+    /// mirrors that are caught up. Alone, leave it off: a mirror behind
+    /// still answers its tail and 421s the rest.
+    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    shed_when_behind: Switch,
     /// Largest request body in bytes.
     #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -409,6 +416,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         logs_budget_bytes: args.logs_budget_bytes,
         latest_lag: args.latest_lag,
         max_behind: args.max_behind,
+        shed_when_behind: args.shed_when_behind == Switch::On,
         retain_blocks,
         retain_bytes: args.retain_bytes,
         fallback: args.fallback,

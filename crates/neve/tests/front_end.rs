@@ -125,13 +125,32 @@ fn error_outcomes(results: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_mirrors_behind_nginx_answer_as_geth_and_survive_losing_one() {
     let (geth, head) = chain_with_logs().await;
+    // Both as README's Deploying says to run mirrors behind a front end.
     let a = Neve::start(
         geth.http_url(),
-        &["--floor", "0", "--ws-url", geth.ws_url()],
+        &[
+            "--floor",
+            "0",
+            "--ws-url",
+            geth.ws_url(),
+            "--shed-when-behind",
+            "on",
+        ],
         head,
     )
     .await;
-    let mut b = Neve::start_mirror(&a.url, head).await;
+    let mut b = Neve::start_with(
+        &[
+            "--mirror-from",
+            &a.url,
+            "--floor",
+            "0",
+            "--shed-when-behind",
+            "on",
+        ],
+        head,
+    )
+    .await;
     let front = start_front_end(&[&a.addr, &b.addr], host_port(geth.http_url()));
     let through = RpcClient::new(&front.url).unwrap();
     let direct = RpcClient::new(geth.http_url()).unwrap();

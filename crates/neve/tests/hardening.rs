@@ -613,3 +613,64 @@ async fn a_reorg_during_backfill_ends_with_exactly_the_nodes_chain() {
         }
     }
 }
+
+/// A neve catching up, run as behind a front end (`--shed-when-behind on`),
+/// answers JSON-RPC 503 with -32001 and `Retry-After`, unread, so nginx
+/// tries the next mirror; health and metrics still answer; caught up, it
+/// serves.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_neve_catching_up_sheds_reads_when_asked_and_serves_once_caught_up() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let client = RpcClient::new(geth.http_url()).unwrap();
+    while head(&client).await < 200 {
+        let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
+        load.accounts = 2;
+        load.tps = Some(200);
+        neve_load::run(load, |_| {}).await.expect("load");
+    }
+    let top = head(&client).await;
+    let (_proxy, neve) = slow_backfill(
+        geth.http_url(),
+        Duration::from_millis(20),
+        &["--fetch-concurrency", "1", "--shed-when-behind", "on"],
+    )
+    .await;
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x0",false]}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // The client library takes a 503 for an error (it would retry later).
+    let (retry_after, body) = loop {
+        if let Err(neve_upstream::RpcError::Http {
+            status: 503,
+            retry_after,
+            snippet,
+            ..
+        }) = neve_client.post(call.into()).await
+        {
+            break (retry_after, snippet);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never shed while catching up:\n{}",
+            neve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(retry_after, Some(1));
+    assert!(body.contains("-32001"), "{body}");
+    assert!(body.contains("blocks behind"), "{body}");
+    assert_eq!(neve.get("/health").map(|(s, _)| s), Some(200));
+    assert_eq!(neve.get("/health/ready").map(|(s, _)| s), Some(503));
+    let (_, metrics) = neve.get("/metrics").unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("neve_http_shed_total ") && !l.ends_with(" 0")),
+        "counted"
+    );
+    neve.wait_for_height(top, Duration::from_secs(120)).await;
+    let (status, _) = neve_client.post(call.into()).await.unwrap();
+    assert_eq!(status, 200, "caught up, it serves");
+}

@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 
-use crate::{Chunks, Server, response};
+use hyper::header::HeaderValue;
+
+use crate::{Chunks, ErrorCode, Server, error_element, json_response, response};
 
 impl Server {
     /// The state layer's figures, once for both `/metrics` and `/health`:
@@ -108,6 +110,37 @@ impl Server {
     pub(crate) fn behind(&self) -> Option<u64> {
         let max = self.ctx.reader.stats().max_contiguous_height?;
         Some(self.ctx.chain.upstream_head()?.saturating_sub(max))
+    }
+
+    /// With `--shed-when-behind`, how far behind the upstream this mirror
+    /// is while that is more than `--max-behind` (catching up); `None`
+    /// otherwise, and while the upstream's head is unknown: a mirror that
+    /// cannot see its upstream keeps serving what it holds.
+    pub(crate) fn shedding(&self) -> Option<u64> {
+        if !self.ctx.config.shed_when_behind {
+            return None;
+        }
+        self.behind()
+            .filter(|behind| *behind > self.ctx.config.max_behind)
+    }
+
+    /// 503 with `Retry-After: 1` and -32001, the body unread and the
+    /// connection closed: nginx's `proxy_next_upstream http_503` retries the
+    /// call on the next mirror and takes this one out for its
+    /// `fail_timeout`.
+    pub(crate) fn shed(&self, behind: u64) -> Response<Chunks> {
+        self.metrics.shed.fetch_add(1, Ordering::Relaxed);
+        let message = format!(
+            "catching up: {behind} blocks behind the upstream (--shed-when-behind); ask another mirror"
+        );
+        let mut answer = json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error_element(ErrorCode::Unavailable, &message),
+        );
+        let headers = answer.headers_mut();
+        headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        answer
     }
 
     pub(crate) fn ready(&self) -> Response<Chunks> {

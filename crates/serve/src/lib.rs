@@ -192,6 +192,10 @@ pub struct ServeConfig {
     /// `/health/ready` is 200 only within this many blocks of the upstream's
     /// head. Default is 2.
     pub max_behind: u64,
+    /// While more than `max_behind` blocks behind the upstream, answer
+    /// JSON-RPC 503 from the headers, so a front end with passive health
+    /// checks sends reads to mirrors that are caught up. Default is off.
+    pub shed_when_behind: bool,
     /// The store's block retention, shown by `/health`.
     pub retain_blocks: Option<u64>,
     /// The store's byte budget, shown by `/metrics`.
@@ -238,6 +242,7 @@ impl Default for ServeConfig {
             logs_budget_bytes: DEFAULT_LOGS_BUDGET_BYTES,
             latest_lag: 0,
             max_behind: 2,
+            shed_when_behind: false,
             retain_blocks: None,
             retain_bytes: None,
             fallback: None,
@@ -526,6 +531,9 @@ impl Server {
     ) -> Response<Chunks> {
         let answers_calls = request.uri().path() == "/"
             && (request.method() == Method::POST || is_websocket_upgrade(&request));
+        if answers_calls && let Some(behind) = self.shedding() {
+            return self.shed(behind);
+        }
         if answers_calls && let Err(wait) = self.admit(client) {
             // Held first: a client sending one request at a time cannot
             // outpace its budget by being refused quickly.

@@ -36,6 +36,8 @@ pub struct Metrics {
     pub(crate) events_restarts: AtomicU64,
     /// Requests refused with 429 under `--client-rate`.
     pub(crate) rate_limited: AtomicU64,
+    /// Requests answered 503 while catching up (`--shed-when-behind`).
+    pub(crate) shed: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -49,6 +51,7 @@ impl Default for Metrics {
             batch_too_large: AtomicU64::new(0),
             events_restarts: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
         }
     }
 }
@@ -148,6 +151,12 @@ impl Metrics {
                 "Requests refused with 429: their address was over --client-rate.",
                 "counter",
                 &self.rate_limited,
+            ),
+            (
+                "neve_http_shed_total",
+                "Requests answered 503 while more than --max-behind blocks behind (--shed-when-behind).",
+                "counter",
+                &self.shed,
             ),
             (
                 "neve_http_connections",
