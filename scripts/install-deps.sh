@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages neve's tests and benchmarks use, if missing:
-#   promtool (prometheus) — checks /metrics in a test,
-#   wrk — load for `scripts/bench-serve.sh`,
-#   nginx-light — the static-file ceiling in benchmarks,
+#   promtool (prometheus) — checks and unit-tests deploy/prometheus/alerts.yml,
+#   wrk — load for the wrk comparison test and the benchmark scripts,
+#   nginx-light — the static-file ceiling in benchmarks, and the front end
+#     (deploy/nginx) in the front-end test,
 #   fonts-dejavu-core — text in `neve bench`'s PNG plots.
 #   ethers (npm) — the real client library in tests/clients.
 # Idempotent; needs root (or sudo) only when a Debian package is missing.

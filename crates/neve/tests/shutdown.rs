@@ -75,3 +75,35 @@ async fn sigterm_finishes_what_is_in_flight_and_closes_the_store_cleanly() {
     let client = RpcClient::new(&reopened.url).unwrap();
     assert_same_as_geth(&client, &geth_client, 0..=head).await;
 }
+
+/// The drain is bounded: a request whose body never arrives (it would hold
+/// its connection for the body timeout, 30 s) does not keep neve from
+/// exiting once `--drain-timeout` has passed.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_drain_gives_up_after_its_timeout() {
+    use std::io::Write;
+    let (geth, head) = chain_with_logs().await;
+    let mut neve = Neve::start(
+        geth.http_url(),
+        &["--floor", "0", "--ws-url", "none", "--drain-timeout", "2"],
+        head,
+    )
+    .await;
+    let mut stuck = std::net::TcpStream::connect(&neve.addr).unwrap();
+    stuck
+        .write_all(b"POST / HTTP/1.1\r\nhost: neve\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signalled = Instant::now();
+    neve.terminate();
+    let status = tokio::task::block_in_place(|| neve.wait_exit(Duration::from_secs(15)))
+        .unwrap_or_else(|| panic!("neve did not exit:\n{}", neve.log()));
+    let took = signalled.elapsed();
+    assert!(status.success(), "{status}:\n{}", neve.log());
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        "waited for the stuck request up to the drain timeout, no longer: {took:?}"
+    );
+    assert!(neve.log().contains("drain timed out"), "{}", neve.log());
+    drop(stuck);
+}
