@@ -348,9 +348,10 @@ async fn an_address_over_its_client_rate_is_refused_before_its_body_and_others_a
     )
     .await;
     let client = RpcClient::new(&neve.url).unwrap();
-    // 800 KB that is not JSON: 1 call + 10 for the error + 4 for the new
-    // connection + ~200 for the bytes, against a burst of 100.
-    let junk = format!("\"{}", "a".repeat(800_000));
+    // 3 MB that is not JSON: 1 call + 10 for the error + 4 for the new
+    // connection + ~730 for the bytes, against a burst of 100: in debt for
+    // over 6 s.
+    let junk = format!("\"{}", "a".repeat(3_000_000));
     let (head, body) = post_from("127.0.0.2", &neve.addr, &junk, junk.len()).await;
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert_eq!(body["error"]["code"], -32700);
@@ -369,6 +370,18 @@ async fn an_address_over_its_client_rate_is_refused_before_its_body_and_others_a
     assert!(head.contains("\r\nretry-after: "), "{head}");
     assert!(head.contains("\r\nconnection: close"), "{head}");
 
+    // So is a WebSocket upgrade.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let stream = socket.connect(neve.addr.parse().unwrap()).await.unwrap();
+    let refused = tokio_tungstenite::client_async(format!("ws://{}/", neve.addr), stream).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 429)
+        }
+        other => panic!("upgrade not refused: {:?}", other.map(|(_, r)| r.status())),
+    }
+
     // Another address is served meanwhile.
     let (status, body) = post(
         &client,
@@ -383,5 +396,5 @@ async fn an_address_over_its_client_rate_is_refused_before_its_body_and_others_a
         .expect("the counter is exported")
         .parse()
         .unwrap();
-    assert_eq!(limited, 1);
+    assert_eq!(limited, 2);
 }

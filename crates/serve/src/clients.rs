@@ -98,8 +98,20 @@ struct Bucket {
 pub(crate) struct ClientBudget {
     rate: f64,
     burst: f64,
-    shards: Vec<Mutex<HashMap<IpAddr, Bucket>>>,
+    shards: Vec<Mutex<Shard>>,
 }
+
+#[derive(Default)]
+struct Shard {
+    buckets: HashMap<IpAddr, Bucket>,
+    /// When a sweep of a full shard last found nothing to forget: the next
+    /// waits [`SWEEP_PAUSE`], so newcomers to a shard full of spending
+    /// clients cost a lookup each, not a scan each.
+    fruitless_sweep: Option<Instant>,
+}
+
+/// See [`Shard::fruitless_sweep`].
+const SWEEP_PAUSE: Duration = Duration::from_secs(1);
 
 impl ClientBudget {
     /// A budget of `rate` units per second per client; `None` when 0.
@@ -107,11 +119,11 @@ impl ClientBudget {
         (rate > 0).then(|| ClientBudget {
             rate: rate as f64,
             burst: rate as f64 * BURST_SECONDS,
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
         })
     }
 
-    fn shard(&self, client: IpAddr) -> &Mutex<HashMap<IpAddr, Bucket>> {
+    fn shard(&self, client: IpAddr) -> &Mutex<Shard> {
         let mix = |h: usize, b: &u8| h.wrapping_mul(31).wrapping_add(*b as usize);
         let index = match client {
             IpAddr::V4(v4) => v4.octets().iter().fold(0, mix),
@@ -131,7 +143,7 @@ impl ClientBudget {
     pub(crate) fn admit(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
         let client = key(client);
         let mut shard = self.shard(client).lock().expect("never poisoned");
-        let Some(bucket) = shard.get_mut(&client) else {
+        let Some(bucket) = shard.buckets.get_mut(&client) else {
             return Ok(());
         };
         self.refill(bucket, now);
@@ -146,17 +158,26 @@ impl ClientBudget {
     pub(crate) fn charge(&self, client: IpAddr, units: f64, now: Instant) {
         let client = key(client);
         let mut shard = self.shard(client).lock().expect("never poisoned");
-        if !shard.contains_key(&client) && shard.len() >= MAX_TRACKED_CLIENTS / SHARDS {
+        let full = |shard: &Shard| shard.buckets.len() >= MAX_TRACKED_CLIENTS / SHARDS;
+        if !shard.buckets.contains_key(&client) && full(&shard) {
+            if shard
+                .fruitless_sweep
+                .is_some_and(|at| now.saturating_duration_since(at) < SWEEP_PAUSE)
+            {
+                return;
+            }
             let (rate, burst) = (self.rate, self.burst);
-            shard.retain(|_, b| {
+            shard.buckets.retain(|_, b| {
                 let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
                 b.tokens + elapsed * rate < burst
             });
-            if shard.len() >= MAX_TRACKED_CLIENTS / SHARDS {
+            if full(&shard) {
+                shard.fruitless_sweep = Some(now);
                 return;
             }
+            shard.fruitless_sweep = None;
         }
-        let bucket = shard.entry(client).or_insert(Bucket {
+        let bucket = shard.buckets.entry(client).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
@@ -242,7 +263,7 @@ mod tests {
             budget.charge(IpAddr::V4(i.into()), 20.0, now);
         }
         for shard in &budget.shards {
-            assert!(shard.lock().unwrap().len() <= per_shard);
+            assert!(shard.lock().unwrap().buckets.len() <= per_shard);
         }
         // Once they are quiet (full again), newcomers replace them.
         let later = now + Duration::from_secs(60);

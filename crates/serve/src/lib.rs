@@ -454,14 +454,6 @@ fn json_response(status: StatusCode, chunks: Vec<Bytes>) -> Response<Chunks> {
     response(status, "application/json", Chunks::new(chunks))
 }
 
-/// A 200 answer of error elements, marked with how many for the client's
-/// budget ([`clients::Errors`]).
-fn failed(chunks: Vec<Bytes>, errors: usize) -> Response<Chunks> {
-    let mut answer = json_response(StatusCode::OK, chunks);
-    answer.extensions_mut().insert(clients::Errors(errors));
-    answer
-}
-
 /// Why a request body was not read whole.
 enum BodyError {
     /// Past the body size limit.
@@ -470,6 +462,15 @@ enum BodyError {
     Refused(prescan::Refusal),
     /// The connection failed mid-body.
     Broken,
+}
+
+/// A request's `Content-Length`, if it gave one.
+fn declared_length(request: &Request<Incoming>) -> Option<u64> {
+    request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// What a request's body turned out to be, for its client's budget.
@@ -485,6 +486,16 @@ struct Received {
 fn error_element(code: ErrorCode, message: &str) -> Vec<Bytes> {
     envelope(b"null", Reply::Error(code, message.into()))
 }
+
+/// The end of every "method not served" answer, made once.
+static UNSUPPORTED: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let message = "the method does not exist/is not available";
+    format!(
+        ",{}}}",
+        errors::error_member(ErrorCode::MethodNotFound, message)
+    )
+    .into_bytes()
+});
 
 /// The envelope around one reply.
 fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
@@ -504,12 +515,7 @@ fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
             vec![head.freeze()]
         }
         Reply::Unsupported => {
-            let message = "the method does not exist/is not available";
-            head.extend_from_slice(b",");
-            head.extend_from_slice(
-                errors::error_member(ErrorCode::MethodNotFound, message).as_bytes(),
-            );
-            head.extend_from_slice(b"}");
+            head.extend_from_slice(&UNSUPPORTED);
             vec![head.freeze()]
         }
         Reply::Error(code, message) => {
@@ -531,21 +537,29 @@ impl Server {
     ) -> Response<Chunks> {
         let answers_calls = request.uri().path() == "/"
             && (request.method() == Method::POST || is_websocket_upgrade(&request));
+        // The export streams whole blocks: under the budget too.
+        let exports = request.uri().path() == "/blocks";
         if answers_calls && let Some(behind) = self.shedding() {
             return self.shed(behind);
         }
-        if answers_calls && let Err(wait) = self.admit(client) {
-            // Held first: a client sending one request at a time cannot
-            // outpace its budget by being refused quickly.
-            let hold = wait.min(clients::REFUSAL_HOLD);
-            tokio::time::sleep(hold).await;
-            return self.rate_limited(wait - hold);
+        let mut prepaid = 0.0;
+        if answers_calls || exports {
+            match self.admit(client, &request) {
+                Ok(units) => prepaid = units,
+                Err(wait) => {
+                    // Held first: a client sending one request at a time
+                    // cannot outpace its budget by being refused quickly.
+                    let hold = wait.min(clients::REFUSAL_HOLD);
+                    tokio::time::sleep(hold).await;
+                    return self.rate_limited(wait - hold);
+                }
+            }
         }
         if is_websocket_upgrade(&request) {
-            return self.upgrade(request, permit);
+            return self.upgrade(request, permit, client);
         }
         match (request.method(), request.uri().path()) {
-            (&Method::POST, "/") => self.rpc(request, client, new_connection).await,
+            (&Method::POST, "/") => self.rpc(request, client, new_connection, prepaid).await,
             (&Method::GET, "/health") => {
                 json_response(StatusCode::OK, vec![Bytes::from(self.health())])
             }
@@ -632,6 +646,7 @@ impl Server {
         self: &Arc<Self>,
         mut request: Request<Incoming>,
         permit: ConnectionPermit,
+        client: IpAddr,
     ) -> Response<Chunks> {
         let key = request
             .headers()
@@ -648,7 +663,7 @@ impl Server {
         let server = self.clone();
         tokio::spawn(async move {
             if let Ok(upgraded) = hyper::upgrade::on(&mut request).await {
-                ws::serve(server, upgraded).await;
+                ws::serve(server, upgraded, client).await;
             }
             drop(permit);
         });
@@ -679,55 +694,58 @@ impl Server {
         request: Request<Incoming>,
         client: IpAddr,
         new_connection: bool,
+        prepaid: f64,
     ) -> Response<Chunks> {
-        let declared = request
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
         let limit = self.ctx.config.max_body_bytes;
-        if declared.is_some_and(|len| len > limit as u64) {
-            return self.too_large();
-        }
+        let declared_too_large = declared_length(&request).is_some_and(|len| len > limit as u64);
         let mut received = Received::default();
-        let read = tokio::time::timeout(
-            self.ctx.config.body_timeout,
-            self.read_body(request.into_body(), limit, &mut received),
-        );
-        let answer = match read.await {
-            Ok(Ok(body)) => self.respond(&body).await,
-            Ok(Err(BodyError::TooLarge)) => self.too_large(),
-            Ok(Err(BodyError::Refused(refusal))) => {
-                if matches!(refusal, prescan::Refusal::TooManyElements(_)) {
-                    self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
+        let answer = if declared_too_large {
+            // Refused unread.
+            self.too_large()
+        } else {
+            let read = tokio::time::timeout(
+                self.ctx.config.body_timeout,
+                self.read_body(request.into_body(), limit, &mut received),
+            );
+            match read.await {
+                Ok(Ok(body)) => self.respond(&body).await,
+                Ok(Err(BodyError::TooLarge)) => self.too_large(),
+                Ok(Err(BodyError::Refused(refusal))) => {
+                    if matches!(refusal, prescan::Refusal::TooManyElements(_)) {
+                        self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // The rest of the body is never read: the connection
+                    // ends with this answer.
+                    let mut answer = self.failed(
+                        error_element(ErrorCode::InvalidRequest, &refusal.message()),
+                        1,
+                    );
+                    answer
+                        .headers_mut()
+                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                    answer
                 }
-                // The rest of the body is never read: the connection ends
-                // with this answer.
-                let mut answer = failed(
-                    error_element(ErrorCode::InvalidRequest, &refusal.message()),
-                    1,
-                );
-                answer
-                    .headers_mut()
-                    .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-                answer
-            }
-            Ok(Err(BodyError::Broken)) | Err(_) => json_response(
-                StatusCode::REQUEST_TIMEOUT,
-                error_element(
-                    ErrorCode::InvalidRequest,
-                    "request body not received in time",
+                Ok(Err(BodyError::Broken)) | Err(_) => json_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    error_element(
+                        ErrorCode::InvalidRequest,
+                        "request body not received in time",
+                    ),
                 ),
-            ),
+            }
         };
-        if let Some(clients) = &self.clients {
+        if self.clients.is_some() {
             let answer_bytes = hyper::body::Body::size_hint(answer.body())
                 .exact()
                 .unwrap_or(0);
             let errors = match answer.extensions().get::<clients::Errors>() {
                 Some(errors) => errors.0,
-                // 413 and 408 carry no mark; they are errors too.
-                None => usize::from(answer.status().is_client_error()),
+                // 413 and 408 carry no mark; they are errors too (a 421
+                // miss is not).
+                None => usize::from(matches!(
+                    answer.status(),
+                    StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+                )),
             };
             let spent = clients::Spent {
                 calls: received.calls,
@@ -735,18 +753,56 @@ impl Server {
                 bytes: received.bytes as u64 + answer_bytes,
                 new_connection,
             };
-            clients.charge(client, spent.units(), Instant::now());
+            self.charge(client, spent, prepaid);
         }
         answer
     }
 
-    /// Whether `client` is within its `--client-rate` budget; if not, how
-    /// long until it is.
-    fn admit(&self, client: IpAddr) -> Result<(), Duration> {
-        match &self.clients {
-            Some(clients) => clients.admit(client, Instant::now()),
-            None => Ok(()),
+    /// Books what `client` made neve spend under `--client-rate`, less
+    /// the `prepaid` units booked when it was admitted; returns how long
+    /// until it is out of debt, if it is in debt.
+    fn charge(&self, client: IpAddr, spent: clients::Spent, prepaid: f64) -> Option<Duration> {
+        let clients = self.clients.as_ref()?;
+        let now = Instant::now();
+        clients.charge(client, (spent.units() - prepaid).max(0.0), now);
+        clients.admit(client, now).err()
+    }
+
+    /// A 200 answer of error elements, marked with how many for the
+    /// client's budget ([`clients::Errors`]) when budgets are kept.
+    fn failed(&self, chunks: Vec<Bytes>, errors: usize) -> Response<Chunks> {
+        let mut answer = json_response(StatusCode::OK, chunks);
+        self.mark_errors(&mut answer, errors);
+        answer
+    }
+
+    /// Marks `answer` with its error elements, for `--client-rate` (not
+    /// kept, and nothing allocated, without it).
+    fn mark_errors(&self, answer: &mut Response<Chunks>, errors: usize) {
+        if self.clients.is_some() {
+            answer.extensions_mut().insert(clients::Errors(errors));
         }
+    }
+
+    /// Whether `client` is within its `--client-rate` budget. If so, books
+    /// what `request` costs at least (a call and its declared body), so
+    /// requests sent in parallel on many connections count as they
+    /// arrive, and returns those units; if not, how long until it is.
+    fn admit(&self, client: IpAddr, request: &Request<Incoming>) -> Result<f64, Duration> {
+        let Some(clients) = &self.clients else {
+            return Ok(0.0);
+        };
+        let now = Instant::now();
+        clients.admit(client, now)?;
+        let declared = declared_length(request).unwrap_or(0);
+        let units = clients::Spent {
+            calls: 1,
+            bytes: declared.min(self.ctx.config.max_body_bytes as u64),
+            ..clients::Spent::default()
+        }
+        .units();
+        clients.charge(client, units, now);
+        Ok(units)
     }
 
     /// 429 with -32005 and `Retry-After` (`wait`, at least a second),
@@ -1001,7 +1057,7 @@ impl Server {
 
     async fn single(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
-            return failed(error_element(ErrorCode::ParseError, "parse error"), 1);
+            return self.failed(error_element(ErrorCode::ParseError, "parse error"), 1);
         };
         let (chunks, outcome) = self.element(raw, over_ws).await;
         if chunks.is_empty() {
@@ -1018,17 +1074,17 @@ impl Server {
             return json_response(StatusCode::MISDIRECTED_REQUEST, chunks);
         }
         if outcome == Outcome::Error {
-            return failed(chunks, 1);
+            return self.failed(chunks, 1);
         }
         json_response(StatusCode::OK, chunks)
     }
 
     async fn batch(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
-            return failed(error_element(ErrorCode::ParseError, "parse error"), 1);
+            return self.failed(error_element(ErrorCode::ParseError, "parse error"), 1);
         };
         if elements.is_empty() {
-            return failed(error_element(ErrorCode::InvalidRequest, "empty batch"), 1);
+            return self.failed(error_element(ErrorCode::InvalidRequest, "empty batch"), 1);
         }
         if elements.len() > self.ctx.config.max_batch {
             self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
@@ -1037,7 +1093,7 @@ impl Server {
                 elements.len(),
                 self.ctx.config.max_batch
             );
-            return failed(error_element(ErrorCode::InvalidRequest, &message), 1);
+            return self.failed(error_element(ErrorCode::InvalidRequest, &message), 1);
         }
         // Everything held is answered in one pass; only state reads that
         // need fetching wait, all at once.
@@ -1114,7 +1170,7 @@ impl Server {
             StatusCode::OK
         };
         let mut answer = json_response(status, chunks);
-        answer.extensions_mut().insert(clients::Errors(errors));
+        self.mark_errors(&mut answer, errors);
         answer
     }
 }

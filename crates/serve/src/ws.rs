@@ -4,6 +4,7 @@
 //! the stream mirrors follow).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -97,7 +98,7 @@ fn notification(subscription: &str, payload: &[Bytes]) -> Message {
 
 /// Runs one WebSocket connection until the client leaves, sends an
 /// oversized frame, or falls too far behind the chain.
-pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
+pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAddr) {
     let limit = server.ctx.config.max_body_bytes;
     let idle_timeout = server.ctx.config.idle_timeout;
     let config = WebSocketConfig::default()
@@ -153,13 +154,24 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
                     Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
                 };
                 let had_subscriptions = !subscriptions.is_empty();
-                let answer = match subscription_call(&text, &mut subscriptions, &mut next_id) {
-                    Some(answer) => answer,
+                let received = text.len();
+                let (answer, errors) = match subscription_call(&text, &mut subscriptions, &mut next_id) {
+                    Some(answer) => (answer, 0),
                     None => {
-                        let body = server.respond_over(&Bytes::from(text), true).await.into_body();
-                        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-                        String::from_utf8_lossy(&bytes).into_owned()
+                        let response = server.respond_over(&Bytes::from(text), true).await;
+                        let errors = response
+                            .extensions()
+                            .get::<crate::clients::Errors>()
+                            .map_or(0, |e| e.0);
+                        let bytes = response.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                        (String::from_utf8_lossy(&bytes).into_owned(), errors)
                     }
+                };
+                let spent = crate::clients::Spent {
+                    calls: 1,
+                    errors,
+                    bytes: (received + answer.len()) as u64,
+                    new_connection: false,
                 };
                 // A notification is answered with nothing.
                 if !answer.is_empty() {
@@ -172,6 +184,11 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded) {
                     // The first subscription starts from now, not from
                     // whatever queued while none was open.
                     events = events.resubscribe();
+                }
+                // Over `--client-rate`, the next message is read only after
+                // the debt is paid or a refusal's hold has passed.
+                if let Some(wait) = server.charge(client, spent, 0.0) {
+                    tokio::time::sleep(wait.min(crate::clients::REFUSAL_HOLD)).await;
                 }
             }
             event = events.recv(), if !subscriptions.is_empty() => {

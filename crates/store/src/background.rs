@@ -76,7 +76,7 @@ fn worker(queue: &Mutex<Receiver<Job>>) {
 /// it starts inherit them). A batch thread never preempts a thread that is
 /// running when it wakes, so a verification or scan that becomes runnable
 /// waits for an answering worker to block instead of cutting into its
-/// request. Neither change needs a privilege; undoing them does.
+/// request. Neither change needs a privilege; lowering nice again does.
 pub fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: with pid/who 0 both calls change only the calling thread;
