@@ -620,17 +620,7 @@ async fn a_reorg_during_backfill_ends_with_exactly_the_nodes_chain() {
 /// serves.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_neve_catching_up_sheds_reads_when_asked_and_serves_once_caught_up() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
-    let client = RpcClient::new(geth.http_url()).unwrap();
-    while head(&client).await < 200 {
-        let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
-        load.accounts = 2;
-        load.tps = Some(200);
-        neve_load::run(load, |_| {}).await.expect("load");
-    }
-    let top = head(&client).await;
+    let (geth, top) = dev_chain_of(200).await;
     let (_proxy, neve) = slow_backfill(
         geth.http_url(),
         Duration::from_millis(20),

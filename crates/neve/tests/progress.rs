@@ -7,23 +7,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use neve_devnet::faults::{Fault, FaultProxy};
-use neve_devnet::{GethDev, GethDevOptions};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_backfill_logs_its_height_rate_and_eta() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
-    let client = neve_upstream::RpcClient::new(geth.http_url()).unwrap();
     // Several batches of appends while more than the 100 blocks behind
     // that count as backfilling.
-    while head(&client).await < 600 {
-        let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
-        load.accounts = 2;
-        load.tps = Some(200);
-        neve_load::run(load, |_| {}).await.expect("load");
-    }
+    let (geth, _) = dev_chain_of(600).await;
     // Slow answers keep the backfill going for a while.
     let (_proxy, neve) = slow_backfill(
         geth.http_url(),
@@ -66,19 +56,9 @@ async fn assert_progress_line(neve: &Neve, phase: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mirror_bootstrap_logs_its_height_rate_and_eta() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
-    let client = neve_upstream::RpcClient::new(geth.http_url()).unwrap();
     // More than the 128 blocks behind that make a mirror bootstrap over
     // `/blocks`, and the 100 that count as catching up.
-    while head(&client).await < 300 {
-        let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
-        load.accounts = 2;
-        load.tps = Some(200);
-        neve_load::run(load, |_| {}).await.expect("load");
-    }
-    let top = head(&client).await;
+    let (geth, top) = dev_chain_of(300).await;
     let source = Neve::start(geth.http_url(), &["--floor", "0"], top).await;
     // A slow link: the export arrives 4 KiB every 20 ms.
     let proxy = FaultProxy::start(&source.url, vec![Fault::Pass]).await;

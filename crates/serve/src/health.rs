@@ -6,9 +6,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 
-use hyper::header::HeaderValue;
-
-use crate::{Chunks, ErrorCode, Server, error_element, json_response, response};
+use crate::{Chunks, ErrorCode, Server, refused_unread, response};
 
 impl Server {
     /// The state layer's figures, once for both `/metrics` and `/health`:
@@ -133,14 +131,12 @@ impl Server {
         let message = format!(
             "catching up: {behind} blocks behind the upstream (--shed-when-behind); ask another mirror"
         );
-        let mut answer = json_response(
+        refused_unread(
             StatusCode::SERVICE_UNAVAILABLE,
-            error_element(ErrorCode::Unavailable, &message),
-        );
-        let headers = answer.headers_mut();
-        headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-        answer
+            ErrorCode::Unavailable,
+            &message,
+            1,
+        )
     }
 
     pub(crate) fn ready(&self) -> Response<Chunks> {

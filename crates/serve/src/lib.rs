@@ -464,6 +464,24 @@ enum BodyError {
     Broken,
 }
 
+/// An error answered from a request's headers alone, with `Retry-After`;
+/// the connection closes with it, so its body is never read.
+fn refused_unread(
+    status: StatusCode,
+    code: ErrorCode,
+    message: &str,
+    retry_after_seconds: u64,
+) -> Response<Chunks> {
+    let mut answer = json_response(status, error_element(code, message));
+    let headers = answer.headers_mut();
+    headers.insert(
+        hyper::header::RETRY_AFTER,
+        HeaderValue::from(retry_after_seconds),
+    );
+    headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    answer
+}
+
 /// A request's `Content-Length`, if it gave one.
 fn declared_length(request: &Request<Incoming>) -> Option<u64> {
     request
@@ -814,14 +832,12 @@ impl Server {
             "too many requests from this address (--client-rate {}); retry after {seconds} s",
             self.ctx.config.client_rate
         );
-        let mut answer = json_response(
+        refused_unread(
             StatusCode::TOO_MANY_REQUESTS,
-            error_element(ErrorCode::LimitExceeded, &message),
-        );
-        let headers = answer.headers_mut();
-        headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from(seconds));
-        headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-        answer
+            ErrorCode::LimitExceeded,
+            &message,
+            seconds,
+        )
     }
 
     /// Reads a request body of at most `limit` bytes, refusing it at the

@@ -369,6 +369,24 @@ impl Neve {
     }
 }
 
+/// A geth dev chain grown by light `neve load` traffic until its head is
+/// at least `height`; returns it and its head.
+pub async fn dev_chain_of(height: u64) -> (neve_devnet::GethDev, u64) {
+    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let client = RpcClient::new(geth.http_url()).unwrap();
+    while head(&client).await < height {
+        let mut load =
+            neve_load::LoadConfig::new(geth.http_url(), std::time::Duration::from_secs(2));
+        load.accounts = 2;
+        load.tps = Some(200);
+        neve_load::run(load, |_| {}).await.expect("load");
+    }
+    let top = head(&client).await;
+    (geth, top)
+}
+
 /// A geth dev chain with a few seconds of `neve load` traffic (blocks,
 /// transactions, token logs); returns it and its head.
 pub async fn chain_with_logs() -> (neve_devnet::GethDev, u64) {
