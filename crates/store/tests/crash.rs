@@ -3,12 +3,15 @@
 //!
 //! The test binary re-runs itself as the writer (`crash_writer_child`, a
 //! no-op unless `NEVE_STORE_CRASH_DIR` is set). The writer appends batches
-//! and rolls back now and then, printing `ack H F` (height H of fork F is
-//! stored) and `rollback K` lines after each call returns. The parent kills
-//! it, replays those lines into a model, reopens the store and compares.
+//! and rolls back now and then, writing `ack H F` (height H of fork F is
+//! stored) and `rollback K` lines after each call returns, and `rolling K`
+//! before a rollback starts. The lines go to a file of their own, one
+//! write each: on stdout the harness's own `test ... ` prefix, printed
+//! without a newline, would swallow the first of them. The parent kills the
+//! writer, replays the lines into a model, reopens the store and compares.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,6 +20,7 @@ use neve_store::{Durability, Identity, Reader, Store, StoreConfig};
 
 const DIR_ENV: &str = "NEVE_STORE_CRASH_DIR";
 const FORK_ENV: &str = "NEVE_STORE_CRASH_FORK";
+const LINES_ENV: &str = "NEVE_STORE_CRASH_LINES";
 const CHAIN: Identity = Identity {
     chain_id: 9,
     genesis_hash: [9; 32],
@@ -51,7 +55,13 @@ fn crash_writer_child() {
     };
     let mut fork: u64 = std::env::var(FORK_ENV).unwrap().parse().unwrap();
     let mut store = Store::open(dir.as_ref(), CHAIN, config()).unwrap();
-    let mut out = std::io::stdout().lock();
+    let lines = std::env::var_os(LINES_ENV).unwrap();
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(lines)
+        .unwrap();
+    // One write per line: a kill never leaves half of one.
+    let mut say = |line: String| out.write_all(format!("{line}\n").as_bytes()).unwrap();
     let mut rng = fork;
     let deadline = Instant::now() + Duration::from_secs(10); // never outlive a lost parent
     while Instant::now() < deadline {
@@ -60,11 +70,9 @@ fn crash_writer_child() {
             && splitmix(&mut rng).is_multiple_of(8)
         {
             let keep = top.saturating_sub(splitmix(&mut rng) % 10);
-            writeln!(out, "rolling {keep}").unwrap();
-            out.flush().unwrap();
+            say(format!("rolling {keep}"));
             store.rollback(keep).unwrap();
-            writeln!(out, "rollback {keep}").unwrap();
-            out.flush().unwrap();
+            say(format!("rollback {keep}"));
             fork += 1;
             continue;
         }
@@ -86,9 +94,8 @@ fn crash_writer_child() {
             .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
             .unwrap();
         for h in next..next + count {
-            writeln!(out, "ack {h} {fork}").unwrap();
+            say(format!("ack {h} {fork}"));
         }
-        out.flush().unwrap();
     }
 }
 
@@ -105,12 +112,15 @@ fn fork_of(reader: &Reader, height: u64, hint: Option<u64>, fork_base: u64) -> O
 #[test]
 fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
     let dir = tempfile::tempdir().unwrap();
+    let lines_dir = tempfile::tempdir().unwrap();
+    let lines_path = lines_dir.path().join("lines");
     let exe = std::env::current_exe().unwrap();
     let mut rng = 0x5eed;
     let mut model: BTreeMap<u64, u64> = BTreeMap::new();
     let mut rounds_that_wrote = 0;
     for round in 0..ROUNDS {
         let fork_base = round * 1000;
+        std::fs::write(&lines_path, "").unwrap();
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -120,7 +130,8 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
             ])
             .env(DIR_ENV, dir.path())
             .env(FORK_ENV, fork_base.to_string())
-            .stdout(Stdio::piped())
+            .env(LINES_ENV, &lines_path)
+            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -130,8 +141,10 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
 
         let mut rolling = false;
         let mut wrote = false;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let line = line.unwrap();
+        let text = std::fs::read_to_string(&lines_path).unwrap();
+        // Only whole lines count: what follows the last newline was cut.
+        let whole = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+        for line in whole.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
                 ["ack", h, f] => {
@@ -144,7 +157,7 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
                     model.retain(|h, _| *h <= keep);
                     rolling = false;
                 }
-                _ => {} // the test harness's own lines
+                _ => panic!("round {round}: unexpected line {line:?}"),
             }
         }
 
