@@ -8,7 +8,13 @@
 #  2. serving while ingesting: wrk randblock c16 p99 on a mirror while it
 #     backfills from the first neve (fetches, verification with sender
 #     recovery, store appends, all at full speed), against the same
-#     requests on the same mirror once idle.
+#     requests on the same mirror once idle; and the same below saturation
+#     (each connection waits 2 ms between answer and request, ~6,000
+#     req/s), which is what a mirror with headroom sees. Each round runs
+#     twice: "shared", every thread free to run on every CPU, and "split",
+#     the mirror started with --serve-cpus 0 --ingest-cpus LAST (the last
+#     CPU), wrk on CPU 0 beside the serving workers and the first neve on
+#     the last CPU beside ingest.
 #
 #   scripts/bench-hardening.sh
 #   LOAD_SECONDS=60 TPS=800 scripts/bench-hardening.sh
@@ -69,6 +75,7 @@ request = function()
   return wrk.format("POST", "/", {["Content-Type"] = "application/json"}, body)
 end
 LUA
+{ cat "$work/rand.lua"; echo 'delay = function() return 2 end'; } >"$work/paced.lua"
 p99_ms() { grep -E '^ +99%' | awk '{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'; }
 # The first neve stands in for an upstream on another machine: from here on
 # it serves the mirror's fetches at the lowest priority, so the rounds
@@ -76,24 +83,37 @@ p99_ms() { grep -E '^ +99%' | awk '{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=100
 # work on the same two cores (every thread: nice is per thread on Linux).
 for task in /proc/"$a"/task/*; do renice -n 19 -p "${task##*/}" >/dev/null; done
 results=()
+last_cpu=$(($(nproc) - 1))
+all_cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)
 for round in $(seq "$ROUNDS"); do
+ for layout in shared split; do
   CP=$(free_port)
   rm -rf "$work/c"
-  "$neve" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --ws-url none --listen "127.0.0.1:$CP" --data-dir "$work/c" >"$work/c.log" 2>&1 &
+  if [ "$layout" = split ]; then
+    placement=(--serve-cpus 0 --ingest-cpus "$last_cpu"); on_serving=(taskset -c 0)
+    taskset -a -p -c "$last_cpu" "$a" >/dev/null
+  else
+    placement=(); on_serving=()
+    taskset -a -p -c "$all_cpus" "$a" >/dev/null
+  fi
+  "$neve" serve "${placement[@]}" --mirror-from "http://127.0.0.1:$AP" --floor 0 --ws-url none --listen "127.0.0.1:$CP" --data-dir "$work/c" >"$work/c.log" 2>&1 &
   c=$!; pids+=("$c")
   until [ "$(stored_height "http://127.0.0.1:$CP")" -ge 31 ]; do sleep 0.01; done
-  busy=$(wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  busy=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  paced_busy=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/paced.lua" "http://127.0.0.1:$CP/" | p99_ms)
   at_end=$(stored_height "http://127.0.0.1:$CP")
   until [ "$(stored_height "http://127.0.0.1:$CP")" -ge "$chain" ]; do sleep 0.05; done
   sleep 1
-  idle=$(wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
-  results+=("$busy $idle $at_end")
+  idle=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  paced_idle=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/paced.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  results+=("$busy $idle $at_end $paced_busy $paced_idle $layout")
   kill "$c"; wait "$c" 2>/dev/null || true
+ done
 done
 
 echo "chain: $((chain + 1)) blocks, ~$txs transactions in the middle one"
 echo "anonymous RSS: backfill from geth peak $backfill_peak MiB, $a_idle MiB once caught up; mirroring that neve peak $mirror_peak MiB ($mirror_rate blocks/s, $how); after randblock-full c16 ${a_served} MiB"
 for r in "${results[@]}"; do
   set -- $r
-  python3 -c "import sys; b,i,e,c=map(float,sys.argv[1:]); print(f'randblock c16 p99 while bootstrapping {b:.2f} ms, idle {i:.2f} ms: {b/i:.2f}x (the mirror had {int(e)} of {int(c)+1} blocks when wrk ended)')" "$1" "$2" "$3" "$chain"
+  python3 -c "import sys; b,i,e,c,pb,pi=map(float,sys.argv[1:7]); print(f'{sys.argv[7]:>6}: randblock c16 p99 while bootstrapping {b:.2f} ms, idle {i:.2f} ms: {b/i:.2f}x; paced {pb:.2f} ms against {pi:.2f} ms: {pb/pi:.2f}x (the mirror had {int(e)} of {int(c)+1} blocks when wrk ended)')" "$1" "$2" "$3" "$chain" "$4" "$5" "$6"
 done

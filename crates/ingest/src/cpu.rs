@@ -1,6 +1,6 @@
 //! Ingest's CPU and disk work (preparing blocks, verifying hashes and
 //! roots, recovering signers, store writes) runs on its own threads, one per
-//! core, at a lower scheduling priority than serving
+//! background core, at a lower scheduling priority than serving
 //! ([`neve_store::background`]): a backfill at full speed then uses whatever
 //! CPU serving leaves, instead of taking half of it.
 
@@ -11,8 +11,10 @@ use neve_store::background::Pool;
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        Pool::new("neve-ingest-cpu", threads)
+        Pool::new(
+            "neve-ingest-cpu",
+            neve_store::background::background_threads(),
+        )
     })
 }
 

@@ -94,7 +94,11 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(args) = &cli.command {
+        serve_cmd::place_threads(args, &mut runtime)?;
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .context("starting the async runtime")?;

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use neve_ingest::{Floor, Follower, IngestConfig, IngestStatus};
 use neve_serve::{ChainView, ServeConfig, UpstreamHealth};
+use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
 use neve_upstream::RpcClient;
 
@@ -102,6 +103,16 @@ pub struct ServeArgs {
     /// still answers its tail and 421s the rest.
     #[arg(long, value_enum, default_value_t = Switch::Off)]
     shed_when_behind: Switch,
+    /// CPUs the threads that answer requests run on, as Linux lists them
+    /// (`0-3`), one worker each [default: every CPU].
+    #[arg(long, value_name = "LIST")]
+    serve_cpus: Option<CpuSet>,
+    /// CPUs ingest's threads (fetching, verifying, storing) and long log
+    /// scans run on (`4-5`). Apart from --serve-cpus, a backfill at full
+    /// speed never delays an answer: a lower priority alone does not stop
+    /// a busy thread slowing one that shares its CPU [default: every CPU].
+    #[arg(long, value_name = "LIST")]
+    ingest_cpus: Option<CpuSet>,
     /// Largest request body in bytes.
     #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -279,6 +290,31 @@ impl ChainView for IngestView {
             ));
         }
     }
+}
+
+/// Puts threads on the CPUs given: this (the main) thread, and so every
+/// worker of the runtime about to be built from `runtime`, on
+/// --serve-cpus with one worker per CPU; background threads on
+/// --ingest-cpus. Called before any thread starts, so a bad list fails at
+/// start.
+pub fn place_threads(args: &ServeArgs, runtime: &mut tokio::runtime::Builder) -> Result<()> {
+    if let Some(cpus) = &args.ingest_cpus {
+        let probe = cpus.clone();
+        std::thread::spawn(move || probe.pin_current_thread())
+            .join()
+            .map_err(|_| anyhow::anyhow!("probing --ingest-cpus"))?
+            .with_context(|| {
+                format!("--ingest-cpus {cpus}: no CPU of the list is open to this process")
+            })?;
+        let _ = neve_store::background::set_background_cpus(cpus.clone());
+    }
+    if let Some(cpus) = &args.serve_cpus {
+        cpus.pin_current_thread().with_context(|| {
+            format!("--serve-cpus {cpus}: no CPU of the list is open to this process")
+        })?;
+        runtime.worker_threads(cpus.len());
+    }
+    Ok(())
 }
 
 pub async fn serve(args: ServeArgs) -> Result<()> {

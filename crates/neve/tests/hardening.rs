@@ -2,7 +2,8 @@
 //! same table sent to both), WebSocket sessions under the connection limit
 //! and the idle timeout, `eth_getLogs` bombs held to their budget while
 //! another client is served, and upstream bodies and `/blocks` streams that
-//! never end or stall.
+//! never end or stall, and serving and ingest threads kept to the CPUs
+//! they are given.
 
 mod support;
 
@@ -663,4 +664,92 @@ async fn a_neve_catching_up_sheds_reads_when_asked_and_serves_once_caught_up() {
     neve.wait_for_height(top, Duration::from_secs(120)).await;
     let (status, _) = neve_client.post(call.into()).await.unwrap();
     assert_eq!(status, 200, "caught up, it serves");
+}
+
+/// Each thread of process `pid` by name, with the CPUs it may run on.
+fn threads_and_cpus(pid: u32) -> Vec<(String, String)> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let (Ok(name), Ok(status)) = (
+            std::fs::read_to_string(task.join("comm")),
+            std::fs::read_to_string(task.join("status")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        threads.push((name.trim().to_string(), cpus));
+    }
+    threads
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serving_and_ingest_threads_keep_to_the_cpus_they_are_given() {
+    let (geth, top) = dev_chain_of(40).await;
+    let cpus = core_affinity_list();
+    // Two CPUs of this machine, apart when it has two.
+    let (serve, ingest) = (cpus[0], cpus[cpus.len() - 1]);
+    let (serve, ingest) = (serve.to_string(), ingest.to_string());
+    let neve = Neve::start(
+        geth.http_url(),
+        &["--serve-cpus", &serve, "--ingest-cpus", &ingest],
+        top,
+    )
+    .await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    assert_same_as_geth(&client, &RpcClient::new(geth.http_url()).unwrap(), 0..=top).await;
+    let threads = threads_and_cpus(neve.pid());
+    let on = |prefix: &str| -> Vec<&String> {
+        threads
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(_, cpus)| cpus)
+            .collect()
+    };
+    let workers = on("tokio-rt-worker");
+    assert_eq!(workers.len(), 1, "one worker per serving CPU: {threads:?}");
+    assert!(workers.iter().all(|c| **c == serve), "{threads:?}");
+    let ingest_threads = on("neve-ingest");
+    assert!(
+        ingest_threads.len() >= 2,
+        "ingest's runtime and CPU pool: {threads:?}"
+    );
+    assert!(ingest_threads.iter().all(|c| **c == ingest), "{threads:?}");
+
+    // A list with no CPU this process may use is refused at start.
+    let output = run_neve(&[
+        "serve",
+        "--upstream",
+        geth.http_url(),
+        "--ingest-cpus",
+        "1023",
+    ])
+    .await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--ingest-cpus 1023: no CPU of the list"),
+        "{stderr}"
+    );
+}
+
+/// The CPUs this process may run on.
+fn core_affinity_list() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    list.split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
 }

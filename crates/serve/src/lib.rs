@@ -434,10 +434,11 @@ async fn drain(limit: &tokio::sync::Semaphore, server: &Server) {
 }
 
 /// Long log scans run on their own threads at a lower priority than the
-/// workers that answer, so a flood of them takes only the CPU serving
-/// leaves; at most half the cores (at least one) scan at once.
+/// workers that answer (and on the background CPUs when they are set), so
+/// a flood of them takes only the CPU serving leaves; at most half the
+/// background cores (at least one) scan at once.
 fn scan_pool() -> neve_store::background::Pool {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cores = neve_store::background::background_threads();
     neve_store::background::Pool::new("neve-scan", (cores / 2).max(1))
 }
 

@@ -4,9 +4,17 @@
 //! priority ([`BACKGROUND_NICE`]), so that work uses whatever CPU the
 //! threads answering requests leave, instead of an equal share of it. Off
 //! the async workers too, like any blocking work.
+//!
+//! A lower priority is not enough on a small machine: a thread that
+//! computes on the CPU an answering worker wakes on still delays it (the
+//! wake-up waits for a preemption, the caches are cold), whatever its
+//! class. [`set_background_cpus`] therefore also keeps background threads
+//! to a set of CPUs of their own, when the operator gives one.
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Nice value of background threads: the kernel gives a thread at nice 10
 /// about a tenth of the CPU a nice-0 thread gets when both want it, and
@@ -71,13 +79,131 @@ fn worker(queue: &Mutex<Receiver<Job>>) {
     }
 }
 
+/// A set of CPUs, written as Linux lists them (`0-3,6`): where a group of
+/// threads may run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuSet(Vec<usize>);
+
+/// Highest CPU number a set may name (the kernel's default `cpu_set_t`).
+const MAX_CPU: usize = 1023;
+
+impl CpuSet {
+    /// How many CPUs it holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it holds none (never true of a parsed set).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Keeps the calling thread to these CPUs (threads it starts inherit
+    /// that). Fails when none of them is online or allowed to this process.
+    pub fn pin_current_thread(&self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes
+            // inside it for numbers below its size, which parsing ensures
+            // (MAX_CPU); pid 0 is the calling thread.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                for &cpu in &self.0 {
+                    libc::CPU_SET(cpu, &mut set);
+                }
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for CpuSet {
+    type Err = String;
+
+    fn from_str(list: &str) -> Result<CpuSet, String> {
+        let number = |text: &str| -> Result<usize, String> {
+            let cpu: usize = text
+                .trim()
+                .parse()
+                .map_err(|_| format!("{text:?} is not a CPU number"))?;
+            if cpu > MAX_CPU {
+                return Err(format!("CPU {cpu} is above {MAX_CPU}"));
+            }
+            Ok(cpu)
+        };
+        let mut cpus = Vec::new();
+        for part in list.split(',') {
+            let (first, last) = match part.split_once('-') {
+                Some((first, last)) => (number(first)?, number(last)?),
+                None => (number(part)?, number(part)?),
+            };
+            if first > last {
+                return Err(format!("{part:?}: a range runs upwards"));
+            }
+            cpus.extend(first..=last);
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(CpuSet(cpus))
+    }
+}
+
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut at = 0;
+        while at < self.0.len() {
+            let first = self.0[at];
+            let mut last = first;
+            while at + 1 < self.0.len() && self.0[at + 1] == last + 1 {
+                at += 1;
+                last = self.0[at];
+            }
+            let comma = if first == self.0[0] { "" } else { "," };
+            if first == last {
+                write!(f, "{comma}{first}")?;
+            } else {
+                write!(f, "{comma}{first}-{last}")?;
+            }
+            at += 1;
+        }
+        Ok(())
+    }
+}
+
+static BACKGROUND_CPUS: OnceLock<CpuSet> = OnceLock::new();
+
+/// Keeps every background thread started from now on to `cpus` (see
+/// [`lower_priority`]). Set once, before the first such thread starts;
+/// a second call is refused.
+pub fn set_background_cpus(cpus: CpuSet) -> Result<(), CpuSet> {
+    BACKGROUND_CPUS.set(cpus)
+}
+
+/// How many threads a pool of CPU work should have: one per background
+/// CPU when a set was given, else one per CPU this process may use.
+pub fn background_threads() -> usize {
+    BACKGROUND_CPUS.get().map_or_else(
+        || std::thread::available_parallelism().map_or(2, |n| n.get()),
+        CpuSet::len,
+    )
+}
+
 /// Lowers the calling thread's priority to [`BACKGROUND_NICE`] and puts it
 /// in the batch scheduling class (on Linux both are per thread, and threads
 /// it starts inherit them). A batch thread never preempts a thread that is
 /// running when it wakes, so a verification or scan that becomes runnable
 /// waits for an answering worker to block instead of cutting into its
 /// request. Neither change needs a privilege; lowering nice again does.
+/// With [`set_background_cpus`], also keeps the thread to those CPUs.
 pub fn lower_priority() {
+    if let Some(cpus) = BACKGROUND_CPUS.get()
+        && let Err(error) = cpus.pin_current_thread()
+    {
+        tracing::warn!(%error, %cpus, "background thread left on every CPU");
+    }
     #[cfg(target_os = "linux")]
     // SAFETY: with pid/who 0 both calls change only the calling thread;
     // `param` outlives the call.
@@ -91,6 +217,45 @@ pub fn lower_priority() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_parse_as_linux_writes_them() {
+        let set: CpuSet = "0-3,6, 8-9,2".parse().unwrap();
+        assert_eq!(set, CpuSet(vec![0, 1, 2, 3, 6, 8, 9]));
+        assert_eq!(set.to_string(), "0-3,6,8-9");
+        assert_eq!("5".parse::<CpuSet>().unwrap().to_string(), "5");
+        for bad in ["", "a", "3-1", "0-", "1,,2", "4096", "-1"] {
+            assert!(bad.parse::<CpuSet>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn a_thread_pinned_to_a_set_runs_only_there() {
+        let first_allowed = allowed_cpus()[0];
+        let set: CpuSet = first_allowed.to_string().parse().unwrap();
+        let allowed = std::thread::spawn(move || {
+            set.pin_current_thread().unwrap();
+            allowed_cpus()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(allowed, vec![first_allowed]);
+    }
+
+    /// The CPUs the calling thread may run on.
+    fn allowed_cpus() -> Vec<usize> {
+        // SAFETY: reads the calling thread's mask into a zeroed set.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+                0
+            );
+            (0..=MAX_CPU)
+                .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+                .collect()
+        }
+    }
 
     #[tokio::test]
     async fn work_runs_at_a_lower_priority_and_panics_reach_the_caller() {
