@@ -299,20 +299,21 @@ impl ChainView for IngestView {
 /// start.
 pub fn place_threads(args: &ServeArgs, runtime: &mut tokio::runtime::Builder) -> Result<()> {
     if let Some(cpus) = &args.ingest_cpus {
+        // Pinned on a thread of its own, to learn which of them it gets.
         let probe = cpus.clone();
-        std::thread::spawn(move || probe.pin_current_thread())
+        let got = std::thread::spawn(move || probe.pin_current_thread())
             .join()
             .map_err(|_| anyhow::anyhow!("probing --ingest-cpus"))?
             .with_context(|| {
                 format!("--ingest-cpus {cpus}: no CPU of the list is open to this process")
             })?;
-        let _ = neve_store::background::set_background_cpus(cpus.clone());
+        let _ = neve_store::background::set_background_cpus(got);
     }
     if let Some(cpus) = &args.serve_cpus {
-        cpus.pin_current_thread().with_context(|| {
+        let got = cpus.pin_current_thread().with_context(|| {
             format!("--serve-cpus {cpus}: no CPU of the list is open to this process")
         })?;
-        runtime.worker_threads(cpus.len());
+        runtime.worker_threads(got.len());
     }
     Ok(())
 }

@@ -98,9 +98,33 @@ impl CpuSet {
         self.0.is_empty()
     }
 
+    /// The CPUs the calling thread may run on now.
+    pub fn of_current_thread() -> std::io::Result<CpuSet> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: reads the calling thread's mask into a zeroed set;
+            // CPU_ISSET reads inside it for numbers up to MAX_CPU.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(CpuSet(
+                    (0..=MAX_CPU)
+                        .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+                        .collect(),
+                ))
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(CpuSet(Vec::new()))
+    }
+
     /// Keeps the calling thread to these CPUs (threads it starts inherit
-    /// that). Fails when none of them is online or allowed to this process.
-    pub fn pin_current_thread(&self) -> std::io::Result<()> {
+    /// that), or to those of them that are online and open to this process;
+    /// fails when none is. Returns the CPUs it got.
+    pub fn pin_current_thread(&self) -> std::io::Result<CpuSet> {
         #[cfg(target_os = "linux")]
         {
             // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes
@@ -116,7 +140,7 @@ impl CpuSet {
                 }
             }
         }
-        Ok(())
+        CpuSet::of_current_thread()
     }
 }
 
@@ -231,30 +255,23 @@ mod tests {
 
     #[test]
     fn a_thread_pinned_to_a_set_runs_only_there() {
-        let first_allowed = allowed_cpus()[0];
-        let set: CpuSet = first_allowed.to_string().parse().unwrap();
-        let allowed = std::thread::spawn(move || {
-            set.pin_current_thread().unwrap();
-            allowed_cpus()
+        let allowed = CpuSet::of_current_thread().unwrap();
+        let first = allowed.0[0];
+        // With a CPU no machine here has beside it: only the real one is kept.
+        let set: CpuSet = format!("{first},{MAX_CPU}").parse().unwrap();
+        let (got, now) = std::thread::spawn(move || {
+            let got = set.pin_current_thread().unwrap();
+            (got, CpuSet::of_current_thread().unwrap())
         })
         .join()
         .unwrap();
-        assert_eq!(allowed, vec![first_allowed]);
-    }
-
-    /// The CPUs the calling thread may run on.
-    fn allowed_cpus() -> Vec<usize> {
-        // SAFETY: reads the calling thread's mask into a zeroed set.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            assert_eq!(
-                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-                0
-            );
-            (0..=MAX_CPU)
-                .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-                .collect()
-        }
+        assert_eq!(got, CpuSet(vec![first]));
+        assert_eq!(now, got);
+        let nowhere: CpuSet = MAX_CPU.to_string().parse().unwrap();
+        let refused = std::thread::spawn(move || nowhere.pin_current_thread())
+            .join()
+            .unwrap();
+        assert!(refused.is_err());
     }
 
     #[tokio::test]
