@@ -119,10 +119,16 @@ pub struct ServeArgs {
     /// Most elements in one batch.
     #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BATCH)]
     max_batch: usize,
+    /// Most bytes of answers in one batch: the calls after the one that
+    /// passes it get -32003 "response too large", as geth's
+    /// --rpc.batch-response-max-size (same default).
+    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BATCH_ANSWER_BYTES)]
+    max_batch_answer_bytes: usize,
     /// Most open connections.
     #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
-    /// Seconds a connection may go without sending a complete request header.
+    /// Seconds a connection may go without sending a complete request header,
+    /// or without taking any of an answer being sent to it.
     #[arg(long, default_value_t = neve_serve::DEFAULT_IDLE_TIMEOUT.as_secs())]
     idle_timeout: u64,
     /// On SIGTERM, how long requests in flight (and WebSocket sessions) get
@@ -444,6 +450,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let config = ServeConfig {
         max_body_bytes: args.max_body_bytes,
         max_batch: args.max_batch,
+        max_batch_answer_bytes: args.max_batch_answer_bytes,
         max_connections: args.max_connections,
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         drain_timeout: Duration::from_secs(args.drain_timeout),

@@ -185,6 +185,62 @@ async fn websocket_sessions_hold_a_connection_slot_and_silent_ones_are_closed() 
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    let (geth, top) = dev_chain_of(40).await;
+    let neve = Neve::start(
+        geth.http_url(),
+        &["--max-connections", "1", "--idle-timeout", "2"],
+        top,
+    )
+    .await;
+    // Pipelined exports of the whole tail until neither the answers nor
+    // the requests fit the sockets' buffers any more; the socket stays
+    // open and is never read.
+    let addr = neve.addr.clone();
+    let (stream, sent) = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let request = format!("GET /blocks?from=0&to={top} HTTP/1.1\r\nhost: neve\r\n\r\n");
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        let mut sent = 0;
+        while sent < 1_000_000 && stream.write_all(request.as_bytes()).is_ok() {
+            sent += 1;
+        }
+        (stream, sent)
+    })
+    .await
+    .unwrap();
+    assert!(
+        sent < 1_000_000,
+        "neve stopped taking requests it cannot answer"
+    );
+    let stuck = Instant::now();
+    // Its slot is freed once neve has waited the idle timeout for it to read.
+    while refused(&neve.addr) {
+        assert!(
+            stuck.elapsed() < Duration::from_secs(15),
+            "a client that never reads kept its slot"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The probe's own connection may hold the one slot for a moment.
+    let client = RpcClient::new(&neve.url).unwrap();
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+    let served = Instant::now();
+    loop {
+        if let Ok((status, _)) = client.post(call.into()).await {
+            assert_eq!(status, 200, "others are served");
+            break;
+        }
+        assert!(served.elapsed() < Duration::from_secs(10), "never served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(stream);
+}
+
 /// p99 of `eth_getBlockByNumber` over random heights, one at a time.
 async fn block_p99(client: &RpcClient, head: u64, requests: usize) -> Duration {
     let mut times = Vec::with_capacity(requests);

@@ -22,6 +22,9 @@ pub enum ErrorCode {
     /// work budget, subscriptions per connection, slots per request, a
     /// client's request rate.
     LimitExceeded,
+    /// -32003: the rest of a batch whose answers passed
+    /// [`crate::DEFAULT_MAX_BATCH_ANSWER_BYTES`] (geth's code and message).
+    ResponseTooLarge,
 }
 
 impl ErrorCode {
@@ -35,6 +38,7 @@ impl ErrorCode {
             ErrorCode::Internal => -32603,
             ErrorCode::Unavailable => -32001,
             ErrorCode::LimitExceeded => -32005,
+            ErrorCode::ResponseTooLarge => -32003,
         }
     }
 }

@@ -44,6 +44,7 @@ mod metrics;
 pub mod params;
 mod prescan;
 mod rpc;
+mod stall;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -143,13 +144,21 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 5 << 20;
 /// Most elements in one batch; a larger batch gets -32600 without any
 /// element being answered (a batch bomb costs one parse). Default is 1,000.
 pub const DEFAULT_MAX_BATCH: usize = 1000;
+/// Most bytes of answers a batch gets: once its answers, in order, pass
+/// this, every call after the one that passed it gets -32003 "response
+/// too large", as geth does (`--rpc.batch-response-max-size`, the same
+/// default). Answers the store holds cost nothing to repeat, but those
+/// built per call (proofs, code) would otherwise let one 5 MiB batch build
+/// hundreds of megabytes. Default is 25,000,000.
+pub const DEFAULT_MAX_BATCH_ANSWER_BYTES: usize = 25_000_000;
 /// Most open connections; the next one gets 503 and is closed. Default is 4,096.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// On shutdown, requests in flight get this long to finish (and WebSocket
 /// sessions to end) before the server returns anyway. Default is 10 s.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection that sends no complete request header for this long is
-/// closed (idle keep-alive and slow-header clients alike). Default is 60 s.
+/// closed (idle keep-alive and slow-header clients alike), and so is one
+/// whose peer takes nothing of an answer for this long. Default is 60 s.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time to receive a request body once its headers arrived. Default is 30 s.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -169,6 +178,8 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// See [`DEFAULT_MAX_BATCH`].
     pub max_batch: usize,
+    /// See [`DEFAULT_MAX_BATCH_ANSWER_BYTES`].
+    pub max_batch_answer_bytes: usize,
     /// See [`DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// See [`DEFAULT_IDLE_TIMEOUT`].
@@ -232,6 +243,7 @@ impl Default for ServeConfig {
         ServeConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_batch: DEFAULT_MAX_BATCH,
+            max_batch_answer_bytes: DEFAULT_MAX_BATCH_ANSWER_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
@@ -390,7 +402,13 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(server.ctx.config.idle_timeout)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(
+                    TokioIo::new(stall::WriteDeadline::new(
+                        stream,
+                        server.ctx.config.idle_timeout,
+                    )),
+                    service,
+                )
                 .with_upgrades();
             tokio::pin!(connection);
             tokio::select! {
@@ -517,6 +535,25 @@ static UNSUPPORTED: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
 });
 
 /// The envelope around one reply.
+fn answer_len(chunks: &[Bytes]) -> usize {
+    chunks.iter().map(Bytes::len).sum()
+}
+
+/// The answer to a batch element after the batch's answers passed
+/// [`ServeConfig::max_batch_answer_bytes`]: -32003 for a call, nothing for a
+/// notification.
+fn too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
+    let id = match serde_json::from_str::<rpc::Call<'_>>(raw.get()) {
+        Ok(call) => match call.id {
+            Some(id) => id.get().as_bytes(),
+            None => return (Vec::new(), Outcome::Ok),
+        },
+        Err(_) => b"null",
+    };
+    let reply = Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into());
+    (envelope(id, reply), Outcome::Error)
+}
+
 fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
     let mut head = BytesMut::with_capacity(PREFIX.len() + id.len() + 12);
     head.extend_from_slice(PREFIX);
@@ -955,7 +992,7 @@ impl Server {
                 Ok(plan) => {
                     match budget.charge_blocks(plan.blocks(), self.ctx.config.logs_budget_blocks) {
                         Err(reply) => reply,
-                        Ok(()) if plan.blocks() <= logs::SCAN_INLINE_BLOCKS => {
+                        Ok(()) if budget.take_inline(plan.blocks()) => {
                             logs::scan(&self.ctx, &plan, budget)
                         }
                         Ok(()) => return FirstPass::Scan(call, plan, started),
@@ -1118,15 +1155,27 @@ impl Server {
         let mut fetches = Vec::new();
         let mut scans = Vec::new();
         let mut budget = self.ctx.logs_budget();
+        // Bytes of the answers so far, until a deferred one (its size not
+        // known yet) stops the count; the final pass below counts them all.
+        let mut answered = Some(0usize);
         for (i, raw) in elements.iter().enumerate() {
+            if answered.is_some_and(|bytes| bytes > self.ctx.config.max_batch_answer_bytes) {
+                answers.push(too_large(raw));
+                continue;
+            }
             match self.first_pass(raw, over_ws, &mut budget) {
-                FirstPass::Done(chunks, outcome) => answers.push((chunks, outcome)),
+                FirstPass::Done(chunks, outcome) => {
+                    answered = answered.map(|bytes| bytes + answer_len(&chunks));
+                    answers.push((chunks, outcome))
+                }
                 FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
                 FirstPass::Scan(call, plan, started) => {
+                    answered = None;
                     answers.push((Vec::new(), Outcome::Miss));
                     scans.push((i, call, plan, started));
                 }
                 FirstPass::Fetch(call, requests, started) => {
+                    answered = None;
                     answers.push((Vec::new(), Outcome::Miss));
                     fetches.push(async move {
                         (
@@ -1159,6 +1208,14 @@ impl Server {
         {
             for (index, answer) in misses.iter().zip(filled) {
                 answers[*index] = (vec![answer], Outcome::Ok);
+            }
+        }
+        let mut bytes = 0;
+        for (raw, answer) in elements.iter().zip(answers.iter_mut()) {
+            if bytes > self.ctx.config.max_batch_answer_bytes {
+                *answer = too_large(raw);
+            } else {
+                bytes += answer_len(&answer.0);
             }
         }
         let any_miss = answers.iter().any(|(_, outcome)| *outcome == Outcome::Miss);

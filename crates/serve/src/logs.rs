@@ -2,7 +2,7 @@
 //! matches address and topics without parsing, and matching logs are the
 //! stored bytes joined into an array.
 
-use alloy_primitives::{Bloom, BloomInput};
+use alloy_primitives::{Bloom, keccak256};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -34,22 +34,67 @@ struct FilterShape<'a> {
     topics: Option<Vec<Option<OneOrMany<'a>>>>,
 }
 
-/// A parsed filter: alternatives per position, empty meaning "any".
+/// Most addresses a filter may name, and most alternatives in one topic
+/// position: geth's default (`--rpc.logquerylimit`), so both refuse the
+/// same filters, and a bound on what a filter holds (a WebSocket session
+/// keeps up to 64) and on the work of matching one log.
+pub const MAX_FILTER_ALTERNATIVES: usize = 1000;
+
+/// A parsed filter: alternatives per position (sorted), empty meaning "any".
 pub(crate) struct Filter {
     addresses: Vec<[u8; 20]>,
     topics: Vec<Vec<[u8; 32]>>,
-    address_blooms: Vec<Bloom>,
-    topic_blooms: Vec<Vec<Bloom>>,
+    address_blooms: Vec<BloomBits>,
+    topic_blooms: Vec<Vec<BloomBits>>,
 }
 
-fn bloom_of(bytes: &[u8]) -> Bloom {
-    let mut bloom = Bloom::default();
-    bloom.accrue(BloomInput::Raw(bytes));
-    bloom
+/// The three bits one value sets in a 2048-bit logs bloom (the yellow
+/// paper's M3:2048), as (byte, mask) pairs: 6 bytes where a whole bloom of
+/// the value would take 256.
+#[derive(Clone, Copy)]
+struct BloomBits([(u16, u8); 3]);
+
+impl BloomBits {
+    fn of(bytes: &[u8]) -> BloomBits {
+        let hash = keccak256(bytes);
+        BloomBits([0, 2, 4].map(|i| {
+            let bit = ((hash[i] as usize) << 8 | hash[i + 1] as usize) & 2047;
+            ((255 - bit / 8) as u16, 1u8 << (bit % 8))
+        }))
+    }
+
+    fn in_bloom(&self, bloom: &Bloom) -> bool {
+        self.0
+            .iter()
+            .all(|&(byte, mask)| bloom.0[byte as usize] & mask != 0)
+    }
+}
+
+fn sorted<T: Ord>(mut values: Vec<T>) -> Vec<T> {
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+fn within_limit<T>(values: &[T]) -> Result<(), String> {
+    if values.len() > MAX_FILTER_ALTERNATIVES {
+        return Err(format!(
+            "exceed max addresses or topics per search position (at most {MAX_FILTER_ALTERNATIVES})"
+        ));
+    }
+    Ok(())
 }
 
 impl Filter {
     fn parse(shape: &FilterShape<'_>) -> Result<Filter, String> {
+        if let Some(OneOrMany::Many(list)) = &shape.address {
+            within_limit(list)?;
+        }
+        for position in shape.topics.iter().flatten() {
+            if let Some(OneOrMany::Many(list)) = position {
+                within_limit(list)?;
+            }
+        }
         let addresses = match &shape.address {
             None => Vec::new(),
             Some(OneOrMany::One(a)) => vec![params::address(a)?],
@@ -78,11 +123,13 @@ impl Filter {
         if topics.len() > 4 {
             return Err("too many topics, at most 4".into());
         }
+        let addresses = sorted(addresses);
+        let topics: Vec<Vec<[u8; 32]>> = topics.into_iter().map(sorted).collect();
         Ok(Filter {
-            address_blooms: addresses.iter().map(|a| bloom_of(a)).collect(),
+            address_blooms: addresses.iter().map(|a| BloomBits::of(a)).collect(),
             topic_blooms: topics
                 .iter()
-                .map(|alts| alts.iter().map(|t| bloom_of(t)).collect())
+                .map(|alts| alts.iter().map(|t| BloomBits::of(t)).collect())
                 .collect(),
             addresses,
             topics,
@@ -110,12 +157,12 @@ impl Filter {
     /// Whether a block with this bloom may hold a matching log.
     fn may_match(&self, block_bloom: &Bloom) -> bool {
         let any =
-            |blooms: &[Bloom]| blooms.is_empty() || blooms.iter().any(|b| block_bloom.contains(b));
+            |bits: &[BloomBits]| bits.is_empty() || bits.iter().any(|b| b.in_bloom(block_bloom));
         any(&self.address_blooms) && self.topic_blooms.iter().all(|alts| any(alts))
     }
 
     fn matches(&self, address: &[u8; 20], topics: &[[u8; 32]]) -> bool {
-        if !self.addresses.is_empty() && !self.addresses.contains(address) {
+        if !self.addresses.is_empty() && self.addresses.binary_search(address).is_err() {
             return false;
         }
         // As geth: more filter positions than log topics never match.
@@ -125,7 +172,7 @@ impl Filter {
         self.topics
             .iter()
             .zip(topics)
-            .all(|(alts, topic)| alts.is_empty() || alts.contains(topic))
+            .all(|(alts, topic)| alts.is_empty() || alts.binary_search(topic).is_ok())
     }
 }
 
@@ -146,10 +193,11 @@ pub const DEFAULT_LOGS_BUDGET_BLOCKS: u64 = 20_000;
 /// Default is 64 MiB.
 pub const DEFAULT_LOGS_BUDGET_BYTES: u64 = 64 << 20;
 
-/// A query spanning at most this many blocks is scanned where it is
-/// parsed: its blooms are a few page-cached reads, cheaper than a hop to
-/// the blocking pool. Longer ones are scanned there, off the async
-/// workers. Default is 32.
+/// Queries spanning at most this many blocks together are scanned where
+/// they are parsed: their blooms are a few page-cached reads, cheaper than
+/// a hop to the scan threads. The rest of a request's queries (a batch of
+/// short ones too, once it has used this up) are scanned there, off the
+/// async workers. Default is 32.
 pub const SCAN_INLINE_BLOCKS: u64 = 32;
 
 /// What one request may still spend on log scans.
@@ -157,11 +205,27 @@ pub const SCAN_INLINE_BLOCKS: u64 = 32;
 pub(crate) struct Budget {
     blocks: u64,
     bytes: u64,
+    /// Blocks still to be scanned on the async worker.
+    inline: u64,
 }
 
 impl Budget {
     pub(crate) fn new(blocks: u64, bytes: u64) -> Budget {
-        Budget { blocks, bytes }
+        Budget {
+            blocks,
+            bytes,
+            inline: SCAN_INLINE_BLOCKS,
+        }
+    }
+
+    /// Whether a query of `blocks` may be scanned on the async worker; if
+    /// so, books them.
+    pub(crate) fn take_inline(&mut self, blocks: u64) -> bool {
+        if blocks > self.inline {
+            return false;
+        }
+        self.inline -= blocks;
+        true
     }
 
     fn exhausted(&self, what: &str) -> Reply {
@@ -324,4 +388,83 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
     }
     chunks.push(Bytes::from_static(b"]"));
     Reply::Result(chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::BloomInput;
+
+    use super::*;
+
+    #[test]
+    fn a_values_bits_are_the_bits_it_sets_in_a_bloom() {
+        for n in 0u32..2000 {
+            let value = keccak256(n.to_le_bytes());
+            let bits = BloomBits::of(&value[..(n % 33) as usize]);
+            let mut alone = Bloom::default();
+            alone.accrue(BloomInput::Raw(&value[..(n % 33) as usize]));
+            assert!(bits.in_bloom(&alone));
+            let mut others = Bloom::default();
+            others.accrue(BloomInput::Raw(&value[..]));
+            assert_eq!(bits.in_bloom(&others), others.contains(&alone), "{n}");
+        }
+    }
+
+    fn filter(json: &str) -> Result<Filter, String> {
+        Filter::parse(&serde_json::from_str(json).unwrap())
+    }
+
+    #[test]
+    fn a_request_scans_at_most_its_inline_blocks_on_the_worker() {
+        let mut budget = Budget::new(1000, 1000);
+        assert!(budget.take_inline(SCAN_INLINE_BLOCKS / 2));
+        assert!(!budget.take_inline(SCAN_INLINE_BLOCKS));
+        assert!(budget.take_inline(SCAN_INLINE_BLOCKS / 2));
+        assert!(
+            !budget.take_inline(1),
+            "a batch of short queries goes off the worker"
+        );
+    }
+
+    #[test]
+    fn filters_hold_at_most_a_thousand_alternatives_a_position() {
+        let list = |n: usize, width: usize| {
+            (0..n)
+                .map(|i| format!("\"0x{i:0width$x}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert!(filter(&format!("{{\"address\":[{}]}}", list(1000, 40))).is_ok());
+        let error = filter(&format!("{{\"address\":[{}]}}", list(1001, 40)))
+            .err()
+            .unwrap();
+        assert!(error.contains("exceed max addresses or topics"), "{error}");
+        assert!(filter(&format!("{{\"topics\":[null,[{}]]}}", list(1000, 64))).is_ok());
+        assert!(filter(&format!("{{\"topics\":[null,[{}]]}}", list(1001, 64))).is_err());
+    }
+
+    #[test]
+    fn matching_reads_sorted_alternatives() {
+        let f = filter(
+            r#"{"address":["0x0000000000000000000000000000000000000009","0x0000000000000000000000000000000000000001","0x0000000000000000000000000000000000000009"],
+                "topics":[["0x0000000000000000000000000000000000000000000000000000000000000002","0x0000000000000000000000000000000000000000000000000000000000000001"]]}"#,
+        )
+        .unwrap();
+        assert_eq!(f.addresses.len(), 2, "duplicates dropped");
+        let address = |b: u8| {
+            let mut a = [0u8; 20];
+            a[19] = b;
+            a
+        };
+        let topic = |b: u8| {
+            let mut t = [0u8; 32];
+            t[31] = b;
+            t
+        };
+        assert!(f.matches(&address(9), &[topic(1)]));
+        assert!(f.matches(&address(1), &[topic(2), topic(7)]));
+        assert!(!f.matches(&address(2), &[topic(1)]));
+        assert!(!f.matches(&address(9), &[topic(3)]));
+        assert!(!f.matches(&address(9), &[]));
+    }
 }

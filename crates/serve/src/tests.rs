@@ -33,6 +33,13 @@ fn server() -> (Server, tempfile::TempDir) {
 }
 
 fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
+    server_configured(chain, |_| {})
+}
+
+fn server_configured(
+    chain: Arc<dyn ChainView>,
+    configure: impl FnOnce(&mut ServeConfig),
+) -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let identity = Identity {
         chain_id: 5,
@@ -59,10 +66,14 @@ fn server_with(chain: Arc<dyn ChainView>) -> (Server, tempfile::TempDir) {
             chain,
             state: Some(Arc::new(neve_state::State::new(1 << 20, 64))),
             state_answers: false,
-            config: ServeConfig {
-                logs_max_range: 5,
-                logs_max_results: 4,
-                ..ServeConfig::default()
+            config: {
+                let mut config = ServeConfig {
+                    logs_max_range: 5,
+                    logs_max_results: 4,
+                    ..ServeConfig::default()
+                };
+                configure(&mut config);
+                config
             },
             chain_id: Bytes::from_static(b"\"0x5\""),
             net_version: Bytes::from_static(b"\"5\""),
@@ -256,6 +267,47 @@ fn answer(server: &Server, runtime: &tokio::runtime::Runtime, body: &str) -> (u1
         .unwrap()
         .to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[test]
+fn a_batch_past_its_answer_bytes_gets_response_too_large_for_the_rest() {
+    let (server, _dir) = server_configured(Arc::new(FixedChain), |config| {
+        config.max_batch_answer_bytes = 1000;
+    });
+    let runtime = runtime();
+    let block = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBlockByNumber","params":["0x1",true]}}"#
+        )
+    };
+    let one = answer(&server, &runtime, &block(0)).1.len();
+    assert!(
+        one < 1000 && 2 * one > 1000,
+        "a block's answer is {one} bytes"
+    );
+    // The second passes the limit and is kept; the rest, and not the
+    // notification, get -32003.
+    let body = format!(
+        "[{},{},{},{},{}]",
+        block(1),
+        block(2),
+        r#"{"jsonrpc":"2.0","method":"eth_chainId","params":[]}"#,
+        block(4),
+        r#"{"jsonrpc":"2.0","id":"x","method":"eth_chainId","params":[]}"#
+    );
+    let (status, text) = answer(&server, &runtime, &body);
+    assert_eq!(status, 200);
+    let answers: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(answers.len(), 4);
+    assert!(answers[0]["result"].is_object() && answers[1]["result"].is_object());
+    for (answer, id) in answers[2..]
+        .iter()
+        .zip([serde_json::json!(4), serde_json::json!("x")])
+    {
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["error"]["code"], -32003);
+        assert_eq!(answer["error"]["message"], "response too large");
+    }
 }
 
 #[test]

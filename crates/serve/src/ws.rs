@@ -195,7 +195,7 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 let event = match event {
                     Ok(event) => event,
                     Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
-                        let _ = ws.close(None).await;
+                        let _ = tokio::time::timeout(SEND_TIMEOUT, ws.close(None)).await;
                         return;
                     }
                 };

@@ -157,6 +157,8 @@ impl Segment {
         };
         for (i, offset) in offsets.iter().enumerate() {
             segment.publish_offset(i, *offset);
+            // The scan that found these records checked each one.
+            segment.mark_verified(i);
             if let Some(block) = segment.read_unchecked(first_height + i as u64, *offset) {
                 segment.index_hashes(&block);
             }
@@ -267,8 +269,23 @@ impl Segment {
         let block = self.read_unchecked(height, offset).ok_or_else(|| {
             StoreError::Corrupt(format!("record {height} unreadable right after writing"))
         })?;
+        // Its checksum was computed from these bytes a moment ago: the
+        // first reader of a new block (often a request on an async
+        // worker, or the events watcher) need not check megabytes again.
+        self.mark_verified(i);
         self.index_hashes(&block);
         Ok(())
+    }
+
+    fn mark_verified(&self, i: usize) {
+        self.verified[i / 64].fetch_or(1u64 << (i % 64), Ordering::Relaxed);
+    }
+
+    /// Takes over what `other` (the same file, before sealing) has checked.
+    pub(crate) fn inherit_verified(&self, other: &Segment) {
+        for (mine, theirs) in self.verified.iter().zip(other.verified.iter()) {
+            mine.fetch_or(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
 
     fn index_hashes(&self, block: &Block) {
