@@ -68,15 +68,7 @@ a_served=$(now_mib "$a")
 
 # 2. randblock c16 on a mirror bootstrapping, then idle: the same requests
 # (hashes-only blocks 0..31, which the mirror stores first).
-cat >"$work/rand.lua" <<'LUA'
-math.randomseed(7)
-request = function()
-  local body = string.format('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",false]}', math.random(0, 31))
-  return wrk.format("POST", "/", {["Content-Type"] = "application/json"}, body)
-end
-LUA
-{ cat "$work/rand.lua"; echo 'delay = function() return 2 end'; } >"$work/paced.lua"
-p99_ms() { grep -E '^ +99%' | awk '{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'; }
+randblock_lua
 # The first neve stands in for an upstream on another machine: from here on
 # it serves the mirror's fetches at the lowest priority, so the rounds
 # measure the mirror's own ingest against its serving, not the upstream's
@@ -99,13 +91,13 @@ for round in $(seq "$ROUNDS"); do
   "$neve" serve "${placement[@]}" --mirror-from "http://127.0.0.1:$AP" --floor 0 --ws-url none --listen "127.0.0.1:$CP" --data-dir "$work/c" >"$work/c.log" 2>&1 &
   c=$!; pids+=("$c")
   until [ "$(stored_height "http://127.0.0.1:$CP")" -ge 31 ]; do sleep 0.01; done
-  busy=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
-  paced_busy=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/paced.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  busy=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | wrk_p99_ms)
+  paced_busy=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/paced.lua" "http://127.0.0.1:$CP/" | wrk_p99_ms)
   at_end=$(stored_height "http://127.0.0.1:$CP")
   until [ "$(stored_height "http://127.0.0.1:$CP")" -ge "$chain" ]; do sleep 0.05; done
   sleep 1
-  idle=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | p99_ms)
-  paced_idle=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/paced.lua" "http://127.0.0.1:$CP/" | p99_ms)
+  idle=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/rand.lua" "http://127.0.0.1:$CP/" | wrk_p99_ms)
+  paced_idle=$("${on_serving[@]}" wrk -c16 -t2 -d2s --latency -s "$work/paced.lua" "http://127.0.0.1:$CP/" | wrk_p99_ms)
   results+=("$busy $idle $at_end $paced_busy $paced_idle $layout")
   kill "$c"; wait "$c" 2>/dev/null || true
  done

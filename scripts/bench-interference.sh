@@ -28,14 +28,7 @@ port=$(free_port)
 pids+=($!)
 until [ "$(stored_height "http://127.0.0.1:$port")" -ge "$chain" ]; do sleep 0.05; done
 
-cat >"$work/rand.lua" <<'LUA'
-math.randomseed(7)
-request = function()
-  local body = string.format('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",false]}', math.random(0, 31))
-  return wrk.format("POST", "/", {["Content-Type"] = "application/json"}, body)
-end
-LUA
-{ cat "$work/rand.lua"; echo 'delay = function() return 2 end'; } >"$work/paced.lua"
+randblock_lua
 
 # A CPU loop in scheduling POLICY at NICE with a SLICE_NS slice (0: the
 # kernel's default), set with sched_setattr(2): no privilege needed.
@@ -57,9 +50,9 @@ PY
 SCHED_BATCH=3; SCHED_IDLE=5
 
 measure() { # LUA: "p99 req/s"
-  wrk -c16 -t2 -d3s --latency -s "$1" "http://127.0.0.1:$port/" |
-    awk '/^ +99%/ {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; p=v}
-         /^Requests\/sec/ {r=$2} END {printf "%.2f %.0f\n", p, r}'
+  local out
+  out=$(wrk -c16 -t2 -d3s --latency -s "$1" "http://127.0.0.1:$port/")
+  echo "$(wrk_p99_ms <<<"$out") $(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")"
 }
 with_spinners() { # NAME POLICY NICE SLICE
   local name=$1 spinners=()

@@ -64,3 +64,22 @@ grow_chain() {
     "$neve" load --rpc "$geth_url" --seconds 10 --tps "$2" --accounts 64 2>/dev/null | sed -n 2p >&2
   done
 }
+
+# randblock_lua: writes $work/rand.lua, wrk requests for hashes-only blocks
+# 0..31 (seeded), and $work/paced.lua, the same with each connection
+# waiting 2 ms between an answer and its next request.
+randblock_lua() {
+  cat >"$work/rand.lua" <<'LUA'
+math.randomseed(7)
+request = function()
+  local body = string.format('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",false]}', math.random(0, 31))
+  return wrk.format("POST", "/", {["Content-Type"] = "application/json"}, body)
+end
+LUA
+  { cat "$work/rand.lua"; echo 'delay = function() return 2 end'; } >"$work/paced.lua"
+}
+
+# wrk_p99_ms: the p99 of wrk --latency output on stdin, in milliseconds.
+wrk_p99_ms() {
+  awk '/^ +99%/ {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'
+}

@@ -428,16 +428,7 @@ async fn a_mirror_bootstrap_survives_a_stalled_and_an_endless_blocks_stream() {
     let a = Neve::start(geth.http_url(), &["--floor", "0"], head).await;
     let proxy = FaultProxy::start(&a.url, vec![Fault::Pass]).await;
     proxy.control().set_stream_fault(Some(Fault::Stall));
-    let b = Neve::spawn(&[
-        "--mirror-from",
-        proxy.url(),
-        "--floor",
-        "0",
-        "--ws-url",
-        "none",
-        "--upstream-timeout-ms",
-        "2000",
-    ]);
+    let b = Neve::mirroring(&proxy, &["--upstream-timeout-ms", "2000"]);
     let wait_for_log = |needle: &'static str| {
         let b = &b;
         async move {

@@ -63,15 +63,6 @@ async fn a_mirror_bootstrap_logs_its_height_rate_and_eta() {
     // A slow link: the export arrives 4 KiB every 20 ms.
     let proxy = FaultProxy::start(&source.url, vec![Fault::Pass]).await;
     proxy.control().set_stream_fault(Some(Fault::Drip));
-    let mirror = Neve::spawn(&[
-        "--mirror-from",
-        proxy.url(),
-        "--floor",
-        "0",
-        "--ws-url",
-        "none",
-        "--progress-interval-secs",
-        "1",
-    ]);
+    let mirror = Neve::mirroring(&proxy, &["--progress-interval-secs", "1"]);
     assert_progress_line(&mirror, "bootstrapping").await;
 }

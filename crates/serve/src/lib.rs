@@ -534,7 +534,7 @@ static UNSUPPORTED: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     .into_bytes()
 });
 
-/// The envelope around one reply.
+/// Bytes of an answer.
 fn answer_len(chunks: &[Bytes]) -> usize {
     chunks.iter().map(Bytes::len).sum()
 }
@@ -542,7 +542,7 @@ fn answer_len(chunks: &[Bytes]) -> usize {
 /// The answer to a batch element after the batch's answers passed
 /// [`ServeConfig::max_batch_answer_bytes`]: -32003 for a call, nothing for a
 /// notification.
-fn too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
+fn response_too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
     let id = match serde_json::from_str::<rpc::Call<'_>>(raw.get()) {
         Ok(call) => match call.id {
             Some(id) => id.get().as_bytes(),
@@ -554,6 +554,7 @@ fn too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
     (envelope(id, reply), Outcome::Error)
 }
 
+/// The envelope around one reply.
 fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
     let mut head = BytesMut::with_capacity(PREFIX.len() + id.len() + 12);
     head.extend_from_slice(PREFIX);
@@ -1156,11 +1157,12 @@ impl Server {
         let mut scans = Vec::new();
         let mut budget = self.ctx.logs_budget();
         // Bytes of the answers so far, until a deferred one (its size not
-        // known yet) stops the count; the final pass below counts them all.
+        // known yet) stops the count; then a pass below, once every answer
+        // is in, counts them all.
         let mut answered = Some(0usize);
         for (i, raw) in elements.iter().enumerate() {
             if answered.is_some_and(|bytes| bytes > self.ctx.config.max_batch_answer_bytes) {
-                answers.push(too_large(raw));
+                answers.push(response_too_large(raw));
                 continue;
             }
             match self.first_pass(raw, over_ws, &mut budget) {
@@ -1209,13 +1211,16 @@ impl Server {
             for (index, answer) in misses.iter().zip(filled) {
                 answers[*index] = (vec![answer], Outcome::Ok);
             }
+            answered = None; // the node's answers are not counted yet
         }
-        let mut bytes = 0;
-        for (raw, answer) in elements.iter().zip(answers.iter_mut()) {
-            if bytes > self.ctx.config.max_batch_answer_bytes {
-                *answer = too_large(raw);
-            } else {
-                bytes += answer_len(&answer.0);
+        if answered.is_none() {
+            let mut bytes = 0;
+            for (raw, answer) in elements.iter().zip(answers.iter_mut()) {
+                if bytes > self.ctx.config.max_batch_answer_bytes {
+                    *answer = response_too_large(raw);
+                } else {
+                    bytes += answer_len(&answer.0);
+                }
             }
         }
         let any_miss = answers.iter().any(|(_, outcome)| *outcome == Outcome::Miss);

@@ -367,6 +367,21 @@ impl Neve {
         args.extend_from_slice(extra);
         Neve::spawn(&args)
     }
+
+    /// A neve mirroring, from genesis and without a WebSocket, the neve
+    /// behind `proxy`; `extra` flags added. Does not wait.
+    pub fn mirroring(proxy: &neve_devnet::faults::FaultProxy, extra: &[&str]) -> Neve {
+        let mut args = vec![
+            "--mirror-from",
+            proxy.url(),
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+        ];
+        args.extend_from_slice(extra);
+        Neve::spawn(&args)
+    }
 }
 
 /// A geth dev chain grown by light `neve load` traffic until its head is
