@@ -250,7 +250,7 @@ pub async fn run(
         if target.pids.is_empty() && is_loopback(&target.url) {
             target
                 .pids
-                .extend(procstat::pid_listening_on(target.endpoint()?.port));
+                .extend(procstat::pids_listening_on(target.endpoint()?.port));
         }
     }
 

@@ -126,18 +126,23 @@ fn kib_field(status: &str, key: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// The process listening on TCP `port` on this machine, if it can be seen.
-pub fn pid_listening_on(port: u16) -> Option<u32> {
+/// The processes listening on TCP `port` on this machine, as far as they
+/// can be seen: every holder of a listening socket, since servers such as
+/// nginx with `reuseport` run one process per core, each with a socket of
+/// its own (counting one of them would halve their CPU). A process whose
+/// ancestor also listens is left out: [`sample_tree`] counts it there.
+pub fn pids_listening_on(port: u16) -> Vec<u32> {
     let inodes: Vec<u64> = ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|path| fs::read_to_string(path).ok())
         .flat_map(|table| listening_inodes(&table, port))
         .collect();
     if inodes.is_empty() {
-        return None;
+        return Vec::new();
     }
     let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-    for entry in fs::read_dir("/proc").ok()?.flatten() {
+    let mut listening = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
             .file_name()
             .to_str()
@@ -148,15 +153,17 @@ pub fn pid_listening_on(port: u16) -> Option<u32> {
         let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
             continue;
         };
-        for fd in fds.flatten() {
-            if let Ok(link) = fs::read_link(fd.path())
-                && wanted.iter().any(|w| link.as_os_str() == w.as_str())
-            {
-                return Some(pid);
-            }
+        let holds = fds.flatten().any(|fd| {
+            fs::read_link(fd.path())
+                .is_ok_and(|link| wanted.iter().any(|w| link.as_os_str() == w.as_str()))
+        });
+        if holds {
+            listening.push(pid);
         }
     }
-    None
+    let below_others: Vec<u32> = listening.iter().flat_map(|pid| descendants(*pid)).collect();
+    listening.retain(|pid| !below_others.contains(pid));
+    listening
 }
 
 /// Inodes of sockets in LISTEN state (0A) on `port` in a `/proc/net/tcp` table.
@@ -209,7 +216,7 @@ mod tests {
         assert!(before.rss_bytes > 0);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        assert_eq!(pid_listening_on(port), Some(me));
+        assert_eq!(pids_listening_on(port), vec![me]);
         let mut spin = 0u64;
         let start = std::time::Instant::now();
         while start.elapsed().as_millis() < 60 {
@@ -217,6 +224,50 @@ mod tests {
         }
         let after = sample(me).unwrap();
         assert!(cores_used(&before, &after, 0.06) >= 0.0, "{spin}");
+    }
+
+    /// Regression (logs against the static ceiling): nginx with
+    /// `reuseport`, one process per core, was charged one process's CPU.
+    #[test]
+    fn every_process_sharing_a_port_is_found() {
+        let listen = "import socket, sys, time\n\
+            s = socket.socket()\n\
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+            s.bind(('127.0.0.1', int(sys.argv[1])))\n\
+            s.listen()\n\
+            print('ready', flush=True)\n\
+            time.sleep(30)\n";
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let mut children: Vec<_> = (0..2)
+            .map(|_| {
+                std::process::Command::new("python3")
+                    .args(["-c", listen, &port.to_string()])
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("python3")
+            })
+            .collect();
+        for child in &mut children {
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            assert_eq!(line.trim(), "ready");
+        }
+        let mut found = pids_listening_on(port);
+        found.sort();
+        let mut expected: Vec<u32> = children.iter().map(|c| c.id()).collect();
+        expected.sort();
+        for child in &mut children {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert_eq!(found, expected);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
 /// a log section (kind 3); version 1 stores are read as they are and their
 /// META is rewritten as version 2 on open, so an older neve refuses the
 /// store instead of misreading it.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest store format this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
@@ -30,12 +30,25 @@ pub const KIND_BLOCK: u8 = 1;
 /// Record kind: a rollback tombstone; its height is the last height kept.
 pub const KIND_ROLLBACK: u8 = 2;
 /// Record kind: a block with a log section after its other sections; its
-/// log spans point into that section.
+/// log spans point into that section (format version 2; read, no longer
+/// written).
 pub const KIND_BLOCK_WITH_LOGS: u8 = 3;
+/// Record kind: a kind 3 block followed by its emitter-run table and the
+/// table's entry count, so a log filter decides whole runs of logs from
+/// one table entry instead of reading every log's.
+pub const KIND_BLOCK_WITH_RUNS: u8 = 4;
 
 /// Whether a record of `kind` is a block.
 pub(crate) fn is_block(kind: u8) -> bool {
-    kind == KIND_BLOCK || kind == KIND_BLOCK_WITH_LOGS
+    matches!(
+        kind,
+        KIND_BLOCK | KIND_BLOCK_WITH_LOGS | KIND_BLOCK_WITH_RUNS
+    )
+}
+
+/// Whether a block record of `kind` has a log section.
+pub(crate) fn has_log_section(kind: u8) -> bool {
+    kind == KIND_BLOCK_WITH_LOGS || kind == KIND_BLOCK_WITH_RUNS
 }
 
 /// Header field offsets.
@@ -100,6 +113,45 @@ pub const TX_ENTRY_LEN: usize = 56;
 /// (kind 1: into receipts), [20] address, u8 topic count, [3] zero, 4 × [32]
 /// topics (unused ones zero).
 pub const LOG_ENTRY_LEN: usize = 164;
+
+/// Emitter-run table entry (kind 4): a maximal run of consecutive logs
+/// with the same address and the same first topic (or none).
+pub const RUN_ENTRY_LEN: usize = 72;
+/// The u32 run count that ends a kind 4 body, after the run table.
+pub const RUN_COUNT_LEN: usize = 4;
+
+/// Emitter-run entry field offsets.
+pub mod run {
+    /// u32 index of its first log.
+    pub const FIRST: usize = 0;
+    /// u32 number of its logs (at least 1).
+    pub const COUNT: usize = 4;
+    /// u32 offset in the log section of the comma before its first log.
+    pub const START: usize = 8;
+    /// u32 offset in the log section just past its last log.
+    pub const END: usize = 12;
+    /// [20] the address its logs share.
+    pub const ADDRESS: usize = 16;
+    /// u8 the fewest topics any of its logs has (0: none has any, and
+    /// the first topic is zero); bytes 37..40 are reserved zero.
+    pub const FEWEST_TOPICS: usize = 36;
+    /// [32] the first topic its logs share.
+    pub const TOPIC0: usize = 40;
+}
+
+/// Consecutive logs with the same emitter and first topic, as
+/// `(first index, count)`: what one run-table entry covers.
+fn emitter_runs(logs: &[LogEntry]) -> Vec<(usize, usize)> {
+    let key = |log: &LogEntry| (log.address, log.topics.first().copied());
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (i, log) in logs.iter().enumerate() {
+        match runs.last_mut() {
+            Some((first, count)) if key(&logs[*first]) == key(log) => *count += 1,
+            _ => runs.push((i, 1)),
+        }
+    }
+    runs
+}
 
 // ---- segment file header (16 bytes) ----
 
@@ -171,16 +223,19 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
     // The log section: every log's bytes, each after a comma, so that any
     // run of consecutive logs is one slice with its separator in front.
     let log_section_len: usize = block.logs.iter().map(|l| 1 + l.span.len as usize).sum();
+    let runs = emitter_runs(&block.logs);
     let body_len = body::FIXED_LEN
         + block.txs.len() * TX_ENTRY_LEN
         + block.logs.len() * LOG_ENTRY_LEN
         + sections.iter().map(|s| s.len()).sum::<usize>()
-        + log_section_len;
+        + log_section_len
+        + runs.len() * RUN_ENTRY_LEN
+        + RUN_COUNT_LEN;
     let body_len = u32::try_from(body_len).map_err(|_| EncodeError::TooLarge)?;
     let start = out.len();
     out.reserve(RECORD_HEADER_LEN + body_len as usize);
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
-    out.extend_from_slice(&[KIND_BLOCK_WITH_LOGS, 0, 0, 0]);
+    out.extend_from_slice(&[KIND_BLOCK_WITH_RUNS, 0, 0, 0]);
     out.extend_from_slice(&block.height.to_le_bytes());
     out.extend_from_slice(&body_len.to_le_bytes());
     out.extend_from_slice(&[0; 4]); // CRC, filled below
@@ -224,6 +279,21 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
         out.push(b',');
         out.extend_from_slice(&block.receipts[start..start + log.span.len as usize]);
     }
+    let mut run_start = 0u32;
+    for &(first, count) in &runs {
+        let logs = &block.logs[first..first + count];
+        let run_end = run_start + logs.iter().map(|l| 1 + l.span.len).sum::<u32>();
+        let fewest_topics = logs.iter().map(|l| l.topics.len()).min().unwrap_or(0) as u8;
+        out.extend_from_slice(&(first as u32).to_le_bytes());
+        out.extend_from_slice(&(count as u32).to_le_bytes());
+        out.extend_from_slice(&run_start.to_le_bytes());
+        out.extend_from_slice(&run_end.to_le_bytes());
+        out.extend_from_slice(&logs[0].address);
+        out.extend_from_slice(&[fewest_topics, 0, 0, 0]);
+        out.extend_from_slice(logs[0].topics.first().unwrap_or(&[0; 32]));
+        run_start = run_end;
+    }
+    out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
     debug_assert_eq!(out.len() - start, RECORD_HEADER_LEN + body_len as usize);
     seal_crc(&mut out[start..]);
     Ok(())
@@ -312,7 +382,7 @@ pub(crate) fn read_header(bytes: &[u8]) -> Option<RecordHeader> {
     let kind = bytes[header::KIND];
     let body_len = u32_at(bytes, header::BODY_LEN) as usize;
     let valid_kind = match kind {
-        KIND_BLOCK | KIND_BLOCK_WITH_LOGS => body_len >= body::FIXED_LEN,
+        KIND_BLOCK | KIND_BLOCK_WITH_LOGS | KIND_BLOCK_WITH_RUNS => body_len >= body::FIXED_LEN,
         KIND_ROLLBACK => body_len == 0,
         _ => false,
     };
@@ -342,7 +412,8 @@ pub(crate) fn verify_record(bytes: &[u8], header: &RecordHeader) -> bool {
 /// failing: a CRC only says the bytes are the ones written, not that what
 /// was written is sane (a bug, or a file crafted by hand). A kind 3 body's
 /// log section is what follows the other sections; each of its logs starts
-/// after a comma.
+/// after a comma. A kind 4 body's log section stops at its run table, whose
+/// entries must say what the log table says.
 fn body_is_consistent(body: &[u8], kind: u8) -> bool {
     if body.len() < body::FIXED_LEN {
         return false;
@@ -354,10 +425,17 @@ fn body_is_consistent(body: &[u8], kind: u8) -> bool {
     let tables =
         body::FIXED_LEN as u64 + tx_count * TX_ENTRY_LEN as u64 + log_count * LOG_ENTRY_LEN as u64;
     let sections_end = tables + lens.iter().sum::<u64>();
-    let log_section_len = match kind {
-        KIND_BLOCK if sections_end == body.len() as u64 => 0,
-        KIND_BLOCK_WITH_LOGS if sections_end <= body.len() as u64 => {
-            body.len() as u64 - sections_end
+    let body_len = body.len() as u64;
+    let (log_section_len, run_count) = match kind {
+        KIND_BLOCK if sections_end == body_len => (0, 0),
+        KIND_BLOCK_WITH_LOGS if sections_end <= body_len => (body_len - sections_end, 0),
+        KIND_BLOCK_WITH_RUNS if sections_end + RUN_COUNT_LEN as u64 <= body_len => {
+            let run_count = u32_at(body, body.len() - RUN_COUNT_LEN) as u64;
+            let runs_len = run_count * RUN_ENTRY_LEN as u64 + RUN_COUNT_LEN as u64;
+            match (body_len - sections_end).checked_sub(runs_len) {
+                Some(len) => (len, run_count),
+                None => return false,
+            }
         }
         _ => return false,
     };
@@ -380,7 +458,7 @@ fn body_is_consistent(body: &[u8], kind: u8) -> bool {
     let mut next_log = 1u64;
     let logs = (0..log_count as usize).all(|i| {
         let entry = table + i * LOG_ENTRY_LEN;
-        let span_fits = if kind == KIND_BLOCK_WITH_LOGS {
+        let span_fits = if has_log_section(kind) {
             let offset = u32_at(body, entry + 4) as u64;
             let fits = offset == next_log && within_len(entry + 4, log_section_len);
             next_log = offset + u32_at(body, entry + 8) as u64 + 1;
@@ -390,8 +468,48 @@ fn body_is_consistent(body: &[u8], kind: u8) -> bool {
         };
         (u32_at(body, entry) as u64) < tx_count && span_fits && body[entry + 32] <= 4
     });
-    let log_section_filled = kind != KIND_BLOCK_WITH_LOGS || next_log - 1 == log_section_len;
-    txs && logs && log_section_filled
+    let log_section_filled = !has_log_section(kind) || next_log - 1 == log_section_len;
+    txs && logs
+        && log_section_filled
+        && (kind != KIND_BLOCK_WITH_RUNS || runs_agree(body, table, log_count, run_count))
+}
+
+/// A kind 4 body's run table covers its logs in order, each entry a run of
+/// at least one log whose bytes, address, first topic and fewest topics
+/// are the log table's. Called once the log table is known to fit.
+fn runs_agree(body: &[u8], table: usize, log_count: u64, run_count: u64) -> bool {
+    let runs = body.len() - RUN_COUNT_LEN - run_count as usize * RUN_ENTRY_LEN;
+    let log = |i: u64| &body[table + i as usize * LOG_ENTRY_LEN..][..LOG_ENTRY_LEN];
+    let mut next = 0u64;
+    let agree = (0..run_count as usize).all(|r| {
+        let entry = &body[runs + r * RUN_ENTRY_LEN..][..RUN_ENTRY_LEN];
+        let (first, count) = (
+            u32_at(entry, run::FIRST) as u64,
+            u32_at(entry, run::COUNT) as u64,
+        );
+        if first != next || count == 0 || first + count > log_count {
+            return false;
+        }
+        next = first + count;
+        let (head, tail) = (log(first), log(first + count - 1));
+        let fewest = entry[run::FEWEST_TOPICS];
+        let topic0 = &entry[run::TOPIC0..run::TOPIC0 + 32];
+        let bytes_agree = u32_at(entry, run::START) as u64 + 1 == u32_at(head, 4) as u64
+            && u32_at(entry, run::END) as u64 == u32_at(tail, 4) as u64 + u32_at(tail, 8) as u64;
+        let logs_agree = (first..first + count).all(|i| {
+            let log = log(i);
+            let topics = log[32];
+            log[12..32] == entry[run::ADDRESS..run::ADDRESS + 20]
+                && topics >= fewest
+                && (topics == 0) == (fewest == 0)
+                && (topics == 0 || log[36..68] == *topic0)
+        });
+        let fewest_is_met = (first..first + count).any(|i| log(i)[32] == fewest);
+        let zeros = entry[run::FEWEST_TOPICS + 1..run::TOPIC0] == [0; 3]
+            && (fewest != 0 || topic0 == [0; 32]);
+        bytes_agree && logs_agree && fewest_is_met && zeros
+    });
+    agree && next == log_count
 }
 
 /// Encodes the META file.
@@ -489,6 +607,22 @@ mod tests {
         assert_eq!(body::FIXED_LEN, body::SECTION_LENS + 4 * SECTIONS);
         assert_eq!(TX_ENTRY_LEN, 32 + 3 * 8);
         assert_eq!(LOG_ENTRY_LEN, 4 + 8 + 20 + 4 + 4 * 32);
+        assert_eq!(RUN_ENTRY_LEN, 4 * 4 + 20 + 4 + 32);
+        assert_eq!(
+            [run::FIRST, run::COUNT, run::START, run::END, run::ADDRESS],
+            [0, 4, 8, 12, 16]
+        );
+        assert_eq!((run::FEWEST_TOPICS, run::TOPIC0), (36, 40));
+        assert_eq!(run::TOPIC0 + 32, RUN_ENTRY_LEN);
+        assert_eq!(
+            (
+                KIND_BLOCK,
+                KIND_ROLLBACK,
+                KIND_BLOCK_WITH_LOGS,
+                KIND_BLOCK_WITH_RUNS
+            ),
+            (1, 2, 3, 4)
+        );
         assert_eq!(&RECORD_MAGIC.to_le_bytes(), b"NVRC");
     }
 
@@ -499,7 +633,7 @@ mod tests {
         let mut out = Vec::new();
         encode_block(&b, &mut out).unwrap();
         let h = read_header(&out).unwrap();
-        assert_eq!((h.kind, h.height), (KIND_BLOCK_WITH_LOGS, 7));
+        assert_eq!((h.kind, h.height), (KIND_BLOCK_WITH_RUNS, 7));
         assert_eq!(h.total_len(), out.len());
         assert!(verify_record(&out, &h));
         let body = &out[RECORD_HEADER_LEN..];
@@ -520,12 +654,36 @@ mod tests {
         assert_eq!((u32_at(body, log + 4), u32_at(body, log + 8)), (1, 7));
         let sections = log + LOG_ENTRY_LEN;
         assert_eq!(&body[sections..sections + full.len()], &full[..]);
-        assert!(body.ends_with(b",{\"l\":0}"));
+        // The log section, then one run and the run count end the body.
+        let runs = body.len() - RUN_COUNT_LEN - RUN_ENTRY_LEN;
+        assert!(body[..runs].ends_with(b",{\"l\":0}"));
+        let run = &body[runs..runs + RUN_ENTRY_LEN];
+        assert_eq!(
+            [run::FIRST, run::COUNT, run::START, run::END].map(|at| u32_at(run, at)),
+            [0, 1, 0, 8]
+        );
+        assert_eq!(run[run::ADDRESS..run::ADDRESS + 20], [5; 20]);
+        assert_eq!(run[run::FEWEST_TOPICS], 2);
+        assert_eq!(hash_at(run, run::TOPIC0), [6; 32]);
+        assert_eq!(u32_at(body, body.len() - RUN_COUNT_LEN), 1);
+    }
+
+    /// The same block as a version 2 record (kind 3, no run table), as
+    /// builds before version 3 wrote it.
+    pub(crate) fn as_kind_3(record: &[u8]) -> Vec<u8> {
+        let runs = u32_at(record, record.len() - RUN_COUNT_LEN) as usize;
+        let mut out = record[..record.len() - RUN_COUNT_LEN - runs * RUN_ENTRY_LEN].to_vec();
+        out[header::KIND] = KIND_BLOCK_WITH_LOGS;
+        let body_len = (out.len() - RECORD_HEADER_LEN) as u32;
+        out[header::BODY_LEN..header::BODY_LEN + 4].copy_from_slice(&body_len.to_le_bytes());
+        seal_crc(&mut out);
+        out
     }
 
     /// The same block as a version 1 record (kind 1, log spans into the
     /// receipts, no log section), as older builds wrote it.
     pub(crate) fn as_kind_1(record: &[u8], block: &NewBlock<'_>) -> Vec<u8> {
+        let record = as_kind_3(record);
         let log_section: usize = block.logs.iter().map(|l| 1 + l.span.len as usize).sum();
         let mut out = record[..record.len() - log_section].to_vec();
         out[header::KIND] = KIND_BLOCK;
@@ -541,7 +699,7 @@ mod tests {
     }
 
     #[test]
-    fn a_version_1_record_reads_the_same_logs() {
+    fn records_of_every_version_read_the_same_logs() {
         let (full, receipts) = sample();
         let mut b = block(&full, &receipts);
         // A second log in the same receipt, and one in the next.
@@ -557,11 +715,11 @@ mod tests {
             topics: vec![],
         };
         b.logs = vec![log(0, 16), log(0, 24), log(1, 49)];
-        let mut v2 = Vec::new();
-        encode_block(&b, &mut v2).unwrap();
-        let v1 = as_kind_1(&v2, &b);
+        let mut v3 = Vec::new();
+        encode_block(&b, &mut v3).unwrap();
+        let (v2, v1) = (as_kind_3(&v3), as_kind_1(&v3, &b));
         let mut blocks = Vec::new();
-        for record in [&v2, &v1] {
+        for record in [&v3, &v2, &v1] {
             let h = read_header(record).unwrap();
             assert!(verify_record(record, &h), "kind {}", h.kind);
             let body = bytes::Bytes::copy_from_slice(&record[RECORD_HEADER_LEN..]);
@@ -579,6 +737,141 @@ mod tests {
         // The log section is sliced, not copied.
         let (run, section) = (blocks[0].log_run(0, 2), blocks[0].log_bytes());
         assert_eq!(run.as_ptr(), section.as_ptr());
+        // Only version 3 records have emitter runs: here one, of all three.
+        let runs: Vec<_> = blocks[0].emitter_runs().unwrap().collect();
+        assert_eq!(runs.len(), 1);
+        let (first, count) = (runs[0].first, runs[0].count);
+        assert_eq!((first, count, runs[0].topic0), (0, 3, None));
+        assert_eq!(
+            &blocks[0].log_slice(runs[0].start, runs[0].end)[..],
+            b",{\"l\":0},{\"l\":1},{\"l\":2}"
+        );
+        assert_eq!(blocks[0].log_piece(1), (8, 16));
+        assert!(blocks[1].emitter_runs().is_none() && blocks[2].emitter_runs().is_none());
+    }
+
+    /// Logs of a few addresses and first topics, with 0 to 4 topics each,
+    /// back to back in one receipt: `(address byte, topics)` per log.
+    fn block_of_logs(receipts: &mut Vec<u8>, logs: &[(u8, Vec<u8>)]) -> Vec<LogEntry> {
+        receipts.clear();
+        receipts.extend_from_slice(b"[{\"logs\":[");
+        let mut entries = Vec::new();
+        for (i, (address, topics)) in logs.iter().enumerate() {
+            if i > 0 {
+                receipts.push(b',');
+            }
+            let offset = receipts.len() as u32;
+            receipts.extend_from_slice(format!("{{\"i\":{i}}}").as_bytes());
+            entries.push(LogEntry {
+                tx_index: 0,
+                span: Span::new(offset, receipts.len() as u32 - offset),
+                address: [*address; 20],
+                topics: topics.iter().map(|t| [*t; 32]).collect(),
+            });
+        }
+        receipts.extend_from_slice(b"]}]");
+        entries
+    }
+
+    proptest::proptest! {
+        /// The run table covers every log once, in order; each run is
+        /// maximal, its logs share its address and first topic, its fewest
+        /// topics is theirs, and its slice is its logs, each after a comma.
+        #[test]
+        fn emitter_runs_describe_the_log_table(
+            logs in proptest::collection::vec(
+                (0u8..3, proptest::collection::vec(0u8..3, 0..=4)),
+                0..40,
+            )
+        ) {
+            let (full, _) = sample();
+            let mut receipts = Vec::new();
+            let entries = block_of_logs(&mut receipts, &logs);
+            let mut b = block(&full, &receipts);
+            b.txs[0].receipt = Span::new(0, receipts.len() as u32);
+            b.txs[1].receipt = Span::EMPTY;
+            b.logs = entries;
+            let mut record = Vec::new();
+            encode_block(&b, &mut record).unwrap();
+            let h = read_header(&record).unwrap();
+            proptest::prop_assert!(verify_record(&record, &h));
+            let block = crate::Block::new(7, bytes::Bytes::copy_from_slice(&record[RECORD_HEADER_LEN..]), h.kind);
+            let runs: Vec<_> = block.emitter_runs().unwrap().collect();
+            let mut next = 0;
+            for (r, run) in runs.iter().enumerate() {
+                proptest::prop_assert_eq!(run.first, next);
+                proptest::prop_assert!(run.count >= 1);
+                next += run.count;
+                let members = &b.logs[run.first as usize..next as usize];
+                let mut expected = Vec::new();
+                for log in members {
+                    proptest::prop_assert_eq!(&log.address, run.address);
+                    proptest::prop_assert_eq!(log.topics.first(), run.topic0);
+                    expected.push(b',');
+                    expected.extend_from_slice(&receipts[log.span.offset as usize..][..log.span.len as usize]);
+                }
+                let fewest = members.iter().map(|l| l.topics.len()).min().unwrap();
+                proptest::prop_assert_eq!(run.fewest_topics as usize, fewest);
+                proptest::prop_assert_eq!(&block.log_slice(run.start, run.end)[..], &expected[..]);
+                if let Some(following) = runs.get(r + 1) {
+                    proptest::prop_assert!(
+                        (following.address, following.topic0) != (run.address, run.topic0),
+                        "runs are maximal"
+                    );
+                }
+            }
+            proptest::prop_assert_eq!(next as usize, b.logs.len());
+        }
+    }
+
+    /// A run table that disagrees with the log table (a bug, or a file
+    /// crafted by hand) fails verification like a span outside its
+    /// section: a filter deciding whole runs would otherwise serve logs
+    /// the log table says do not match.
+    #[test]
+    fn a_run_table_that_disagrees_with_the_log_table_fails_verification() {
+        let (full, _) = sample();
+        let mut receipts = Vec::new();
+        let entries = block_of_logs(&mut receipts, &[(1, vec![7, 8]), (1, vec![7]), (2, vec![])]);
+        let mut b = block(&full, &receipts);
+        b.txs[0].receipt = Span::new(0, receipts.len() as u32);
+        b.txs[1].receipt = Span::EMPTY;
+        b.logs = entries;
+        let mut out = Vec::new();
+        encode_block(&b, &mut out).unwrap();
+        let header = read_header(&out).unwrap();
+        assert!(verify_record(&out, &header));
+        let count_at = out.len() - RUN_COUNT_LEN;
+        assert_eq!(u32_at(&out, count_at), 2);
+        let first_run = count_at - 2 * RUN_ENTRY_LEN;
+        let second_run = first_run + RUN_ENTRY_LEN;
+        let mut crafts: Vec<(usize, Vec<u8>)> = vec![
+            (first_run + run::COUNT, 1u32.to_le_bytes().to_vec()),
+            (first_run + run::COUNT, 3u32.to_le_bytes().to_vec()),
+            (second_run + run::FIRST, 1u32.to_le_bytes().to_vec()),
+            (first_run + run::START, 1u32.to_le_bytes().to_vec()),
+            (second_run + run::END, 1u32.to_le_bytes().to_vec()),
+            (first_run + run::ADDRESS, vec![2]),
+            (first_run + run::TOPIC0, vec![8]),
+            (first_run + run::FEWEST_TOPICS, vec![2]),
+            (first_run + run::FEWEST_TOPICS, vec![0]),
+            (second_run + run::FEWEST_TOPICS, vec![1]),
+            (first_run + run::FEWEST_TOPICS + 1, vec![9]),
+            (second_run + run::TOPIC0, vec![5]),
+            (count_at, 3u32.to_le_bytes().to_vec()),
+            (count_at, 1u32.to_le_bytes().to_vec()),
+            (count_at, u32::MAX.to_le_bytes().to_vec()),
+        ];
+        for (at, value) in crafts.drain(..) {
+            let mut crafted = out.clone();
+            crafted[at..at + value.len()].copy_from_slice(&value);
+            seal_crc(&mut crafted);
+            let header = read_header(&crafted).unwrap();
+            assert!(
+                !verify_record(&crafted, &header),
+                "crafted at {at}: {value:?}"
+            );
+        }
     }
 
     #[test]

@@ -296,8 +296,10 @@ pub struct Block {
     height: u64,
     body: Bytes,
     /// Its logs are in a section of their own, each after a comma (record
-    /// kind 3); otherwise their spans point into the receipts.
+    /// kinds 3 and 4); otherwise their spans point into the receipts.
     log_section: bool,
+    /// An emitter-run table ends the body (record kind 4).
+    runs: bool,
 }
 
 impl Block {
@@ -305,7 +307,8 @@ impl Block {
         Block {
             height,
             body,
-            log_section: kind == format::KIND_BLOCK_WITH_LOGS,
+            log_section: format::has_log_section(kind),
+            runs: kind == format::KIND_BLOCK_WITH_RUNS,
         }
     }
 
@@ -428,9 +431,28 @@ impl Block {
     /// The section the log spans point into.
     fn log_bytes(&self) -> Bytes {
         if self.log_section {
-            self.body.slice(self.section_start(format::SECTIONS)..)
+            self.body
+                .slice(self.section_start(format::SECTIONS)..self.log_section_end())
         } else {
             self.receipts()
+        }
+    }
+
+    /// Entries in the run table (0 without one).
+    fn run_count(&self) -> usize {
+        if self.runs {
+            format::u32_at(&self.body, self.body.len() - format::RUN_COUNT_LEN) as usize
+        } else {
+            0
+        }
+    }
+
+    /// Where the log section stops: at the run table, or the body's end.
+    fn log_section_end(&self) -> usize {
+        if self.runs {
+            self.body.len() - format::RUN_COUNT_LEN - self.run_count() * format::RUN_ENTRY_LEN
+        } else {
+            self.body.len()
         }
     }
 
@@ -439,6 +461,67 @@ impl Block {
             + self.tx_count() as usize * format::TX_ENTRY_LEN
             + index as usize * format::LOG_ENTRY_LEN;
         &self.body[at..at + format::LOG_ENTRY_LEN]
+    }
+
+    /// The block's emitter runs in log order: consecutive logs sharing
+    /// their address and first topic, each read from one table entry
+    /// without touching the log table. `None` for records written before
+    /// format version 3, which have no run table.
+    pub fn emitter_runs(&self) -> Option<impl Iterator<Item = EmitterRun<'_>> + '_> {
+        let runs = self.log_section_end();
+        self.runs.then(move || {
+            (0..self.run_count()).map(move |r| {
+                let entry = &self.body[runs + r * format::RUN_ENTRY_LEN..][..format::RUN_ENTRY_LEN];
+                let fewest_topics = entry[format::run::FEWEST_TOPICS];
+                EmitterRun {
+                    first: format::u32_at(entry, format::run::FIRST),
+                    count: format::u32_at(entry, format::run::COUNT),
+                    start: format::u32_at(entry, format::run::START),
+                    end: format::u32_at(entry, format::run::END),
+                    address: entry[format::run::ADDRESS..format::run::ADDRESS + 20]
+                        .try_into()
+                        .expect("20 bytes"),
+                    topic0: (fewest_topics > 0).then(|| {
+                        entry[format::run::TOPIC0..format::run::TOPIC0 + 32]
+                            .try_into()
+                            .expect("32 bytes")
+                    }),
+                    fewest_topics,
+                }
+            })
+        })
+    }
+
+    /// Bytes `start..end` of the log section, as an [`EmitterRun`] or
+    /// [`Block::log_piece`] gives them (pieces that touch join into one):
+    /// one slice, never a copy. Only for blocks with a log section (all
+    /// but format version 1's records).
+    pub fn log_slice(&self, start: u32, end: u32) -> Bytes {
+        debug_assert!(self.log_section, "version 1 records have no log section");
+        let base = self.section_start(format::SECTIONS);
+        self.body.slice(base + start as usize..base + end as usize)
+    }
+
+    /// Where log `index` lies in the log section, from the comma before it
+    /// to its end, for [`Block::log_slice`]. Only for blocks with a log
+    /// section.
+    pub fn log_piece(&self, index: u32) -> (u32, u32) {
+        let entry = self.log_entry(index);
+        let offset = format::u32_at(entry, 4);
+        (offset - 1, offset + format::u32_at(entry, 8))
+    }
+
+    /// What a filter matches log `index` on (which must be below
+    /// [`Block::log_count`]), from the log table alone.
+    pub fn log_key(&self, index: u32) -> LogKey<'_> {
+        let entry = self.log_entry(index);
+        let topic_count = entry[32].min(4) as usize;
+        let (topics, _) = entry[36..36 + 32 * topic_count].as_chunks::<32>();
+        LogKey {
+            index,
+            address: entry[12..32].try_into().expect("20 bytes"),
+            topics,
+        }
     }
 
     /// The logs of the block, in order, with what filters match on.
@@ -462,16 +545,7 @@ impl Block {
     /// What a filter matches each log on, in order, read from the log
     /// table alone: no log bytes are touched.
     pub fn log_keys(&self) -> impl Iterator<Item = LogKey<'_>> + '_ {
-        (0..self.log_count()).map(move |index| {
-            let entry = self.log_entry(index);
-            let topic_count = entry[32].min(4) as usize;
-            let (topics, _) = entry[36..36 + 32 * topic_count].as_chunks::<32>();
-            LogKey {
-                index,
-                address: entry[12..32].try_into().expect("20 bytes"),
-                topics,
-            }
-        })
+        (0..self.log_count()).map(move |index| self.log_key(index))
     }
 
     /// The length of log `index`'s bytes.
@@ -502,6 +576,27 @@ impl Block {
         }
         joined.into()
     }
+}
+
+/// Consecutive logs of one block that share their address and first topic
+/// (or have no topics), from the block's run table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmitterRun<'a> {
+    /// Index of its first log.
+    pub first: u32,
+    /// How many logs it holds (at least one).
+    pub count: u32,
+    /// Where its logs lie in the log section, each after a comma, from the
+    /// comma before the first: `start..end` for [`Block::log_slice`].
+    pub start: u32,
+    /// See `start`.
+    pub end: u32,
+    /// The address its logs share.
+    pub address: &'a [u8; 20],
+    /// The first topic its logs share; `None` when they have no topics.
+    pub topic0: Option<&'a Hash>,
+    /// The fewest topics any of its logs has.
+    pub fewest_topics: u8,
 }
 
 /// A log's address and topics, borrowed from its block's log table.

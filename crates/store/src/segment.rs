@@ -12,10 +12,7 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use memmap2::Mmap;
 
-use crate::format::{
-    self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_BLOCK, KIND_BLOCK_WITH_LOGS,
-    KIND_ROLLBACK,
-};
+use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
 use crate::io::StoreFile;
 use crate::{Block, Hash, StoreError, io_error};
 
@@ -104,7 +101,7 @@ impl Segment {
                 .first_height
                 .map(|first| first + scan.offsets.len() as u64);
             match header.kind {
-                KIND_BLOCK | KIND_BLOCK_WITH_LOGS => {
+                kind if format::is_block(kind) => {
                     let body = &data[at + format::RECORD_HEADER_LEN..];
                     if next_height.is_some_and(|next| next != header.height)
                         || hashes

@@ -325,8 +325,8 @@ fn another_chain_or_format_is_refused_with_what_to_do() {
 }
 
 /// A store an older build wrote (format version 1) opens as it is, and its
-/// META says version 2 from then on, so that build refuses it rather than
-/// misread the records this one adds.
+/// META says this build's version from then on, so that build refuses it
+/// rather than misread the records this one adds.
 #[test]
 fn a_version_1_store_opens_and_is_marked_as_this_version() {
     let dir = tempfile::tempdir().unwrap();

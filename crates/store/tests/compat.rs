@@ -1,6 +1,7 @@
-//! Stores written by earlier releases keep opening: `fixtures/v1` was
-//! written by format version 1 (regenerate only when adding a new version's
-//! fixture: `NEVE_WRITE_FIXTURE=1 cargo test -p neve-store --test compat`).
+//! Stores written by earlier releases keep opening: `fixtures/vN` was
+//! written by format version N. When a version is replaced, write the
+//! outgoing version's fixture with the outgoing build, once:
+//! `NEVE_WRITE_FIXTURE=N cargo test -p neve-store --test compat`.
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +14,8 @@ const CHAIN: Identity = Identity {
 };
 const HEIGHTS: std::ops::RangeInclusive<u64> = 10..=15;
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1")
+fn fixture(version: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}"))
 }
 
 /// Small segments so the fixture holds a sealed segment with its index and
@@ -30,10 +31,13 @@ fn config() -> StoreConfig {
 
 #[test]
 fn write_fixture_on_request() {
-    if std::env::var_os("NEVE_WRITE_FIXTURE").is_none() {
+    let Some(version) = std::env::var("NEVE_WRITE_FIXTURE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    else {
         return;
-    }
-    let dir = fixture();
+    };
+    let dir = fixture(version);
     let _ = std::fs::remove_dir_all(&dir);
     let mut store = Store::open(&dir, CHAIN, config()).unwrap();
     let blocks: Vec<_> = HEIGHTS.map(|h| SyntheticBlock::new(0, h, 2, 150)).collect();
@@ -46,12 +50,21 @@ fn write_fixture_on_request() {
 
 #[test]
 fn a_version_1_store_opens_and_reads_back() {
+    opens_and_reads_back(1);
+}
+
+#[test]
+fn a_version_2_store_opens_and_reads_back() {
+    opens_and_reads_back(2);
+}
+
+fn opens_and_reads_back(version: u32) {
     let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture()).expect("fixture present") {
+    for entry in std::fs::read_dir(fixture(version)).expect("fixture present") {
         let path = entry.unwrap().path();
         std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
     }
-    let store = Store::open(copy.path(), CHAIN, config()).unwrap();
+    let mut store = Store::open(copy.path(), CHAIN, config()).unwrap();
     let reader = store.reader();
     let stats = reader.stats();
     assert_eq!(
@@ -63,11 +76,39 @@ fn a_version_1_store_opens_and_reads_back() {
         let block = reader.block(height).unwrap();
         assert_eq!(&block.full()[..], &expected.full[..]);
         assert_eq!(&block.receipts()[..], &expected.receipts[..]);
+        let logs: Vec<_> = block.logs().map(|log| log.bytes).collect();
+        let want: Vec<_> = expected
+            .logs
+            .iter()
+            .map(|log| &expected.receipts[log.span.offset as usize..][..log.span.len as usize])
+            .collect();
+        assert_eq!(logs, want);
         assert_eq!(
             reader
                 .transaction(&expected.txs[1].hash)
                 .map(|(b, i)| (b.height(), i)),
             Some((height, 1))
         );
+        assert!(
+            block.emitter_runs().is_none(),
+            "no run table before version 3"
+        );
+    }
+
+    // This build's records follow the old ones in the same store.
+    let next = *HEIGHTS.end() + 1..=*HEIGHTS.end() + 3;
+    let blocks: Vec<_> = next
+        .clone()
+        .map(|h| SyntheticBlock::new(0, h, 2, 150))
+        .collect();
+    store
+        .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
+        .unwrap();
+    let reader = store.reader();
+    for height in *HEIGHTS.start()..=*next.end() {
+        let block = reader.block(height).unwrap();
+        let logs: Vec<_> = block.logs().map(|log| log.bytes).collect();
+        assert_eq!(logs.len(), 2, "height {height}");
+        assert_eq!(block.emitter_runs().is_some(), next.contains(&height));
     }
 }
