@@ -377,7 +377,12 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
     let mut answer = Answer {
         // Every piece starts with the comma that separates it from what
         // came before; the first one's is cut below.
-        chunks: vec![Bytes::from_static(b"[")],
+        chunks: {
+            // A piece or two a block is usual; more grows the vector.
+            let mut chunks = Vec::with_capacity(plan.blocks().min(1024) as usize + 2);
+            chunks.push(Bytes::from_static(b"["));
+            chunks
+        },
         found: 0,
         bytes: 0,
         max_results: ctx.config.logs_max_results,
