@@ -12,7 +12,8 @@
 # whose 10-block log windows answer about 1 MB. WORKLOADS (default "logs")
 # names others to check alongside, e.g. WORKLOADS="logs randblock receipt".
 # Prints one line per round, workload and target: req/s at c1 and c16 and
-# each as a ratio of the ceiling's.
+# each as a ratio of the ceiling's; then each neve's range and median of
+# those ratios over the rounds.
 set -euo pipefail
 other=$(realpath "${1:?usage: $0 OTHER_NEVE [BLOCKS [TPS [ROUNDS]]]}")
 BLOCKS=${2:-600}
@@ -79,3 +80,21 @@ for run in results["workloads"]:
               f"c16 {r[16]:8.0f} req/s ({r[16] / ceiling[16]:.2f}x)  answers {body[name] / 1024:.1f} KiB")
 EOF
 done
+
+# One round is one sample on a shared machine: the summary is each neve's
+# range and median of its ratio to the ceiling over all rounds.
+python3 - "$work" "$ROUNDS" <<'EOF'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+ratios = {}
+for round in range(1, rounds + 1):
+    for run in json.load(open(f"{work}/round{round}/results.json"))["workloads"]:
+        rates = {t["target"]["name"]: {p["conns"]: p["requests_per_second"] for p in t["points"]} for t in run["targets"]}
+        for name, r in rates.items():
+            for conns in (1, 16):
+                ratios.setdefault((run["workload"], name, conns), []).append(r[conns] / rates["nginx"][conns])
+print(f"over {rounds} rounds, ratio to the ceiling (min-max, median):")
+for (workload, name, conns), values in sorted(ratios.items()):
+    if name != "nginx":
+        print(f"  {workload:14} {name:8} c{conns:<3} {min(values):.2f}-{max(values):.2f}x  median {statistics.median(values):.2f}x")
+EOF

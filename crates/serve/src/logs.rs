@@ -607,6 +607,26 @@ mod tests {
         assert!(filter(&format!("{{\"topics\":[null,[{}]]}}", list(1001, 64))).is_err());
     }
 
+    /// `synthetic` as this build stores it, read back (the directory lives
+    /// as long as the block is used).
+    fn stored(
+        synthetic: &neve_store::testing::SyntheticBlock,
+    ) -> (tempfile::TempDir, neve_store::Block) {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = neve_store::Identity {
+            chain_id: 5,
+            genesis_hash: [0; 32],
+        };
+        let config = neve_store::StoreConfig {
+            durability: neve_store::Durability::OsBuffered,
+            ..neve_store::StoreConfig::default()
+        };
+        let mut store = neve_store::Store::open(dir.path(), identity, config).unwrap();
+        store.append(&[synthetic.as_new()]).unwrap();
+        let block = store.reader().block(synthetic.height).unwrap();
+        (dir, block)
+    }
+
     fn hex_of(byte: u8, width: usize) -> String {
         format!("\"0x{}\"", format!("{byte:02x}").repeat(width))
     }
@@ -635,15 +655,7 @@ mod tests {
                 entry.address = [*address; 20];
                 entry.topics = topics.iter().map(|t| [*t; 32]).collect();
             }
-            let dir = tempfile::tempdir().unwrap();
-            let identity = neve_store::Identity { chain_id: 5, genesis_hash: [0; 32] };
-            let config = neve_store::StoreConfig {
-                durability: neve_store::Durability::OsBuffered,
-                ..neve_store::StoreConfig::default()
-            };
-            let mut store = neve_store::Store::open(dir.path(), identity, config).unwrap();
-            store.append(&[synthetic.as_new()]).unwrap();
-            let block = store.reader().block(1).unwrap();
+            let (_dir, block) = stored(&synthetic);
 
             let list = |values: &[u8], width| {
                 values.iter().map(|v| hex_of(*v, width)).collect::<Vec<_>>().join(",")
@@ -684,16 +696,7 @@ mod tests {
         }
         // The last log is another event of the same contract.
         synthetic.logs[19].topics = vec![[3; 32]];
-        let dir = tempfile::tempdir().unwrap();
-        let identity = neve_store::Identity {
-            chain_id: 5,
-            genesis_hash: [0; 32],
-        };
-        let mut store =
-            neve_store::Store::open(dir.path(), identity, neve_store::StoreConfig::default())
-                .unwrap();
-        store.append(&[synthetic.as_new()]).unwrap();
-        let block = store.reader().block(1).unwrap();
+        let (_dir, block) = stored(&synthetic);
         let scan = |json: &str| {
             let mut answer = Answer {
                 chunks: Vec::new(),
