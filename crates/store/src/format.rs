@@ -5,9 +5,10 @@
 use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
 
 /// The store format this build writes. Version 2 added block records with
-/// a log section (kind 3); version 1 stores are read as they are and their
-/// META is rewritten as version 2 on open, so an older neve refuses the
-/// store instead of misreading it.
+/// a log section (kind 3), version 3 their emitter-run table (kind 4);
+/// version 1 and 2 stores are read as they are and their META is rewritten
+/// as this version on open, so an older neve refuses the store instead of
+/// misreading it.
 pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest store format this build reads.
