@@ -468,9 +468,9 @@ impl Block {
     /// without touching the log table. `None` for records written before
     /// format version 3, which have no run table.
     pub fn emitter_runs(&self) -> Option<impl Iterator<Item = EmitterRun<'_>> + '_> {
-        let runs = self.log_section_end();
+        let (runs, count) = (self.log_section_end(), self.run_count());
         self.runs.then(move || {
-            (0..self.run_count()).map(move |r| {
+            (0..count).map(move |r| {
                 let entry = &self.body[runs + r * format::RUN_ENTRY_LEN..][..format::RUN_ENTRY_LEN];
                 let fewest_topics = entry[format::run::FEWEST_TOPICS];
                 EmitterRun {
