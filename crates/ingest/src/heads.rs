@@ -40,6 +40,7 @@ pub fn derive_ws_url(http_url: &str) -> String {
 /// reconnecting with exponential backoff until `shutdown` turns true.
 pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
     let mut delay = Duration::from_millis(200);
+    let mut refusal_said = false;
     loop {
         if *shutdown.borrow() {
             return;
@@ -53,11 +54,10 @@ pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::R
                 std::io::ErrorKind::TimedOut.into(),
             ))
         }) {
-            Ok((mut socket, _)) => {
-                let subscribe =
-                    r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
-                if socket.send(Message::Text(subscribe.into())).await.is_ok() {
-                    tracing::info!(%url, "subscribed to newHeads");
+            Ok((mut socket, _)) => match subscribe(&mut socket, &wake, CONNECT_TIMEOUT).await {
+                Ok(id) => {
+                    tracing::info!(%url, subscription = %id, "subscribed to newHeads");
+                    refusal_said = false;
                     delay = Duration::from_millis(200);
                     let mut ping = tokio::time::interval(PING_EVERY);
                     let mut heard = tokio::time::Instant::now();
@@ -87,9 +87,22 @@ pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::R
                             _ = shutdown.changed() => return,
                         }
                     }
+                    tracing::warn!(%url, "newHeads subscription dropped; polling until it is back");
                 }
-                tracing::warn!(%url, "newHeads subscription dropped; polling until it is back");
-            }
+                // Refused (no `eth` on the socket, no subscriptions): asking
+                // again soon will not help, so wait the longest, and say it
+                // once until a subscription works.
+                Err(SubscribeError::Refused(reason)) => {
+                    if !refusal_said {
+                        tracing::warn!(%url, %reason, "the upstream refused eth_subscribe newHeads; following by polling alone");
+                        refusal_said = true;
+                    }
+                    delay = MAX_RECONNECT_DELAY;
+                }
+                Err(SubscribeError::Lost(reason)) => {
+                    tracing::debug!(%url, %reason, "newHeads subscription failed");
+                }
+            },
             Err(error) => tracing::debug!(%url, %error, "newHeads connection failed"),
         }
         tokio::select! {
@@ -98,6 +111,75 @@ pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::R
         }
         delay = (delay * 2).min(MAX_RECONNECT_DELAY);
     }
+}
+
+/// Why a connected socket did not become a subscription.
+#[derive(Debug, PartialEq, Eq)]
+enum SubscribeError {
+    /// The upstream answered `eth_subscribe` with an error, or with no
+    /// subscription id.
+    Refused(String),
+    /// The socket closed, failed, or the answer did not come within
+    /// the time allowed ([`CONNECT_TIMEOUT`]).
+    Lost(String),
+}
+
+/// Asks for `newHeads` and waits for the answer, so a refusal is told apart
+/// from a subscription instead of holding a socket that will never announce
+/// a head. A head that arrives first still wakes the follower.
+async fn subscribe<S>(
+    socket: &mut S,
+    wake: &Notify,
+    within: Duration,
+) -> Result<String, SubscribeError>
+where
+    S: futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error>
+        + futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+        + Unpin,
+{
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        id: Option<serde_json::Value>,
+        result: Option<String>,
+        error: Option<Box<serde_json::value::RawValue>>,
+    }
+    let subscribe = r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
+    let lost = |what: &str| SubscribeError::Lost(what.to_string());
+    let answered = async {
+        socket
+            .send(Message::Text(subscribe.into()))
+            .await
+            .map_err(|e| lost(&e.to_string()))?;
+        loop {
+            let text = match socket.next().await {
+                Some(Ok(Message::Text(text))) => text,
+                Some(Ok(Message::Close(_))) | None => return Err(lost("closed")),
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => return Err(lost(&error.to_string())),
+            };
+            let Ok(answer) = serde_json::from_str::<Answer>(text.as_str()) else {
+                return Err(SubscribeError::Refused(format!(
+                    "not JSON-RPC: {}",
+                    text.chars().take(120).collect::<String>()
+                )));
+            };
+            if answer.id.is_none() {
+                // A notification ahead of the answer: a head all the same.
+                wake.notify_one();
+                continue;
+            }
+            return match (answer.result, answer.error) {
+                (Some(id), None) => Ok(id),
+                (_, Some(error)) => Err(SubscribeError::Refused(
+                    error.get().chars().take(200).collect(),
+                )),
+                (None, None) => Err(SubscribeError::Refused("no subscription id".into())),
+            };
+        }
+    };
+    tokio::time::timeout(within, answered)
+        .await
+        .unwrap_or_else(|_| Err(lost("no answer to eth_subscribe")))
 }
 
 #[cfg(test)]
@@ -117,6 +199,88 @@ mod tests {
         assert_eq!(
             derive_ws_url("https://x.example/rpc"),
             "wss://x.example/rpc"
+        );
+    }
+
+    /// A WebSocket peer on 127.0.0.1 that reads the subscription request
+    /// and answers with `replies`, then stays open; and a client socket
+    /// connected to it.
+    async fn peer_answering(
+        replies: Vec<&'static str>,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+            let request = socket.next().await.unwrap().unwrap();
+            assert!(request.to_text().unwrap().contains("\"eth_subscribe\""));
+            for reply in replies {
+                socket.send(Message::Text(reply.into())).await.unwrap();
+            }
+            // Hold the socket open until the client goes.
+            while socket.next().await.is_some() {}
+        });
+        tokio_tungstenite::connect_async(url).await.unwrap().0
+    }
+
+    const WITHIN: Duration = Duration::from_millis(500);
+
+    #[tokio::test]
+    async fn a_subscription_id_is_a_subscription() {
+        let mut socket =
+            peer_answering(vec![r#"{"jsonrpc":"2.0","id":1,"result":"0x9ce5"}"#]).await;
+        let wake = Notify::new();
+        assert_eq!(
+            subscribe(&mut socket, &wake, WITHIN).await,
+            Ok("0x9ce5".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn an_error_answer_is_a_refusal_that_names_the_reason() {
+        let mut socket = peer_answering(vec![
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"the method eth_subscribe does not exist/is not available"}}"#,
+        ])
+        .await;
+        let wake = Notify::new();
+        match subscribe(&mut socket, &wake, WITHIN).await {
+            Err(SubscribeError::Refused(reason)) => {
+                assert!(reason.contains("does not exist"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_head_ahead_of_the_answer_wakes_the_follower() {
+        let mut socket = peer_answering(vec![
+            r#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#,
+        ])
+        .await;
+        let wake = Notify::new();
+        assert_eq!(
+            subscribe(&mut socket, &wake, WITHIN).await,
+            Ok("0x1".into())
+        );
+        // The stored permit makes this return at once.
+        tokio::time::timeout(WITHIN, wake.notified()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn garbage_or_silence_is_not_a_subscription() {
+        let mut socket = peer_answering(vec!["not json"]).await;
+        let wake = Notify::new();
+        assert!(matches!(
+            subscribe(&mut socket, &wake, WITHIN).await,
+            Err(SubscribeError::Refused(_))
+        ));
+        let mut socket = peer_answering(vec![]).await;
+        assert_eq!(
+            subscribe(&mut socket, &wake, WITHIN).await,
+            Err(SubscribeError::Lost("no answer to eth_subscribe".into()))
         );
     }
 }
