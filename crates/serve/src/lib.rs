@@ -34,11 +34,13 @@
 mod body;
 mod capabilities;
 mod clients;
+mod config;
 mod errors;
 mod events;
 mod export;
 mod fallback;
 mod health;
+mod listen;
 mod logs;
 mod metrics;
 pub mod params;
@@ -50,7 +52,6 @@ mod state;
 mod tests;
 mod ws;
 
-use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,209 +61,26 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use neve_store::Reader;
 use neve_upstream::RpcClient;
 use serde_json::value::RawValue;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 
 pub use body::Chunks;
 pub use clients::{BYTES_PER_UNIT, DEFAULT_CLIENT_RATE, MAX_TRACKED_CLIENTS};
+pub use config::{
+    ChainView, DEFAULT_BODY_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_LOGS_MAX_RANGE, DEFAULT_LOGS_MAX_RESULTS, DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BATCH_ANSWER_BYTES, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_STATE_FETCH_TIMEOUT, ServeConfig, StateAccess, UpstreamHealth,
+};
 pub use errors::ErrorCode;
+pub use listen::serve;
+pub(crate) use listen::until_stopped;
+pub use logs::{DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, SCAN_INLINE_BLOCKS};
 pub use metrics::Metrics;
 pub use rpc::Outcome;
 
 use rpc::{Call, Context, Reply};
-
-/// What serving needs to know about the upstream, provided by whoever runs
-/// the ingest (the binary wires it); serve never talks to ingest directly.
-pub trait ChainView: Send + Sync + 'static {
-    /// The upstream's head, if known.
-    fn upstream_head(&self) -> Option<u64>;
-    /// The upstream's `safe` height, if it has one.
-    fn safe(&self) -> Option<u64>;
-    /// The upstream's `finalized` height, if it has one.
-    fn finalized(&self) -> Option<u64>;
-    /// The upstream as `/health` shows it.
-    fn upstream_health(&self) -> UpstreamHealth;
-    /// Extra Prometheus text (ingest counters) appended to `/metrics`.
-    fn render_metrics(&self, _out: &mut String) {}
-    /// Notified whenever the store's tip changes (append or rollback), so
-    /// subscribers hear of a block at once; without it the tip is polled.
-    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
-        None
-    }
-    /// Whether a follower is keeping the store up with the upstream. While
-    /// it is not (it died and is being restarted), `latest` is a miss and
-    /// readiness is down: the stored tip is no longer known to be the head.
-    fn following(&self) -> bool {
-        true
-    }
-    /// Followers restarted after one died, for `/health`.
-    fn follower_restarts(&self) -> u64 {
-        0
-    }
-    /// Why writing to the store fails, while it does (a full disk): what
-    /// is stored is still served, nothing new arrives.
-    fn store_write_error(&self) -> Option<String> {
-        None
-    }
-    /// What the upstream says about the blocks it can prove state at
-    /// (its `eth_capabilities`), if it said.
-    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
-        None
-    }
-}
-
-/// The upstream's state for `/health`.
-#[derive(Clone, Debug, Default)]
-pub struct UpstreamHealth {
-    /// Its URL, without credentials.
-    pub url: String,
-    /// Whether the last exchange with it succeeded.
-    pub connected: bool,
-    /// Seconds since the last exchange that succeeded.
-    pub last_contact_age_seconds: Option<f64>,
-    /// Seconds since the last block was stored.
-    pub last_block_age_seconds: Option<f64>,
-    /// What the last sync step (or the follower's death) failed with, if
-    /// the last one failed.
-    pub last_error: Option<String>,
-    /// Whether the upstream offers raw RLP (`debug_getRaw*`): without it,
-    /// blocks are stored without raw data and those methods answer 421.
-    /// `None` until probed.
-    pub raw_data: Option<bool>,
-}
-
-/// Largest request body. Large enough for a 1,000-element batch of log
-/// filters; larger bodies get 413 before being read. Default is 5 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 5 << 20;
-/// Most elements in one batch; a larger batch gets -32600 without any
-/// element being answered (a batch bomb costs one parse). Default is 1,000.
-pub const DEFAULT_MAX_BATCH: usize = 1000;
-/// Most bytes of answers a batch gets: once its answers, in order, pass
-/// this, every call after the one that passed it gets -32003 "response
-/// too large", as geth does (`--rpc.batch-response-max-size`, the same
-/// default). Answers the store holds cost nothing to repeat, but those
-/// built per call (proofs, code) would otherwise let one 5 MiB batch build
-/// hundreds of megabytes. Default is 25,000,000.
-pub const DEFAULT_MAX_BATCH_ANSWER_BYTES: usize = 25_000_000;
-/// Most open connections; the next one gets 503 and is closed. Default is 4,096.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
-/// On shutdown, requests in flight get this long to finish (and WebSocket
-/// sessions to end) before the server returns anyway. Default is 10 s.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection that sends no complete request header for this long is
-/// closed (idle keep-alive and slow-header clients alike), and so is one
-/// whose peer takes nothing of an answer for this long. Default is 60 s.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Time to receive a request body once its headers arrived. Default is 30 s.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Most blocks one `eth_getLogs` may span; the error names a range that
-/// fits. Default is 10,000.
-pub const DEFAULT_LOGS_MAX_RANGE: u64 = 10_000;
-/// Most logs one `eth_getLogs` may return; the error names a range that
-/// fits. Default is 10,000.
-pub const DEFAULT_LOGS_MAX_RESULTS: usize = 10_000;
-
-pub use logs::{DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, SCAN_INLINE_BLOCKS};
-
-/// How the server behaves; every limit is documented at its default constant.
-#[derive(Clone, Debug)]
-pub struct ServeConfig {
-    /// See [`DEFAULT_MAX_BODY_BYTES`].
-    pub max_body_bytes: usize,
-    /// See [`DEFAULT_MAX_BATCH`].
-    pub max_batch: usize,
-    /// See [`DEFAULT_MAX_BATCH_ANSWER_BYTES`].
-    pub max_batch_answer_bytes: usize,
-    /// See [`DEFAULT_MAX_CONNECTIONS`].
-    pub max_connections: usize,
-    /// See [`DEFAULT_IDLE_TIMEOUT`].
-    pub idle_timeout: Duration,
-    /// See [`DEFAULT_DRAIN_TIMEOUT`].
-    pub drain_timeout: Duration,
-    /// See [`DEFAULT_BODY_TIMEOUT`].
-    pub body_timeout: Duration,
-    /// See [`DEFAULT_LOGS_MAX_RANGE`].
-    pub logs_max_range: u64,
-    /// See [`DEFAULT_LOGS_MAX_RESULTS`].
-    pub logs_max_results: usize,
-    /// See [`DEFAULT_LOGS_BUDGET_BLOCKS`].
-    pub logs_budget_blocks: u64,
-    /// See [`DEFAULT_LOGS_BUDGET_BYTES`].
-    pub logs_budget_bytes: u64,
-    /// How far the stored tip may trail the upstream's head while `latest`
-    /// (and `eth_blockNumber`) are still answered from it. Default is 0:
-    /// `latest` is a miss until the newest block is stored.
-    pub latest_lag: u64,
-    /// `/health/ready` is 200 only within this many blocks of the upstream's
-    /// head. Default is 2.
-    pub max_behind: u64,
-    /// While more than `max_behind` blocks behind the upstream, answer
-    /// JSON-RPC 503 from the headers, so a front end with passive health
-    /// checks sends reads to mirrors that are caught up. Default is off.
-    pub shed_when_behind: bool,
-    /// The store's block retention, shown by `/health`.
-    pub retain_blocks: Option<u64>,
-    /// The store's byte budget, shown by `/metrics`.
-    pub retain_bytes: Option<u64>,
-    /// A full node to forward misses to instead of answering 421.
-    pub fallback: Option<String>,
-    /// How long a state read that needs fetching waits for the fetch
-    /// before it is a miss; `None` answers such reads 421 at once and
-    /// lets the fetch warm the store in the background. See
-    /// [`DEFAULT_STATE_FETCH_TIMEOUT`].
-    pub state_fetch_timeout: Option<Duration>,
-    /// Units of work per second each client address may spend; 0 is no
-    /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
-    pub client_rate: u64,
-}
-
-/// How long a state read waits for a fetch-through: long enough for a proof
-/// from a busy local node, short enough that a front end's retry on the
-/// node still answers quickly. Default is 1 s.
-pub const DEFAULT_STATE_FETCH_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The state layer as serving sees it: verified nodes to read, and who to
-/// ask for missing ones.
-#[derive(Clone)]
-pub struct StateAccess {
-    /// The verified node store and its counters.
-    pub state: Arc<neve_state::State>,
-    /// Brings missing nodes; without it, a read that misses is 421.
-    pub fetch: Option<Arc<dyn neve_state::Fetch>>,
-}
-
-impl Default for ServeConfig {
-    fn default() -> Self {
-        ServeConfig {
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            max_batch: DEFAULT_MAX_BATCH,
-            max_batch_answer_bytes: DEFAULT_MAX_BATCH_ANSWER_BYTES,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            body_timeout: DEFAULT_BODY_TIMEOUT,
-            logs_max_range: DEFAULT_LOGS_MAX_RANGE,
-            logs_max_results: DEFAULT_LOGS_MAX_RESULTS,
-            logs_budget_blocks: DEFAULT_LOGS_BUDGET_BLOCKS,
-            logs_budget_bytes: DEFAULT_LOGS_BUDGET_BYTES,
-            latest_lag: 0,
-            max_behind: 2,
-            shed_when_behind: false,
-            retain_blocks: None,
-            retain_bytes: None,
-            fallback: None,
-            state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
-            client_rate: DEFAULT_CLIENT_RATE,
-        }
-    }
-}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -294,162 +112,6 @@ struct Server {
 }
 
 const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
-
-/// Serves until `shutdown` turns true, then drains: stops accepting,
-/// answers readiness with 503, lets each open connection finish the request
-/// it is answering (idle ones are closed at once), and returns when every
-/// connection and WebSocket session has ended or the drain timeout passed.
-pub async fn serve(
-    listener: TcpListener,
-    reader: Reader,
-    chain: Arc<dyn ChainView>,
-    identity: neve_store::Identity,
-    config: ServeConfig,
-    state: Option<StateAccess>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), ServeError> {
-    let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
-    let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
-    let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
-    let metrics = Arc::new(Metrics::default());
-    tokio::spawn(events::watch_supervised(
-        reader.clone(),
-        chain.clone(),
-        events.clone(),
-        metrics.clone(),
-    ));
-    let fetch = state.as_ref().and_then(|s| s.fetch.clone());
-    let clients = clients::ClientBudget::new(config.client_rate);
-    let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
-    let server = Arc::new(Server {
-        events,
-        fetch,
-        scans: scan_pool(),
-        ctx: Arc::new(Context {
-            reader,
-            chain,
-            state: state.map(|s| s.state),
-            state_answers,
-            chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
-            net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),
-            genesis_hash: identity
-                .genesis_hash
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            config,
-        }),
-        metrics,
-        shutting_down: AtomicBool::new(false),
-        stopping: shutdown.clone(),
-        fallback,
-        clients,
-        started: Instant::now(),
-    });
-    let stopped = until_stopped(shutdown);
-    tokio::pin!(stopped);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of descriptors and the like: pause, don't spin.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut stopped => {
-                server.shutting_down.store(true, Ordering::Relaxed);
-                drop(listener);
-                drain(&limit, &server).await;
-                return Ok(());
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            server
-                .metrics
-                .refused_connections
-                .fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(async move {
-                let mut stream = stream;
-                let _ = stream
-                    .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                    .await;
-            });
-            continue;
-        };
-        let server = server.clone();
-        // Shared with a WebSocket session the connection upgrades to: the
-        // slot is freed when both the HTTP connection and the session end.
-        let permit = Arc::new(permit);
-        tokio::spawn(async move {
-            server.metrics.connections.fetch_add(1, Ordering::Relaxed);
-            let first = AtomicBool::new(true);
-            let service = service_fn(|request| {
-                let server = server.clone();
-                let permit = permit.clone();
-                let new_connection = first.swap(false, Ordering::Relaxed);
-                async move {
-                    let answer = server
-                        .handle(request, permit, peer.ip(), new_connection)
-                        .await;
-                    Ok::<_, Infallible>(answer)
-                }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(server.ctx.config.idle_timeout)
-                .keep_alive(true)
-                .serve_connection(
-                    TokioIo::new(stall::WriteDeadline::new(
-                        stream,
-                        server.ctx.config.idle_timeout,
-                    )),
-                    service,
-                )
-                .with_upgrades();
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = until_stopped(server.stopping.clone()) => {
-                    // Finish the request being answered, then close.
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-            server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
-        });
-    }
-}
-
-/// Returns once `stop` is true (or its sender is gone).
-pub(crate) async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
-    loop {
-        let stopped = *stop.borrow_and_update();
-        if stopped || stop.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Waits until every connection slot is free again (each connection and
-/// WebSocket session holds one until it ends), or the drain timeout.
-async fn drain(limit: &tokio::sync::Semaphore, server: &Server) {
-    let open = server.metrics.connections.load(Ordering::Relaxed);
-    tracing::info!(connections = open, "draining");
-    let slots = u32::try_from(server.ctx.config.max_connections).unwrap_or(u32::MAX);
-    let timeout = server.ctx.config.drain_timeout;
-    match tokio::time::timeout(timeout, limit.acquire_many(slots)).await {
-        Ok(_) => tracing::info!("drained"),
-        Err(_) => tracing::warn!(
-            connections = server.metrics.connections.load(Ordering::Relaxed),
-            ?timeout,
-            "drain timed out; closing what is left"
-        ),
-    }
-}
 
 /// Long log scans run on their own threads at a lower priority than the
 /// workers that answer (and on the background CPUs when they are set), so

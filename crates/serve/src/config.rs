@@ -1,0 +1,192 @@
+//! What the binary hands serving: its settings and their defaults, and the
+//! view of the upstream ingest keeps ([`ChainView`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clients::DEFAULT_CLIENT_RATE;
+use crate::logs::{DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES};
+
+/// What serving needs to know about the upstream, provided by whoever runs
+/// the ingest (the binary wires it); serve never talks to ingest directly.
+pub trait ChainView: Send + Sync + 'static {
+    /// The upstream's head, if known.
+    fn upstream_head(&self) -> Option<u64>;
+    /// The upstream's `safe` height, if it has one.
+    fn safe(&self) -> Option<u64>;
+    /// The upstream's `finalized` height, if it has one.
+    fn finalized(&self) -> Option<u64>;
+    /// The upstream as `/health` shows it.
+    fn upstream_health(&self) -> UpstreamHealth;
+    /// Extra Prometheus text (ingest counters) appended to `/metrics`.
+    fn render_metrics(&self, _out: &mut String) {}
+    /// Notified whenever the store's tip changes (append or rollback), so
+    /// subscribers hear of a block at once; without it the tip is polled.
+    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
+    /// Whether a follower is keeping the store up with the upstream. While
+    /// it is not (it died and is being restarted), `latest` is a miss and
+    /// readiness is down: the stored tip is no longer known to be the head.
+    fn following(&self) -> bool {
+        true
+    }
+    /// Followers restarted after one died, for `/health`.
+    fn follower_restarts(&self) -> u64 {
+        0
+    }
+    /// Why writing to the store fails, while it does (a full disk): what
+    /// is stored is still served, nothing new arrives.
+    fn store_write_error(&self) -> Option<String> {
+        None
+    }
+    /// What the upstream says about the blocks it can prove state at
+    /// (its `eth_capabilities`), if it said.
+    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
+        None
+    }
+}
+
+/// The upstream's state for `/health`.
+#[derive(Clone, Debug, Default)]
+pub struct UpstreamHealth {
+    /// Its URL, without credentials.
+    pub url: String,
+    /// Whether the last exchange with it succeeded.
+    pub connected: bool,
+    /// Seconds since the last exchange that succeeded.
+    pub last_contact_age_seconds: Option<f64>,
+    /// Seconds since the last block was stored.
+    pub last_block_age_seconds: Option<f64>,
+    /// What the last sync step (or the follower's death) failed with, if
+    /// the last one failed.
+    pub last_error: Option<String>,
+    /// Whether the upstream offers raw RLP (`debug_getRaw*`): without it,
+    /// blocks are stored without raw data and those methods answer 421.
+    /// `None` until probed.
+    pub raw_data: Option<bool>,
+}
+
+/// Largest request body. Large enough for a 1,000-element batch of log
+/// filters; larger bodies get 413 before being read. Default is 5 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 5 << 20;
+/// Most elements in one batch; a larger batch gets -32600 without any
+/// element being answered (a batch bomb costs one parse). Default is 1,000.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
+/// Most bytes of answers a batch gets: once its answers, in order, pass
+/// this, every call after the one that passed it gets -32003 "response
+/// too large", as geth does (`--rpc.batch-response-max-size`, the same
+/// default). Answers the store holds cost nothing to repeat, but those
+/// built per call (proofs, code) would otherwise let one 5 MiB batch build
+/// hundreds of megabytes. Default is 25,000,000.
+pub const DEFAULT_MAX_BATCH_ANSWER_BYTES: usize = 25_000_000;
+/// Most open connections; the next one gets 503 and is closed. Default is 4,096.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// On shutdown, requests in flight get this long to finish (and WebSocket
+/// sessions to end) before the server returns anyway. Default is 10 s.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection that sends no complete request header for this long is
+/// closed (idle keep-alive and slow-header clients alike), and so is one
+/// whose peer takes nothing of an answer for this long. Default is 60 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time to receive a request body once its headers arrived. Default is 30 s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most blocks one `eth_getLogs` may span; the error names a range that
+/// fits. Default is 10,000.
+pub const DEFAULT_LOGS_MAX_RANGE: u64 = 10_000;
+/// Most logs one `eth_getLogs` may return; the error names a range that
+/// fits. Default is 10,000.
+pub const DEFAULT_LOGS_MAX_RESULTS: usize = 10_000;
+
+/// How the server behaves; every limit is documented at its default constant.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// See [`DEFAULT_MAX_BODY_BYTES`].
+    pub max_body_bytes: usize,
+    /// See [`DEFAULT_MAX_BATCH`].
+    pub max_batch: usize,
+    /// See [`DEFAULT_MAX_BATCH_ANSWER_BYTES`].
+    pub max_batch_answer_bytes: usize,
+    /// See [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// See [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// See [`DEFAULT_DRAIN_TIMEOUT`].
+    pub drain_timeout: Duration,
+    /// See [`DEFAULT_BODY_TIMEOUT`].
+    pub body_timeout: Duration,
+    /// See [`DEFAULT_LOGS_MAX_RANGE`].
+    pub logs_max_range: u64,
+    /// See [`DEFAULT_LOGS_MAX_RESULTS`].
+    pub logs_max_results: usize,
+    /// See [`DEFAULT_LOGS_BUDGET_BLOCKS`].
+    pub logs_budget_blocks: u64,
+    /// See [`DEFAULT_LOGS_BUDGET_BYTES`].
+    pub logs_budget_bytes: u64,
+    /// How far the stored tip may trail the upstream's head while `latest`
+    /// (and `eth_blockNumber`) are still answered from it. Default is 0:
+    /// `latest` is a miss until the newest block is stored.
+    pub latest_lag: u64,
+    /// `/health/ready` is 200 only within this many blocks of the upstream's
+    /// head. Default is 2.
+    pub max_behind: u64,
+    /// While more than `max_behind` blocks behind the upstream, answer
+    /// JSON-RPC 503 from the headers, so a front end with passive health
+    /// checks sends reads to mirrors that are caught up. Default is off.
+    pub shed_when_behind: bool,
+    /// The store's block retention, shown by `/health`.
+    pub retain_blocks: Option<u64>,
+    /// The store's byte budget, shown by `/metrics`.
+    pub retain_bytes: Option<u64>,
+    /// A full node to forward misses to instead of answering 421.
+    pub fallback: Option<String>,
+    /// How long a state read that needs fetching waits for the fetch
+    /// before it is a miss; `None` answers such reads 421 at once and
+    /// lets the fetch warm the store in the background. See
+    /// [`DEFAULT_STATE_FETCH_TIMEOUT`].
+    pub state_fetch_timeout: Option<Duration>,
+    /// Units of work per second each client address may spend; 0 is no
+    /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
+    pub client_rate: u64,
+}
+
+/// How long a state read waits for a fetch-through: long enough for a proof
+/// from a busy local node, short enough that a front end's retry on the
+/// node still answers quickly. Default is 1 s.
+pub const DEFAULT_STATE_FETCH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The state layer as serving sees it: verified nodes to read, and who to
+/// ask for missing ones.
+#[derive(Clone)]
+pub struct StateAccess {
+    /// The verified node store and its counters.
+    pub state: Arc<neve_state::State>,
+    /// Brings missing nodes; without it, a read that misses is 421.
+    pub fetch: Option<Arc<dyn neve_state::Fetch>>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_batch: DEFAULT_MAX_BATCH,
+            max_batch_answer_bytes: DEFAULT_MAX_BATCH_ANSWER_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            logs_max_range: DEFAULT_LOGS_MAX_RANGE,
+            logs_max_results: DEFAULT_LOGS_MAX_RESULTS,
+            logs_budget_blocks: DEFAULT_LOGS_BUDGET_BLOCKS,
+            logs_budget_bytes: DEFAULT_LOGS_BUDGET_BYTES,
+            latest_lag: 0,
+            max_behind: 2,
+            shed_when_behind: false,
+            retain_blocks: None,
+            retain_bytes: None,
+            fallback: None,
+            state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
+            client_rate: DEFAULT_CLIENT_RATE,
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The accept loop: connection slots, one hyper connection per socket with
+//! the write deadline around it, and the drain on shutdown.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use neve_store::Reader;
+use neve_upstream::RpcClient;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use crate::rpc::Context;
+use crate::{
+    ChainView, Metrics, ServeConfig, ServeError, Server, StateAccess, clients, events, scan_pool,
+    stall,
+};
+
+/// Serves until `shutdown` turns true, then drains: stops accepting,
+/// answers readiness with 503, lets each open connection finish the request
+/// it is answering (idle ones are closed at once), and returns when every
+/// connection and WebSocket session has ended or the drain timeout passed.
+pub async fn serve(
+    listener: TcpListener,
+    reader: Reader,
+    chain: Arc<dyn ChainView>,
+    identity: neve_store::Identity,
+    config: ServeConfig,
+    state: Option<StateAccess>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
+    let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
+    let metrics = Arc::new(Metrics::default());
+    tokio::spawn(events::watch_supervised(
+        reader.clone(),
+        chain.clone(),
+        events.clone(),
+        metrics.clone(),
+    ));
+    let fetch = state.as_ref().and_then(|s| s.fetch.clone());
+    let clients = clients::ClientBudget::new(config.client_rate);
+    let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
+    let server = Arc::new(Server {
+        events,
+        fetch,
+        scans: scan_pool(),
+        ctx: Arc::new(Context {
+            reader,
+            chain,
+            state: state.map(|s| s.state),
+            state_answers,
+            chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
+            net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),
+            genesis_hash: identity
+                .genesis_hash
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            config,
+        }),
+        metrics,
+        shutting_down: AtomicBool::new(false),
+        stopping: shutdown.clone(),
+        fallback,
+        clients,
+        started: Instant::now(),
+    });
+    let stopped = until_stopped(shutdown);
+    tokio::pin!(stopped);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors and the like: pause, don't spin.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stopped => {
+                server.shutting_down.store(true, Ordering::Relaxed);
+                drop(listener);
+                drain(&limit, &server).await;
+                return Ok(());
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            server
+                .metrics
+                .refused_connections
+                .fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+            continue;
+        };
+        let server = server.clone();
+        // Shared with a WebSocket session the connection upgrades to: the
+        // slot is freed when both the HTTP connection and the session end.
+        let permit = Arc::new(permit);
+        tokio::spawn(async move {
+            server.metrics.connections.fetch_add(1, Ordering::Relaxed);
+            let first = AtomicBool::new(true);
+            let service = service_fn(|request| {
+                let server = server.clone();
+                let permit = permit.clone();
+                let new_connection = first.swap(false, Ordering::Relaxed);
+                async move {
+                    let answer = server
+                        .handle(request, permit, peer.ip(), new_connection)
+                        .await;
+                    Ok::<_, Infallible>(answer)
+                }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(server.ctx.config.idle_timeout)
+                .keep_alive(true)
+                .serve_connection(
+                    TokioIo::new(stall::WriteDeadline::new(
+                        stream,
+                        server.ctx.config.idle_timeout,
+                    )),
+                    service,
+                )
+                .with_upgrades();
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = until_stopped(server.stopping.clone()) => {
+                    // Finish the request being answered, then close.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Returns once `stop` is true (or its sender is gone).
+pub(crate) async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        let stopped = *stop.borrow_and_update();
+        if stopped || stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits until every connection slot is free again (each connection and
+/// WebSocket session holds one until it ends), or the drain timeout.
+async fn drain(limit: &tokio::sync::Semaphore, server: &Server) {
+    let open = server.metrics.connections.load(Ordering::Relaxed);
+    tracing::info!(connections = open, "draining");
+    let slots = u32::try_from(server.ctx.config.max_connections).unwrap_or(u32::MAX);
+    let timeout = server.ctx.config.drain_timeout;
+    match tokio::time::timeout(timeout, limit.acquire_many(slots)).await {
+        Ok(_) => tracing::info!("drained"),
+        Err(_) => tracing::warn!(
+            connections = server.metrics.connections.load(Ordering::Relaxed),
+            ?timeout,
+            "drain timed out; closing what is left"
+        ),
+    }
+}
