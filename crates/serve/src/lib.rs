@@ -685,16 +685,35 @@ impl Server {
         mut budget: logs::Budget,
     ) -> Vec<Reply> {
         let count = plans.len();
+        // Counted from here until the job ends on its thread, so a client
+        // that leaves does not free a place its scan still takes.
+        let queued = &self.metrics.scans_queued;
+        if queued.fetch_add(1, Ordering::Relaxed) >= logs::MAX_QUEUED_SCANS {
+            queued.fetch_sub(1, Ordering::Relaxed);
+            self.metrics
+                .scans_refused
+                .fetch_add(count as u64, Ordering::Relaxed);
+            let busy = format!(
+                "too many log scans queued (at most {}); try again",
+                logs::MAX_QUEUED_SCANS
+            );
+            return (0..count)
+                .map(|_| Reply::Error(ErrorCode::LimitExceeded, busy.clone()))
+                .collect();
+        }
         let ctx = self.ctx.clone();
+        let metrics = self.metrics.clone();
         let scanned = self
             .scans
             .run(move || {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let scanned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     plans
                         .iter()
                         .map(|plan| logs::scan(&ctx, plan, &mut budget))
                         .collect::<Vec<_>>()
-                }))
+                }));
+                metrics.scans_queued.fetch_sub(1, Ordering::Relaxed);
+                scanned
             })
             .await;
         scanned.unwrap_or_else(|_| {

@@ -240,6 +240,13 @@ pub const DEFAULT_LOGS_BUDGET_BYTES: u64 = 64 << 20;
 /// async workers. Default is 32.
 pub const SCAN_INLINE_BLOCKS: u64 = 32;
 
+/// Most requests whose log scans may wait for (or run on) the scan threads
+/// at once. Past it a request's off-worker queries are refused at once with
+/// -32005 instead of queueing behind scans the client would time out on:
+/// the threads are few (half the background cores) and a scan may take
+/// seconds. Default is 64.
+pub const MAX_QUEUED_SCANS: u64 = 64;
+
 /// What one request may still spend on log scans.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Budget {

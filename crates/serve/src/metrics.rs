@@ -38,6 +38,10 @@ pub struct Metrics {
     pub(crate) rate_limited: AtomicU64,
     /// Requests answered 503 while catching up (`--shed-when-behind`).
     pub(crate) shed: AtomicU64,
+    /// Log scans waiting for or running on the scan threads.
+    pub(crate) scans_queued: AtomicU64,
+    /// Log queries refused because [`crate::logs::MAX_QUEUED_SCANS`] were queued.
+    pub(crate) scans_refused: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -52,6 +56,8 @@ impl Default for Metrics {
             events_restarts: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
             shed: AtomicU64::new(0),
+            scans_queued: AtomicU64::new(0),
+            scans_refused: AtomicU64::new(0),
         }
     }
 }
@@ -157,6 +163,18 @@ impl Metrics {
                 "Requests answered 503 while more than --max-behind blocks behind (--shed-when-behind).",
                 "counter",
                 &self.shed,
+            ),
+            (
+                "neve_logs_scans_refused_total",
+                "eth_getLogs queries refused with -32005: the scan threads' queue was full.",
+                "counter",
+                &self.scans_refused,
+            ),
+            (
+                "neve_logs_scans_queued",
+                "Requests' log scans waiting for or running on the scan threads.",
+                "gauge",
+                &self.scans_queued,
             ),
             (
                 "neve_http_connections",

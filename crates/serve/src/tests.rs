@@ -597,3 +597,44 @@ fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
         disabled
     );
 }
+
+#[test]
+fn log_scans_past_the_queue_bound_are_refused_at_once_and_change_nothing() {
+    let (server, _dir) = server_configured(Arc::new(FixedChain), |config| {
+        config.logs_max_range = 10;
+        config.logs_max_results = 10_000;
+    });
+    let runtime = runtime();
+    // Three 10-block queries use the request's inline blocks; the fourth
+    // goes to the scan threads.
+    let query = r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x9"}]}"#;
+    let batch = format!("[{}]", [query; 4].join(","));
+    let parse = |body: &str| serde_json::from_str::<Vec<serde_json::Value>>(body).unwrap();
+    let queued = &server.metrics.scans_queued;
+
+    queued.store(logs::MAX_QUEUED_SCANS, Ordering::Relaxed);
+    let (status, body) = answer(&server, &runtime, &batch);
+    let busy = parse(&body);
+    assert_eq!(status, 200);
+    assert!(busy[..3].iter().all(|a| a["result"].is_array()), "{body}");
+    assert_eq!(busy[3]["error"]["code"], -32005, "{body}");
+    assert!(
+        busy[3]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("log scans queued")
+    );
+    assert_eq!(queued.load(Ordering::Relaxed), logs::MAX_QUEUED_SCANS);
+    assert_eq!(server.metrics.scans_refused.load(Ordering::Relaxed), 1);
+
+    queued.store(0, Ordering::Relaxed);
+    let (_, body) = answer(&server, &runtime, &batch);
+    let answered = parse(&body);
+    assert_eq!(answered[3]["result"], answered[0]["result"], "{body}");
+    assert!(!answered[3]["result"].as_array().unwrap().is_empty());
+    assert_eq!(
+        queued.load(Ordering::Relaxed),
+        0,
+        "the scan's place is freed"
+    );
+}
