@@ -104,6 +104,7 @@ pub enum StateTamper {
 #[derive(Debug, Default)]
 pub struct Control {
     fail_matching: std::sync::Mutex<Option<&'static str>>,
+    lacking_method: std::sync::Mutex<Option<&'static str>>,
     override_fault: std::sync::Mutex<Option<Fault>>,
     stream_fault: std::sync::Mutex<Option<Fault>>,
     state_tamper: std::sync::Mutex<Option<StateTamper>>,
@@ -129,6 +130,14 @@ impl Control {
     /// 503 (a method the upstream fails to answer for a while).
     pub fn set_fail_matching(&self, text: Option<&'static str>) {
         *self.fail_matching.lock().unwrap() = text;
+    }
+
+    /// While set, the upstream lacks this method, as an older or a
+    /// different node does: each call of it, alone or in a batch, is
+    /// answered -32601 as geth answers an unknown method, and the rest of
+    /// the request is forwarded.
+    pub fn set_lacking_method(&self, method: Option<&'static str>) {
+        *self.lacking_method.lock().unwrap() = method;
     }
 
     /// While set, every `GET /blocks` gets this fault.
@@ -374,6 +383,12 @@ async fn handle(
         control.faults_served.fetch_add(1, Ordering::Relaxed);
         return answer(StatusCode::SERVICE_UNAVAILABLE, "upstream unavailable");
     }
+    let lacking = *control.lacking_method.lock().unwrap();
+    if let Some(method) = lacking
+        && body.windows(method.len()).any(|w| w == method.as_bytes())
+    {
+        return without_method(client, control, &body, method).await;
+    }
     match fault {
         Fault::TooManyRequests => {
             let mut response = answer(StatusCode::TOO_MANY_REQUESTS, "slow down");
@@ -442,6 +457,58 @@ async fn handle(
         control.state_tampered.fetch_add(1, Ordering::Relaxed);
     }
     answer(status, forwarded)
+}
+
+/// Answers `body` as an upstream without `method` would: its calls get
+/// -32601, the others are forwarded.
+async fn without_method(
+    client: &RpcClient,
+    control: &Control,
+    body: &[u8],
+    method: &str,
+) -> Response<ProxyBody> {
+    use serde_json::{Value, json};
+    let refusal = |id: &Value| {
+        json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32601,
+            "message": format!("the method {method} does not exist/is not available"),
+        }})
+    };
+    let Ok(request) = serde_json::from_slice::<Value>(body) else {
+        return answer(StatusCode::BAD_REQUEST, "");
+    };
+    let calls = match request {
+        Value::Array(calls) => calls,
+        call if call["method"] == method => {
+            control.faults_served.fetch_add(1, Ordering::Relaxed);
+            return answer(StatusCode::OK, refusal(&call["id"]).to_string());
+        }
+        // Another method that only mentions it: forwarded as it is.
+        _ => {
+            return match client.post(body.to_vec().into()).await {
+                Ok((status, forwarded)) => answer(status, forwarded),
+                Err(_) => answer(StatusCode::BAD_GATEWAY, ""),
+            };
+        }
+    };
+    let (refused, kept): (Vec<Value>, Vec<Value>) =
+        calls.into_iter().partition(|call| call["method"] == method);
+    control
+        .faults_served
+        .fetch_add(refused.len() as u64, Ordering::Relaxed);
+    let mut answers = Vec::new();
+    if !kept.is_empty() {
+        let kept = serde_json::to_vec(&kept).expect("JSON");
+        let Ok((status, forwarded)) = client.post(kept.into()).await else {
+            return answer(StatusCode::BAD_GATEWAY, "");
+        };
+        match serde_json::from_slice::<Vec<Value>>(&forwarded) {
+            Ok(forwarded) => answers = forwarded,
+            Err(_) => return answer(status, forwarded),
+        }
+    }
+    answers.extend(refused.iter().map(|call| refusal(&call["id"])));
+    answer(StatusCode::OK, serde_json::to_vec(&answers).expect("JSON"))
 }
 
 /// A batch answer with its elements in reverse order (anything else as is).

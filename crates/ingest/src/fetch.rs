@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use neve_upstream::{RpcClient, quantity};
+use neve_upstream::{BatchAnswer, RpcClient, quantity};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::error::{IngestError, rpc};
@@ -96,20 +95,14 @@ async fn fetch_once(
     if caps.block_receipts {
         return crate::cpu::run(move || prepare_answer(height, caps, &answer, None)).await;
     }
-    // Without eth_getBlockReceipts the receipts take a second exchange.
-    let block = {
-        let items = answer.items().map_err(rpc("fetching a block"))?;
-        let block = items
-            .into_iter()
-            .next()
-            .expect("one item per call")
-            .map_err(rpc("eth_getBlockByNumber"))?;
-        if block.get() == "null" {
-            return Err(IngestError::Missing(height));
-        }
-        block.to_owned()
-    };
-    let receipts = receipts_one_by_one(&client, &block).await?;
+    // Without eth_getBlockReceipts the receipts take a second exchange; the
+    // block's transaction hashes are read off the async workers too.
+    let (answer, hashes) = crate::cpu::run(move || {
+        let hashes = transaction_hashes(height, &answer);
+        (answer, hashes)
+    })
+    .await;
+    let receipts = receipts_one_by_one(&client, &hashes?).await?;
     crate::cpu::run(move || prepare_answer(height, caps, &answer, Some(&receipts))).await
 }
 
@@ -217,9 +210,9 @@ pub(crate) async fn fetch_verified(
     }
 }
 
-/// For upstreams without `eth_getBlockReceipts`: one batch of
-/// `eth_getTransactionReceipt`, joined into the array that method returns.
-async fn receipts_one_by_one(client: &RpcClient, block: &RawValue) -> Result<String, IngestError> {
+/// The transaction hashes of the block in a batch answer's first item, for
+/// fetching its receipts one by one.
+fn transaction_hashes(height: u64, answer: &BatchAnswer) -> Result<Vec<String>, IngestError> {
     #[derive(Deserialize)]
     struct Txs<'a> {
         #[serde(borrow)]
@@ -230,8 +223,17 @@ async fn receipts_one_by_one(client: &RpcClient, block: &RawValue) -> Result<Str
         #[serde(borrow)]
         hash: &'a str,
     }
+    let items = answer.items().map_err(rpc("fetching a block"))?;
+    let block = items
+        .into_iter()
+        .next()
+        .expect("one item per call")
+        .map_err(rpc("eth_getBlockByNumber"))?;
+    if block.get() == "null" {
+        return Err(IngestError::Missing(height));
+    }
     let txs: Txs<'_> = serde_json::from_str(block.get()).map_err(|e| IngestError::Refused {
-        height: 0,
+        height,
         reason: format!("block JSON: {e}"),
     })?;
     if txs
@@ -240,14 +242,23 @@ async fn receipts_one_by_one(client: &RpcClient, block: &RawValue) -> Result<Str
         .any(|t| fixed_hex::<32>(t.hash).is_none())
     {
         return Err(IngestError::Refused {
-            height: 0,
+            height,
             reason: "transaction hash malformed".into(),
         });
     }
-    let calls: Vec<(&str, [&str; 1])> = txs
+    Ok(txs
         .transactions
         .iter()
-        .map(|t| ("eth_getTransactionReceipt", [t.hash]))
+        .map(|t| t.hash.to_string())
+        .collect())
+}
+
+/// For upstreams without `eth_getBlockReceipts`: one batch of
+/// `eth_getTransactionReceipt`, joined into the array that method returns.
+async fn receipts_one_by_one(client: &RpcClient, hashes: &[String]) -> Result<String, IngestError> {
+    let calls: Vec<(&str, [&str; 1])> = hashes
+        .iter()
+        .map(|hash| ("eth_getTransactionReceipt", [hash.as_str()]))
         .collect();
     let items = client
         .batch(&calls)

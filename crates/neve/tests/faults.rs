@@ -3,8 +3,9 @@
 //! connections reset mid-body, batch answers out of order, a tampered block
 //! and a tampered sender, the upstream down for a while (a restart), and
 //! the upstream's head behind neve's; a WebSocket that drops every two
-//! seconds and geth itself killed and restarted. neve recovers, fills every
-//! gap, refuses the tampered blocks, and never stores a wrong one.
+//! seconds, geth itself killed and restarted, and an upstream without
+//! `eth_getBlockReceipts`. neve recovers, fills every gap, refuses the
+//! tampered blocks, and never stores a wrong one.
 
 mod support;
 
@@ -165,6 +166,35 @@ async fn ingest_rides_out_a_dropping_websocket_and_a_killed_geth() {
         log.matches("subscribed to newHeads").count() >= 3,
         "neve subscribed again after each drop:\n{log}"
     );
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_without_block_receipts_is_followed_receipt_by_receipt() {
+    let geth = GethDev::start(GethDevOptions { period: 0 })
+        .await
+        .expect("geth dev");
+    let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
+    load.accounts = 4;
+    load.tps = Some(60);
+    neve_load::run(load, |_| {}).await.expect("load");
+    // geth behind a proxy that answers eth_getBlockReceipts as a node
+    // without it does (-32601); everything else reaches geth.
+    let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
+    proxy
+        .control()
+        .set_lacking_method(Some("eth_getBlockReceipts"));
+    let neve = Neve::start(proxy.url(), &["--floor", "0", "--ws-url", "none"], 1).await;
+
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let head = head(&geth_client).await;
+    neve.wait_for_height(head, Duration::from_secs(90)).await;
+    assert!(
+        proxy.control().faults_served() > 0,
+        "neve asked for eth_getBlockReceipts and was refused"
+    );
+    // Its receipts, gathered one transaction at a time, are geth's.
     let neve_client = RpcClient::new(&neve.url).unwrap();
     assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
 }
