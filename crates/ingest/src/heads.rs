@@ -139,7 +139,8 @@ where
 {
     #[derive(serde::Deserialize)]
     struct Answer {
-        id: Option<serde_json::Value>,
+        /// Set on notifications (`eth_subscription`), never on answers.
+        method: Option<String>,
         result: Option<String>,
         error: Option<Box<serde_json::value::RawValue>>,
     }
@@ -163,7 +164,7 @@ where
                     text.chars().take(120).collect::<String>()
                 )));
             };
-            if answer.id.is_none() {
+            if answer.method.is_some() {
                 // A notification ahead of the answer: a head all the same.
                 wake.notify_one();
                 continue;
@@ -251,6 +252,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn an_error_without_an_id_is_a_refusal_too() {
+        let mut socket = peer_answering(vec![
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request"}}"#,
+        ])
+        .await;
+        let wake = Notify::new();
+        assert!(matches!(
+            subscribe(&mut socket, &wake, WITHIN).await,
+            Err(SubscribeError::Refused(_))
+        ));
     }
 
     #[tokio::test]

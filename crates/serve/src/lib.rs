@@ -76,7 +76,9 @@ pub use config::{
 pub use errors::ErrorCode;
 pub use listen::serve;
 pub(crate) use listen::until_stopped;
-pub use logs::{DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, SCAN_INLINE_BLOCKS};
+pub use logs::{
+    DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, MAX_QUEUED_SCANS, SCAN_INLINE_BLOCKS,
+};
 pub use metrics::Metrics;
 pub use rpc::Outcome;
 
