@@ -386,8 +386,9 @@ async fn handle(
     let lacking = *control.lacking_method.lock().unwrap();
     if let Some(method) = lacking
         && body.windows(method.len()).any(|w| w == method.as_bytes())
+        && let Some(response) = without_method(client, control, &body, method).await
     {
-        return without_method(client, control, &body, method).await;
+        return response;
     }
     match fault {
         Fault::TooManyRequests => {
@@ -460,13 +461,14 @@ async fn handle(
 }
 
 /// Answers `body` as an upstream without `method` would: its calls get
-/// -32601, the others are forwarded.
+/// -32601, the others are forwarded. `None` for a single call of another
+/// method, which is handled as any request.
 async fn without_method(
     client: &RpcClient,
     control: &Control,
     body: &[u8],
     method: &str,
-) -> Response<ProxyBody> {
+) -> Option<Response<ProxyBody>> {
     use serde_json::{Value, json};
     let refusal = |id: &Value| {
         json!({"jsonrpc": "2.0", "id": id, "error": {
@@ -474,25 +476,19 @@ async fn without_method(
             "message": format!("the method {method} does not exist/is not available"),
         }})
     };
-    let Ok(request) = serde_json::from_slice::<Value>(body) else {
-        return answer(StatusCode::BAD_REQUEST, "");
-    };
-    let calls = match request {
+    let calls = match serde_json::from_slice::<Value>(body).ok()? {
         Value::Array(calls) => calls,
         call if call["method"] == method => {
             control.faults_served.fetch_add(1, Ordering::Relaxed);
-            return answer(StatusCode::OK, refusal(&call["id"]).to_string());
+            return Some(answer(StatusCode::OK, refusal(&call["id"]).to_string()));
         }
-        // Another method that only mentions it: forwarded as it is.
-        _ => {
-            return match client.post(body.to_vec().into()).await {
-                Ok((status, forwarded)) => answer(status, forwarded),
-                Err(_) => answer(StatusCode::BAD_GATEWAY, ""),
-            };
-        }
+        _ => return None,
     };
     let (refused, kept): (Vec<Value>, Vec<Value>) =
         calls.into_iter().partition(|call| call["method"] == method);
+    if refused.is_empty() {
+        return None;
+    }
     control
         .faults_served
         .fetch_add(refused.len() as u64, Ordering::Relaxed);
@@ -500,15 +496,18 @@ async fn without_method(
     if !kept.is_empty() {
         let kept = serde_json::to_vec(&kept).expect("JSON");
         let Ok((status, forwarded)) = client.post(kept.into()).await else {
-            return answer(StatusCode::BAD_GATEWAY, "");
+            return Some(answer(StatusCode::BAD_GATEWAY, ""));
         };
         match serde_json::from_slice::<Vec<Value>>(&forwarded) {
             Ok(forwarded) => answers = forwarded,
-            Err(_) => return answer(status, forwarded),
+            Err(_) => return Some(answer(status, forwarded)),
         }
     }
     answers.extend(refused.iter().map(|call| refusal(&call["id"])));
-    answer(StatusCode::OK, serde_json::to_vec(&answers).expect("JSON"))
+    Some(answer(
+        StatusCode::OK,
+        serde_json::to_vec(&answers).expect("JSON"),
+    ))
 }
 
 /// A batch answer with its elements in reverse order (anything else as is).

@@ -172,13 +172,7 @@ async fn ingest_rides_out_a_dropping_websocket_and_a_killed_geth() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upstream_without_block_receipts_is_followed_receipt_by_receipt() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
-    let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
-    load.accounts = 4;
-    load.tps = Some(60);
-    neve_load::run(load, |_| {}).await.expect("load");
+    let (geth, _) = chain_with_logs().await;
     // geth behind a proxy that answers eth_getBlockReceipts as a node
     // without it does (-32601); everything else reaches geth.
     let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
