@@ -4,7 +4,8 @@
 #   wrk — load for the wrk comparison test and the benchmark scripts,
 #   nginx-light — the static-file ceiling in benchmarks, and the front end
 #     (deploy/nginx) in the front-end test,
-#   fonts-dejavu-core — text in `neve bench`'s PNG plots.
+#   fonts-dejavu-core — text in `neve bench`'s PNG plots,
+#   openssl — the CA and certificates the TLS tests make at test time.
 #   ethers (npm) — the real client library in tests/clients.
 # Idempotent; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
@@ -19,6 +20,7 @@ need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 [ ${#need[@]} -eq 0 ] && exit 0
 

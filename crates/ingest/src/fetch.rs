@@ -204,7 +204,8 @@ pub(crate) async fn fetch_verified(
         // Said every time: a slow or hung upstream costs a timeout per
         // attempt, and an operator should not wait for the last to know.
         tracing::warn!(height, attempt, %error, "fetching a block failed; retrying");
-        tokio::time::sleep(delay.max(asked).min(Duration::from_secs(5))).await;
+        let pause = delay.max(asked).min(Duration::from_secs(5));
+        tokio::time::sleep(pause + neve_upstream::jitter(pause / 4)).await;
         delay *= 2;
         attempt += 1;
     }

@@ -135,6 +135,9 @@ pub struct Follower {
     block_bytes: usize,
     pub(crate) config: IngestConfig,
     pub(crate) status: Arc<IngestStatus>,
+    /// Whether the upstream was reached and probed; a follower opened
+    /// [`Follower::offline`] is not, and resumes before it follows.
+    online: bool,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +164,49 @@ impl Follower {
             .expect("opening the store does not panic")?;
         let status = Arc::new(IngestStatus::default());
         Follower::resume(client, Arc::new(Mutex::new(store)), config, status).await
+    }
+
+    /// Opens the store already in `store_dir` for the chain its META names,
+    /// without reaching the upstream: for serving the stored tail while the
+    /// upstream refuses or cannot be reached (a wrong key, a wrong
+    /// certificate, an outage). The follower is down, with `why` as its
+    /// last error, until it resumes; `None` when there is no store yet.
+    pub async fn offline(
+        client: RpcClient,
+        store_dir: &Path,
+        store_config: StoreConfig,
+        config: IngestConfig,
+        why: String,
+    ) -> Result<Option<Follower>, IngestError> {
+        let Some(identity) = neve_store::stored_identity(store_dir) else {
+            return Ok(None);
+        };
+        let dir = store_dir.to_path_buf();
+        let store = tokio::task::spawn_blocking(move || Store::open(&dir, identity, store_config))
+            .await
+            .expect("opening the store does not panic")?;
+        let status = Arc::new(IngestStatus::default());
+        status.follower_down.store(true, Ordering::Relaxed);
+        status.set_last_error(Some(why));
+        status.contact(false);
+        Ok(Some(Follower {
+            client,
+            reader: store.reader(),
+            store: Arc::new(Mutex::new(store)),
+            identity,
+            caps: Capabilities::default(),
+            probed_at: std::time::Instant::now(),
+            reprobe: true,
+            block_bytes: FIRST_BLOCK_BYTES_GUESS,
+            config,
+            status,
+            online: false,
+        }))
+    }
+
+    /// Whether the upstream was reached (see [`Follower::offline`]).
+    pub fn is_online(&self) -> bool {
+        self.online
     }
 
     /// A follower for a store already open (after the previous one died):
@@ -217,6 +263,7 @@ impl Follower {
             block_bytes: FIRST_BLOCK_BYTES_GUESS,
             config,
             status,
+            online: true,
         })
     }
 
@@ -637,8 +684,10 @@ impl Follower {
                 }
                 Err(error) => {
                     // A 429 says how long to stay away; honour at least that.
+                    // Jitter keeps mirrors restarted together from asking
+                    // again in step.
                     let asked = error.retry_after().unwrap_or_default();
-                    let pause = backoff.max(asked);
+                    let pause = backoff.max(asked) + neve_upstream::jitter(backoff / 4);
                     tracing::warn!(%error, retry_in = ?pause, "sync step failed");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     pause

@@ -36,28 +36,29 @@ pub fn derive_ws_url(http_url: &str) -> String {
     }
 }
 
-/// Subscribes to `newHeads` at `url` and notifies `wake` on every message,
-/// reconnecting with exponential backoff until `shutdown` turns true.
-pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+/// Subscribes to `newHeads` at `url` (`ws://` or `wss://`, with the
+/// upstream's credentials) and notifies `wake` on every message,
+/// reconnecting with exponential backoff and jitter until `shutdown` turns
+/// true.
+pub async fn follow_heads(
+    url: neve_upstream::Endpoint,
+    wake: Arc<Notify>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut delay = Duration::from_millis(200);
     let mut refusal_said = false;
+    let mut failure_said = false;
     loop {
         if *shutdown.borrow() {
             return;
         }
-        let connect = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            tokio_tungstenite::connect_async(url.as_str()),
-        );
-        match connect.await.unwrap_or_else(|_| {
-            Err(tokio_tungstenite::tungstenite::Error::Io(
-                std::io::ErrorKind::TimedOut.into(),
-            ))
-        }) {
-            Ok((mut socket, _)) => match subscribe(&mut socket, &wake, CONNECT_TIMEOUT).await {
+        let mut asked = Duration::ZERO;
+        match neve_upstream::ws::connect(&url, CONNECT_TIMEOUT).await {
+            Ok(mut socket) => match subscribe(&mut socket, &wake, CONNECT_TIMEOUT).await {
                 Ok(id) => {
                     tracing::info!(%url, subscription = %id, "subscribed to newHeads");
                     refusal_said = false;
+                    failure_said = false;
                     delay = Duration::from_millis(200);
                     let mut ping = tokio::time::interval(PING_EVERY);
                     let mut heard = tokio::time::Instant::now();
@@ -103,10 +104,29 @@ pub async fn follow_heads(url: String, wake: Arc<Notify>, mut shutdown: watch::R
                     tracing::debug!(%url, %reason, "newHeads subscription failed");
                 }
             },
-            Err(error) => tracing::debug!(%url, %error, "newHeads connection failed"),
+            Err(error) => {
+                if let neve_upstream::RpcError::Http {
+                    retry_after: Some(seconds),
+                    ..
+                } = &error
+                {
+                    asked = Duration::from_secs(*seconds);
+                }
+                // A refused certificate or key is worth saying once; a
+                // node restarting is not.
+                let lasting = !matches!(error, neve_upstream::RpcError::Timeout { .. })
+                    && !error.to_string().contains("Connection refused");
+                if lasting && !failure_said {
+                    tracing::warn!(%url, %error, "newHeads connection failed; following by polling until it works");
+                    failure_said = true;
+                } else {
+                    tracing::debug!(%url, %error, "newHeads connection failed");
+                }
+            }
         }
+        let pause = delay.max(asked) + neve_upstream::jitter(delay / 4);
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = shutdown.changed() => return,
         }
         delay = (delay * 2).min(MAX_RECONNECT_DELAY);
@@ -206,10 +226,7 @@ mod tests {
     /// A WebSocket peer on 127.0.0.1 that reads the subscription request
     /// and answers with `replies`, then stays open; and a client socket
     /// connected to it.
-    async fn peer_answering(
-        replies: Vec<&'static str>,
-    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
-    {
+    async fn peer_answering(replies: Vec<&'static str>) -> neve_upstream::ws::Socket {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {
@@ -223,7 +240,8 @@ mod tests {
             // Hold the socket open until the client goes.
             while socket.next().await.is_some() {}
         });
-        tokio_tungstenite::connect_async(url).await.unwrap().0
+        let endpoint = neve_upstream::Endpoint::parse(&url).unwrap();
+        neve_upstream::ws::connect(&endpoint, WITHIN).await.unwrap()
     }
 
     const WITHIN: Duration = Duration::from_millis(500);

@@ -55,8 +55,9 @@ pub async fn supervise(
             let (wake, shutdown) = (wake.clone(), stop.clone());
             async move {
                 let follower = match first {
-                    Some(follower) => follower,
-                    None => Follower::resume(client, store, config, status).await?,
+                    Some(follower) if follower.is_online() => follower,
+                    // Opened offline, or a successor: reach the upstream first.
+                    _ => Follower::resume(client, store, config, status).await?,
                 };
                 follower.run(wake, poll, shutdown).await;
                 Ok(())

@@ -140,22 +140,12 @@ fn flag_value(args: &[OsString], name: &str) -> Option<OsString> {
 
 /// A URL without what could be a secret: its user and password, its path
 /// (providers put API keys there: `/v3/KEY`) and its query.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme + 3..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let tail = if tail.is_empty() || tail == "/" {
-        tail
+pub(crate) fn redact(value: &str) -> String {
+    if value.contains("://") {
+        neve_upstream::RedactedUrl::of(value).to_string()
     } else {
-        "/…"
-    };
-    format!("{}{host}{tail}", &url[..scheme + 3])
+        value.to_string()
+    }
 }
 
 /// The effective settings of `matches` (the `config` subcommand's) as a
@@ -184,7 +174,15 @@ pub(crate) fn render(command: &Command, matches: &ArgMatches, from_file: &FromFi
             out.push_str(&format!("# {long} =\n"));
             continue;
         };
-        let value = redact(value);
+        let value = match long {
+            // A header's value is a credential; its name is not.
+            "upstream-header" => format!(
+                "{}: {}",
+                value.split(':').next().unwrap_or_default().trim(),
+                neve_upstream::MASK
+            ),
+            _ => redact(value),
+        };
         let literal = if value.parse::<i64>().is_ok() {
             value
         } else {
@@ -212,16 +210,15 @@ mod tests {
     fn secrets_in_urls_are_redacted() {
         assert_eq!(
             redact("https://user:pw@rpc.example/v1?key=abc"),
-            "https://rpc.example/…"
+            "https://***@rpc.example/v1?key=***"
         );
         assert_eq!(
             redact("https://mainnet.infura.io/v3/0123abcd"),
-            "https://mainnet.infura.io/…"
+            "https://mainnet.infura.io/v3/***"
         );
         assert_eq!(redact("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
         assert_eq!(redact("http://127.0.0.1:8545/"), "http://127.0.0.1:8545/");
-        assert_eq!(redact("http://h/a@b"), "http://h/…");
-        assert_eq!(redact("ws://h:1?token=x"), "ws://h:1/…");
+        assert_eq!(redact("ws://h:1?token=x"), "ws://h:1?token=***");
         assert_eq!(redact("neve-data"), "neve-data");
     }
 

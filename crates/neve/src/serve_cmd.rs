@@ -12,7 +12,7 @@ use neve_ingest::{Floor, Follower, IngestConfig, IngestStatus};
 use neve_serve::{ChainView, ServeConfig, UpstreamHealth};
 use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
-use neve_upstream::RpcClient;
+use neve_upstream::{Endpoint, Pacing, RpcClient};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum UpstreamKind {
@@ -40,6 +40,31 @@ pub struct ServeArgs {
     /// How to read --upstream.
     #[arg(long, value_enum, default_value_t = UpstreamKind::Evm)]
     upstream_kind: UpstreamKind,
+    /// A header sent with every request to the upstream (JSON-RPC,
+    /// WebSocket, a mirror's /blocks), `Name: value` as curl's -H, e.g.
+    /// `Authorization: Bearer KEY`; repeatable. Its value is never shown.
+    /// Keep a key out of `ps` with NEVE_UPSTREAM_HEADER, the settings file
+    /// or --upstream-header-file.
+    #[arg(long, value_name = "NAME: VALUE")]
+    upstream_header: Vec<String>,
+    /// A file of headers for the upstream, one `Name: value` a line (blank
+    /// lines and `#` comments skipped).
+    #[arg(long, value_name = "FILE")]
+    upstream_header_file: Option<PathBuf>,
+    /// A PEM file of CA certificates trusted for https:// and wss://
+    /// upstreams, mirrors and --fallback, besides the system's roots
+    /// (SSL_CERT_FILE and SSL_CERT_DIR are honoured as curl does).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// Requests per second neve may send its upstream, all together
+    /// (backfill, live blocks, state fetch-through and prefetch); 0: no
+    /// budget, for a node of your own. Set it under a provider's cap.
+    #[arg(long, default_value_t = 0.0)]
+    upstream_rps: f64,
+    /// Most calls in one batch sent to the upstream; an endpoint that
+    /// refuses a batch as too large teaches neve to send fewer.
+    #[arg(long, default_value_t = neve_upstream::DEFAULT_MAX_BATCH)]
+    upstream_max_batch: usize,
     /// Where the store lives.
     #[arg(long, default_value = "neve-data")]
     data_dir: PathBuf,
@@ -189,10 +214,33 @@ pub enum DurabilityArg {
     Os,
 }
 
-/// The upstream URL with any `user:password@` removed, for display.
+/// The endpoint to follow: the URL with its credentials, plus the headers
+/// given by flag, environment or file.
+fn upstream_endpoint(url: &str, args: &ServeArgs) -> Result<Endpoint> {
+    let mut endpoint = Endpoint::parse(url).context("--upstream")?;
+    let mut headers = args.upstream_header.clone();
+    if let Some(path) = &args.upstream_header_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--upstream-header-file {}", path.display()))?;
+        headers.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty() && !line.starts_with('#'))
+                .map(str::to_owned),
+        );
+    }
+    for header in &headers {
+        endpoint = endpoint.with_header(header).context("--upstream-header")?;
+    }
+    Ok(endpoint)
+}
+
+/// What serving sees of ingest: its counters, and the upstream client's
+/// pacing.
 struct IngestView {
     status: Arc<IngestStatus>,
-    url: String,
+    url: neve_upstream::RedactedUrl,
+    upstream: RpcClient,
 }
 
 fn age_seconds(unix_ms: u64) -> Option<f64> {
@@ -228,6 +276,12 @@ impl ChainView for IngestView {
             ),
             last_error: self.status.last_error(),
             raw_data: self.status.capabilities().map(|c| c.raw),
+            waiting: self
+                .upstream
+                .pacing()
+                .stats()
+                .paused_for_seconds
+                .map(|s| format!("the upstream refused with 429 or 503; asking again in {s:.1} s")),
         }
     }
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
@@ -295,6 +349,49 @@ impl ChainView for IngestView {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
             ));
         }
+        let pacing = self.upstream.pacing().stats();
+        for (name, help, kind, value) in [
+            (
+                "neve_upstream_requests_total",
+                "HTTP requests sent to the upstream (JSON-RPC, /blocks, /health).",
+                "counter",
+                pacing.requests as f64,
+            ),
+            (
+                "neve_upstream_refusals_total",
+                "429 and 503 answers from the upstream; each pauses every request.",
+                "counter",
+                pacing.refusals as f64,
+            ),
+            (
+                "neve_upstream_wait_seconds_total",
+                "Seconds requests to the upstream waited for the budget or a refusal's pause, summed.",
+                "counter",
+                pacing.waited_seconds,
+            ),
+            (
+                "neve_upstream_paused",
+                "1 while a refusal's pause (Retry-After or backoff) holds every request.",
+                "gauge",
+                pacing.paused_for_seconds.is_some() as u64 as f64,
+            ),
+            (
+                "neve_upstream_budget_requests_per_second",
+                "--upstream-rps (0: no budget).",
+                "gauge",
+                pacing.budget_per_second,
+            ),
+            (
+                "neve_upstream_max_batch",
+                "Most calls per batch sent to the upstream: --upstream-max-batch, or fewer learnt from refusals.",
+                "gauge",
+                self.upstream.max_batch() as f64,
+            ),
+        ] {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            ));
+        }
     }
 }
 
@@ -338,13 +435,23 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         Some("tip") => Floor::Tip,
         Some(height) => Floor::Height(height.parse().context("--floor takes a height or `tip`")?),
     };
+    neve_upstream::tls::configure(args.ca_file.as_deref()).context("--ca-file")?;
+    let endpoint = upstream_endpoint(&rpc_url, &args)?;
+    let client = RpcClient::for_endpoint(endpoint.clone())
+        .context("--upstream")?
+        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
+        .with_max_response_bytes(args.upstream_max_body_bytes)
+        .with_pacing(Arc::new(Pacing::new(args.upstream_rps)))
+        .with_max_batch(args.upstream_max_batch);
+    // Each runtime gets a pool of its own; the budget and what is learnt of
+    // the endpoint's batch limit are shared.
     let new_client = || -> Result<RpcClient> {
-        Ok(RpcClient::new(&rpc_url)
+        Ok(RpcClient::for_endpoint(endpoint.clone())
             .context("--upstream")?
-            .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
-            .with_max_response_bytes(args.upstream_max_body_bytes))
+            .with_timeout(client.timeout())
+            .with_max_response_bytes(args.upstream_max_body_bytes)
+            .sharing_limits_of(&client))
     };
-    let client = new_client()?;
     let retain_blocks = (args.retain_blocks > 0).then_some(args.retain_blocks);
     let store_config = StoreConfig {
         retain_blocks,
@@ -385,17 +492,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             args.data_dir.clone(),
             store_config,
             ingest_config,
-            rpc_url.clone(),
         ))
         .await
         .context("ingest's runtime")??;
     let identity = follower.identity();
     let view = Arc::new(IngestView {
         status: follower.status(),
-        url: crate::config::redact(&rpc_url),
+        url: endpoint.shown().clone(),
+        upstream: client.clone(),
     });
     let reader = follower.reader();
-    tracing::info!(listen = %args.listen, chain_id = identity.chain_id, upstream = %crate::config::redact(&rpc_url), "serving");
+    tracing::info!(listen = %args.listen, chain_id = identity.chain_id, upstream = %endpoint, "serving");
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let wake = Arc::new(tokio::sync::Notify::new());
@@ -404,8 +511,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| neve_ingest::heads::derive_ws_url(&rpc_url));
     if ws_url != "none" {
+        let ws = endpoint.with_url(&ws_url).context("--ws-url")?;
         ingest_runtime.spawn(neve_ingest::heads::follow_heads(
-            ws_url,
+            ws,
             wake.clone(),
             stopped.clone(),
         ));
@@ -491,7 +599,6 @@ async fn connect_follower(
     data_dir: PathBuf,
     store_config: StoreConfig,
     ingest_config: IngestConfig,
-    rpc_url: String,
 ) -> Result<Follower> {
     let mut backoff = Duration::from_millis(200);
     loop {
@@ -505,15 +612,34 @@ async fn connect_follower(
         {
             Ok(follower) => return Ok(follower),
             Err(error) if error.is_transient() => {
-                tracing::warn!(%error, retry_in = ?backoff, "upstream not ready");
-                tokio::time::sleep(backoff).await;
+                // A store already here is served while the upstream is
+                // out of reach (or refuses the key); the supervisor keeps
+                // trying it.
+                let why = format!("{error}");
+                if let Some(follower) = Follower::offline(
+                    client.clone(),
+                    &data_dir,
+                    store_config.clone(),
+                    ingest_config.clone(),
+                    why,
+                )
+                .await
+                .with_context(|| format!("opening {}", data_dir.display()))?
+                {
+                    tracing::warn!(%error, "upstream not reachable; serving the stored tail while retrying");
+                    return Ok(follower);
+                }
+                let pause = backoff.max(error.retry_after().unwrap_or_default())
+                    + neve_upstream::jitter(backoff / 4);
+                tracing::warn!(%error, retry_in = ?pause, "upstream not ready");
+                tokio::time::sleep(pause).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
             Err(error) => {
                 return Err(error).with_context(|| {
                     format!(
                         "connecting to {} and opening {}",
-                        crate::config::redact(&rpc_url),
+                        client.url(),
                         data_dir.display()
                     )
                 });

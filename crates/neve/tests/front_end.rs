@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use neve_devnet::{NodeProcess, free_ports};
+use neve_devnet::free_ports;
 use neve_upstream::{RpcClient, quantity};
 use serde_json::{Value, json};
 use support::*;
@@ -19,7 +19,7 @@ use support::*;
 /// `neve/upstreams.conf` and `neve/listen.conf`: the mirrors at `mirrors`,
 /// the full node at `node` (host:port each).
 struct FrontEnd {
-    _nginx: NodeProcess,
+    _nginx: Nginx,
     url: String,
 }
 
@@ -28,63 +28,34 @@ fn host_port(url: &str) -> &str {
 }
 
 fn start_front_end(mirrors: &[&str], node: &str) -> FrontEnd {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().display();
     let [port] = free_ports();
-    std::fs::create_dir_all(dir.path().join("neve")).unwrap();
     let servers: String = mirrors
         .iter()
         .map(|m| format!("    server {m} max_fails=1 fail_timeout=5s;\n"))
         .collect();
-    std::fs::write(
-        dir.path().join("neve/upstreams.conf"),
-        format!(
-            "upstream neve_mirrors {{\n    zone neve_mirrors 64k;\n{servers}    keepalive 16;\n}}\n\
-             upstream full_node {{\n    server {node};\n    keepalive 4;\n}}\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("neve/listen.conf"),
-        format!("listen 127.0.0.1:{port};\n"),
-    )
-    .unwrap();
     let shipped: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/nginx/neve.conf")
         .canonicalize()
         .unwrap();
-    let conf = dir.path().join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n  \
-             fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n  \
-             include {};\n}}\n",
-            shipped.display()
-        ),
-    )
-    .unwrap();
-    let args = vec![
-        "-e".to_owned(),
-        format!("{d}/error.log"),
-        "-c".to_owned(),
-        conf.display().to_string(),
-    ];
-    let nginx = NodeProcess::spawn("nginx", Path::new("/usr/sbin/nginx"), &args, dir)
-        .expect("nginx (scripts/install-deps.sh installs it)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            nginx.exit_status().is_none() && Instant::now() < deadline,
-            "nginx did not start:\n{}",
-            nginx.log_tail(20)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let site = |dir: &Path| {
+        std::fs::create_dir_all(dir.join("neve")).unwrap();
+        std::fs::write(
+            dir.join("neve/upstreams.conf"),
+            format!(
+                "upstream neve_mirrors {{\n    zone neve_mirrors 64k;\n{servers}    keepalive 16;\n}}\n\
+                 upstream full_node {{\n    server {node};\n    keepalive 4;\n}}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("neve/listen.conf"),
+            format!("listen 127.0.0.1:{port};\n"),
+        )
+        .unwrap();
+        format!("  access_log off;\n  include {};", shipped.display())
+    };
     FrontEnd {
-        _nginx: nginx,
+        _nginx: Nginx::start(site, &[port]),
         url: format!("http://127.0.0.1:{port}"),
     }
 }

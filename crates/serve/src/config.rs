@@ -50,8 +50,8 @@ pub trait ChainView: Send + Sync + 'static {
 /// The upstream's state for `/health`.
 #[derive(Clone, Debug, Default)]
 pub struct UpstreamHealth {
-    /// Its URL, without credentials.
-    pub url: String,
+    /// Its URL, credentials masked.
+    pub url: neve_upstream::RedactedUrl,
     /// Whether the last exchange with it succeeded.
     pub connected: bool,
     /// Seconds since the last exchange that succeeded.
@@ -65,6 +65,9 @@ pub struct UpstreamHealth {
     /// blocks are stored without raw data and those methods answer 421.
     /// `None` until probed.
     pub raw_data: Option<bool>,
+    /// Why no request goes to the upstream now, if none does: it refused
+    /// with 429 or 503 and the pause it asked for (or neve's backoff) runs.
+    pub waiting: Option<String>,
 }
 
 /// Largest request body. Large enough for a 1,000-element batch of log

@@ -189,7 +189,7 @@ impl Server {
         format!(
             "{{\"status\":\"{status}\",\"chain_id\":{chain_id},\"genesis_hash\":\"0x{}\",\"version\":\"{}\",\"uptime_seconds\":{:.0},\
              \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
-             \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{},\"last_error\":{},\"raw_data\":{}}},\
+             \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{},\"last_error\":{},\"raw_data\":{},\"waiting\":{}}},\
              \"follower\":{{\"running\":{},\"restarts\":{}}},\
              \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{},\"write_error\":{}}},\
              \"state\":{},\"memory\":{{\"rss_bytes\":{}}}}}",
@@ -202,13 +202,14 @@ impl Server {
             opt(self.ctx.chain.safe()),
             opt(self.ctx.chain.finalized()),
             opt(behind),
-            serde_json::to_string(&upstream.url).expect("strings serialise"),
+            serde_json::to_string(upstream.url.as_str()).expect("strings serialise"),
             upstream.connected,
             opt(self.ctx.chain.upstream_head()),
             optf(upstream.last_contact_age_seconds),
             optf(upstream.last_block_age_seconds),
             serde_json::to_string(&upstream.last_error).expect("strings serialise"),
             upstream.raw_data.map_or("null".into(), |b| b.to_string()),
+            serde_json::to_string(&upstream.waiting).expect("strings serialise"),
             self.ctx.chain.following(),
             self.ctx.chain.follower_restarts(),
             stats.bytes,

@@ -912,6 +912,16 @@ fn list_segments(dir: &Path) -> Result<Vec<u64>, StoreError> {
     Ok(segments)
 }
 
+/// The identity of the store in `dir`, if one is there and its META reads:
+/// lets a store be opened while the upstream that would name the chain
+/// cannot be reached.
+pub fn stored_identity(dir: &Path) -> Option<Identity> {
+    match format::decode_meta(&std::fs::read(dir.join(META_FILE)).ok()?) {
+        format::MetaRead::Ok(meta) => Some(meta.identity),
+        _ => None,
+    }
+}
+
 fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Meta, StoreError> {
     let path = dir.join(META_FILE);
     match std::fs::read(&path) {

@@ -1,7 +1,9 @@
 //! upstream: talks JSON-RPC to the node neve follows.
 //!
 //! Owns the HTTP transport to an upstream node (keep-alive connection pool,
-//! per-call timeout, batches) and the typed errors a call can end in. It keeps
+//! TLS, credentials, per-call timeout, batches cut to what the endpoint
+//! accepts, one request budget with `Retry-After` obeyed) and the typed
+//! errors a call can end in, which show URLs only redacted. It keeps
 //! results as raw JSON bytes ([`RawValue`]) so callers can store exactly what
 //! the node sent; it knows nothing of the store or of serving.
 //!
@@ -10,13 +12,15 @@
 //! many calls in one HTTP request.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body as _;
 use hyper::{Method, Request, StatusCode, Uri, header};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{Client, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
@@ -26,7 +30,17 @@ use serde_json::value::RawValue;
 pub use serde_json::Value;
 
 mod capabilities;
+mod endpoint;
+mod pacing;
+pub mod tls;
+pub mod ws;
 pub use capabilities::StateWindow;
+pub use endpoint::{Endpoint, MASK, RedactedUrl};
+pub use pacing::{Pacing, PacingStats, jitter, parse_retry_after};
+
+/// Most calls sent in one batch unless the endpoint's refusals teach fewer
+/// (geth's `--rpc.batch-request-limit` default). Default is 1,000.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
 
 /// How long one HTTP exchange may take before it fails with
 /// [`RpcError::Timeout`]. Generous because a loaded node can take seconds to
@@ -47,11 +61,12 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 256 << 20;
 /// A JSON-RPC call that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
-    /// The URL could not be parsed as an `http://` URI.
-    #[error("invalid upstream URL {url:?}: {reason}")]
+    /// The URL could not be parsed, or names a scheme this client does not
+    /// speak.
+    #[error("invalid upstream URL {url}: {reason}")]
     InvalidUrl {
-        /// The URL as given.
-        url: String,
+        /// The URL as given, redacted.
+        url: RedactedUrl,
         /// Why it was refused.
         reason: String,
     },
@@ -59,7 +74,7 @@ pub enum RpcError {
     #[error("transport error talking to {url}: {reason}")]
     Transport {
         /// The endpoint.
-        url: String,
+        url: RedactedUrl,
         /// The underlying error, rendered.
         reason: String,
     },
@@ -67,19 +82,20 @@ pub enum RpcError {
     #[error("{url} did not answer within {timeout:?}")]
     Timeout {
         /// The endpoint.
-        url: String,
+        url: RedactedUrl,
         /// The timeout that elapsed.
         timeout: Duration,
     },
-    /// The node answered with a non-2xx HTTP status.
-    #[error("HTTP {status} from {url}: {snippet}")]
+    /// The node answered with a status that is not a JSON-RPC answer:
+    /// 401 and 403 (the key), 429 and 5xx.
+    #[error("HTTP {status} from {url}{}: {snippet}", advice(*status))]
     Http {
         /// The status code.
         status: u16,
         /// The value of a `Retry-After` header in seconds, if any.
         retry_after: Option<u64>,
         /// The endpoint.
-        url: String,
+        url: RedactedUrl,
         /// The start of the body.
         snippet: String,
     },
@@ -95,7 +111,7 @@ pub enum RpcError {
     #[error("{url} sent a body over {limit} bytes; not read further")]
     TooLarge {
         /// The endpoint.
-        url: String,
+        url: RedactedUrl,
         /// The client's limit.
         limit: usize,
     },
@@ -111,11 +127,15 @@ pub enum RpcError {
 
 impl RpcError {
     /// Whether retrying the same call later may succeed (transport trouble,
-    /// timeouts, 429 and 5xx), as opposed to an answer that will not change.
+    /// timeouts, 429 and 5xx, and a refused key, which an operator may fix
+    /// or a provider restore while neve keeps serving its tail), as opposed
+    /// to an answer that will not change.
     pub fn is_transient(&self) -> bool {
         match self {
             RpcError::Transport { .. } | RpcError::Timeout { .. } => true,
-            RpcError::Http { status, .. } => *status == 429 || *status >= 500,
+            RpcError::Http { status, .. } => {
+                matches!(*status, 401 | 403 | 408 | 429) || *status >= 500
+            }
             RpcError::InvalidUrl { .. }
             | RpcError::Malformed { .. }
             | RpcError::TooLarge { .. }
@@ -124,25 +144,57 @@ impl RpcError {
     }
 }
 
+/// What to do about a status, appended to its message.
+fn advice(status: u16) -> &'static str {
+    match status {
+        401 | 403 => {
+            " (the endpoint refused the credentials: check the key in the URL or --upstream-header)"
+        }
+        429 => " (rate limited: waiting as asked; --upstream-rps sets neve's own budget)",
+        _ => "",
+    }
+}
+
 /// One element of a batch answer: the raw result, or the error the node gave
 /// for that element.
 pub type BatchItem = Result<Box<RawValue>, RpcError>;
 
-/// A batch's answer as received, decoded on demand.
+/// A batch's answer as received, decoded on demand: one body per batch sent
+/// (a batch larger than the endpoint accepts goes out in parts).
 #[derive(Debug)]
 pub struct BatchAnswer {
+    parts: Vec<Part>,
+}
+
+/// One exchange's answer: `count` calls with ids from `first`, as an array,
+/// or as one object when a single call was sent alone.
+#[derive(Debug)]
+struct Part {
     bytes: Bytes,
     first: u64,
     count: usize,
+    single: bool,
 }
 
 impl BatchAnswer {
     /// Each call's answer, in the order the calls were given, borrowed from
     /// the body: the result's raw bytes, or the node's error for that call.
     pub fn items(&self) -> Result<Vec<Result<&RawValue, RpcError>>, RpcError> {
+        let mut out = Vec::with_capacity(self.parts.iter().map(|p| p.count).sum());
+        for part in &self.parts {
+            part.items(&mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Part {
+    fn items<'a>(&'a self, out: &mut Vec<Result<&'a RawValue, RpcError>>) -> Result<(), RpcError> {
         let bytes = &self.bytes;
-        if self.count == 0 {
-            return Ok(Vec::new());
+        if self.single {
+            let response: ResponseObject<'_> = decode(bytes)?;
+            out.push(into_result(response));
+            return Ok(());
         }
         let responses: Vec<ResponseObject<'_>> = match decode(bytes) {
             Ok(responses) => responses,
@@ -159,30 +211,34 @@ impl BatchAnswer {
                 by_id.insert(id, response);
             }
         }
-        (0..self.count as u64)
-            .map(|i| {
+        for i in 0..self.count as u64 {
+            out.push(
                 by_id
                     .remove(&(self.first + i))
                     .map(into_result)
                     .ok_or_else(|| RpcError::Malformed {
                         reason: format!("batch answer lacks id {}", self.first + i),
                         snippet: snippet(bytes),
-                    })
-            })
-            .collect()
+                    })?,
+            );
+        }
+        Ok(())
     }
 }
 
-/// A JSON-RPC client over HTTP/1.1 with a keep-alive pool; cheap to clone.
+/// A JSON-RPC client over HTTP/1.1 (plain or TLS) with a keep-alive pool;
+/// cheap to clone, and clones share the pool, the request budget and what
+/// was learnt of the endpoint's batch limit.
 #[derive(Clone, Debug)]
 pub struct RpcClient {
-    url: String,
-    uri: Uri,
-    http: Client<HttpConnector, Full<Bytes>>,
+    endpoint: Endpoint,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
     max_response_bytes: usize,
     authorization: Option<hyper::header::HeaderValue>,
-    next_id: std::sync::Arc<AtomicU64>,
+    next_id: Arc<AtomicU64>,
+    pacing: Arc<Pacing>,
+    max_batch: Arc<AtomicUsize>,
 }
 
 #[derive(Serialize)]
@@ -211,34 +267,84 @@ struct ErrorObject {
 }
 
 impl RpcClient {
-    /// A client for `url` (`http://host:port/path`).
+    /// A client for `url` (`http://` or `https://`, credentials in any form
+    /// [`Endpoint`] reads).
     pub fn new(url: &str) -> Result<Self, RpcError> {
-        let uri: Uri =
-            url.parse()
-                .map_err(|e: hyper::http::uri::InvalidUri| RpcError::InvalidUrl {
-                    url: url.to_owned(),
-                    reason: e.to_string(),
-                })?;
-        if uri.scheme_str() != Some("http") {
+        RpcClient::for_endpoint(Endpoint::parse(url)?)
+    }
+
+    /// A client for a parsed endpoint (with headers added).
+    pub fn for_endpoint(endpoint: Endpoint) -> Result<Self, RpcError> {
+        if !matches!(endpoint.uri().scheme_str(), Some("http" | "https")) {
             return Err(RpcError::InvalidUrl {
-                url: url.to_owned(),
-                reason: "only http:// upstreams are supported".into(),
+                url: endpoint.shown().clone(),
+                reason: "JSON-RPC goes over http:// or https://".into(),
             });
         }
+        let tls = match tls::client_config() {
+            Ok(config) => config,
+            Err(reason) if endpoint.is_tls() => {
+                return Err(RpcError::InvalidUrl {
+                    url: endpoint.shown().clone(),
+                    reason,
+                });
+            }
+            // A plain-HTTP client never uses it.
+            Err(_) => tls::untrusting(),
+        };
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*tls).clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
         Ok(RpcClient {
-            url: url.to_owned(),
-            uri,
+            endpoint,
             http,
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             authorization: None,
             next_id: Default::default(),
+            pacing: Arc::new(Pacing::new(0.0)),
+            max_batch: Arc::new(AtomicUsize::new(DEFAULT_MAX_BATCH)),
         })
+    }
+
+    /// The same client drawing on `pacing` (a budget shared with every
+    /// other client of the same upstream).
+    pub fn with_pacing(mut self, pacing: Arc<Pacing>) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
+    /// The same client sharing `other`'s request budget and learnt batch
+    /// limit (a client of the same upstream with a pool of its own).
+    pub fn sharing_limits_of(mut self, other: &RpcClient) -> Self {
+        self.pacing = other.pacing.clone();
+        self.max_batch = other.max_batch.clone();
+        self
+    }
+
+    /// The pacing this client draws on.
+    pub fn pacing(&self) -> &Arc<Pacing> {
+        &self.pacing
+    }
+
+    /// The same client sending at most `calls` calls per batch (at least
+    /// one); the endpoint's refusals may lower it further.
+    pub fn with_max_batch(mut self, calls: usize) -> Self {
+        self.max_batch = Arc::new(AtomicUsize::new(calls.max(1)));
+        self
+    }
+
+    /// The most calls a batch carries now (set, or learnt from refusals).
+    pub fn max_batch(&self) -> usize {
+        self.max_batch.load(Ordering::Relaxed)
     }
 
     /// The same client with another limit on answer bodies; see
@@ -266,9 +372,14 @@ impl RpcClient {
         self
     }
 
-    /// The URL this client posts to.
+    /// The URL this client posts to, redacted.
     pub fn url(&self) -> &str {
-        &self.url
+        self.endpoint.shown().as_str()
+    }
+
+    /// The endpoint (credentials included) this client posts to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// Calls `method` and decodes its result as `T`.
@@ -326,33 +437,54 @@ impl RpcClient {
         &self,
         calls: &[(&str, P)],
     ) -> Result<BatchAnswer, RpcError> {
-        if calls.is_empty() {
-            return Ok(BatchAnswer {
-                bytes: Bytes::from_static(b"[]"),
-                first: 0,
-                count: 0,
-            });
+        'again: loop {
+            let cap = self.max_batch();
+            let mut parts = Vec::with_capacity(calls.len().div_ceil(cap));
+            for chunk in calls.chunks(cap) {
+                let first = self
+                    .next_id
+                    .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                let single = chunk.len() == 1 && cap == 1;
+                let requests: Vec<_> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (method, params))| RequestObject {
+                        jsonrpc: "2.0",
+                        id: first + i as u64,
+                        method,
+                        params,
+                    })
+                    .collect();
+                let body = if single {
+                    serde_json::to_vec(&requests[0])
+                } else {
+                    serde_json::to_vec(&requests)
+                }
+                .expect("request serialises");
+                let (status, bytes) = self.post(Bytes::from(body)).await?;
+                if chunk.len() > 1 && refuses_batch(status, &bytes) {
+                    let fewer = (chunk.len() / 2).max(1);
+                    let before = self.max_batch.fetch_min(fewer, Ordering::Relaxed);
+                    if before > fewer {
+                        tracing::warn!(
+                            url = %self.endpoint,
+                            calls = chunk.len(),
+                            now = fewer,
+                            answer = %snippet(&self.endpoint.scrub(&String::from_utf8_lossy(&bytes)).into_bytes()),
+                            "the upstream refused a batch; sending smaller batches"
+                        );
+                    }
+                    continue 'again;
+                }
+                parts.push(Part {
+                    bytes,
+                    first,
+                    count: chunk.len(),
+                    single,
+                });
+            }
+            return Ok(BatchAnswer { parts });
         }
-        let first = self
-            .next_id
-            .fetch_add(calls.len() as u64, Ordering::Relaxed);
-        let requests: Vec<_> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, (method, params))| RequestObject {
-                jsonrpc: "2.0",
-                id: first + i as u64,
-                method,
-                params,
-            })
-            .collect();
-        let body = serde_json::to_vec(&requests).expect("request serialises");
-        let (_, bytes) = self.post(Bytes::from(body)).await?;
-        Ok(BatchAnswer {
-            bytes,
-            first,
-            count: calls.len(),
-        })
     }
 
     /// Posts a prepared body and returns the status and body as received.
@@ -361,41 +493,60 @@ impl RpcClient {
     pub async fn post(&self, body: Bytes) -> Result<(StatusCode, Bytes), RpcError> {
         let mut request = Request::builder()
             .method(Method::POST)
-            .uri(self.uri.clone())
+            .uri(self.endpoint.uri().clone())
             .header(header::CONTENT_TYPE, "application/json");
+        for (name, value) in self.endpoint.headers() {
+            request = request.header(name, value.clone());
+        }
         if let Some(value) = &self.authorization {
             request = request.header(header::AUTHORIZATION, value.clone());
         }
         let request = request.body(Full::new(body)).expect("request builds");
+        self.pacing.admit().await;
         let exchange = async {
             let response = self
                 .http
                 .request(request)
                 .await
-                .map_err(|e| self.transport(e))?;
+                .map_err(|e| self.transport(&e))?;
             let status = response.status();
             let retry_after = response
                 .headers()
                 .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok());
+                .and_then(parse_retry_after);
             let bytes = self.read_capped(response.into_body()).await?;
-            if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-                return Err(RpcError::Http {
-                    status: status.as_u16(),
-                    retry_after,
-                    url: self.url.clone(),
-                    snippet: snippet(&bytes),
-                });
-            }
-            Ok((status, bytes))
+            self.judge(status, retry_after)
+                .map(|()| (status, bytes.clone()))
+                .map_err(|status| RpcError::Http {
+                    status,
+                    retry_after: retry_after.map(|d| d.as_secs_f64().ceil() as u64),
+                    url: self.endpoint.shown().clone(),
+                    snippet: self.endpoint.scrub(&snippet(&bytes)),
+                })
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| RpcError::Timeout {
-                url: self.url.clone(),
+                url: self.endpoint.shown().clone(),
                 timeout: self.timeout,
             })?
+    }
+
+    /// Whether an answer's status is one a JSON-RPC server answers with
+    /// (2xx, and 400 or 421 with a JSON-RPC body), telling the pacing of
+    /// refusals and answers. `Err` carries a status that is an error.
+    fn judge(&self, status: StatusCode, retry_after: Option<Duration>) -> Result<(), u16> {
+        let code = status.as_u16();
+        if code == 429 || code == 503 {
+            self.pacing.refused(retry_after);
+            return Err(code);
+        }
+        if matches!(code, 401 | 403 | 407) || status.is_server_error() {
+            return Err(code);
+        }
+        self.pacing.answered();
+        Ok(())
     }
 
     /// `GET path` on the same host (for another neve's `/health` and
@@ -406,35 +557,53 @@ impl RpcClient {
         &self,
         path_and_query: &str,
     ) -> Result<(StatusCode, BodyStream), RpcError> {
-        let mut parts = self.uri.clone().into_parts();
+        let mut parts = self.endpoint.uri().clone().into_parts();
         parts.path_and_query = Some(path_and_query.parse().map_err(
             |e: hyper::http::uri::InvalidUri| RpcError::InvalidUrl {
-                url: path_and_query.to_owned(),
+                url: RedactedUrl::of(path_and_query),
                 reason: e.to_string(),
             },
         )?);
         let uri = Uri::from_parts(parts).map_err(|e| RpcError::InvalidUrl {
-            url: self.url.clone(),
+            url: self.endpoint.shown().clone(),
             reason: e.to_string(),
         })?;
-        let request = Request::builder()
-            .method(Method::GET)
-            .uri(uri)
+        let mut request = Request::builder().method(Method::GET).uri(uri);
+        for (name, value) in self.endpoint.headers() {
+            request = request.header(name, value.clone());
+        }
+        let request = request
             .body(Full::new(Bytes::new()))
             .expect("request builds");
+        self.pacing.admit().await;
         let response = tokio::time::timeout(self.timeout, self.http.request(request))
             .await
             .map_err(|_| RpcError::Timeout {
-                url: self.url.clone(),
+                url: self.endpoint.shown().clone(),
                 timeout: self.timeout,
             })?
-            .map_err(|e| self.transport(e))?;
+            .map_err(|e| self.transport(&e))?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        // A 5xx is the caller's to judge (another neve's /health answers
+        // 503 with a body worth reading); a refused key or 429 is not.
+        if let Err(code @ (401 | 403 | 407 | 429)) = self.judge(status, retry_after) {
+            return Err(RpcError::Http {
+                status: code,
+                retry_after: retry_after.map(|d| d.as_secs_f64().ceil() as u64),
+                url: self.endpoint.shown().clone(),
+                snippet: String::new(),
+            });
+        }
         Ok((
             status,
             BodyStream {
                 body: response.into_body(),
-                url: self.url.clone(),
+                url: self.endpoint.shown().clone(),
             },
         ))
     }
@@ -445,7 +614,7 @@ impl RpcClient {
         let body = tokio::time::timeout(self.timeout, self.read_capped(stream.body))
             .await
             .map_err(|_| RpcError::Timeout {
-                url: self.url.clone(),
+                url: self.endpoint.shown().clone(),
                 timeout: self.timeout,
             })??;
         Ok((status, body))
@@ -456,7 +625,7 @@ impl RpcClient {
     /// answer costs at most the limit.
     async fn read_capped(&self, body: hyper::body::Incoming) -> Result<Bytes, RpcError> {
         let too_large = || RpcError::TooLarge {
-            url: self.url.clone(),
+            url: self.endpoint.shown().clone(),
             limit: self.max_response_bytes,
         };
         if body
@@ -472,22 +641,63 @@ impl RpcClient {
         {
             Ok(collected) => Ok(collected.to_bytes()),
             Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(error) => Err(self.transport(error)),
+            Err(error) => Err(self.transport(&*error)),
         }
     }
 
-    fn transport(&self, e: impl std::fmt::Display) -> RpcError {
+    fn transport(&self, e: &dyn std::error::Error) -> RpcError {
+        let reason = self.endpoint.scrub(&error_chain(e));
+        let reason = match tls::hint(&reason) {
+            Some(hint) => format!("{reason}; {hint}"),
+            None => reason,
+        };
         RpcError::Transport {
-            url: self.url.clone(),
-            reason: e.to_string(),
+            url: self.endpoint.shown().clone(),
+            reason,
         }
+    }
+}
+
+/// An error and its causes, `: `-joined: hyper's own message ("client
+/// error (Connect)") says nothing of a refused certificate below it.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
+/// Whether an answer to a batch of several calls refuses the batch as such
+/// (too many calls, or batches not offered), not the calls in it: HTTP 413,
+/// or one error object instead of an array that says `batch` or is
+/// geth's invalid-request code.
+fn refuses_batch(status: StatusCode, bytes: &[u8]) -> bool {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return true;
+    }
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return status == StatusCode::BAD_REQUEST;
+    }
+    match serde_json::from_slice::<ResponseObject<'_>>(bytes) {
+        Ok(ResponseObject {
+            error: Some(error), ..
+        }) => error.code == -32600 || error.message.to_ascii_lowercase().contains("batch"),
+        _ => status == StatusCode::BAD_REQUEST,
     }
 }
 
 /// The body of a streamed GET, chunk by chunk.
 pub struct BodyStream {
     body: hyper::body::Incoming,
-    url: String,
+    url: RedactedUrl,
 }
 
 impl BodyStream {
@@ -499,7 +709,7 @@ impl BodyStream {
                 Some(Err(e)) => {
                     return Err(RpcError::Transport {
                         url: self.url.clone(),
-                        reason: e.to_string(),
+                        reason: error_chain(&e),
                     });
                 }
                 Some(Ok(frame)) => {
@@ -593,11 +803,28 @@ mod tests {
     }
 
     #[test]
-    fn only_http_urls_are_accepted() {
+    fn http_and_https_urls_are_accepted_and_refusals_hide_the_key() {
         assert!(RpcClient::new("http://127.0.0.1:8545").is_ok());
-        assert!(matches!(
-            RpcClient::new("ws://127.0.0.1:8546"),
-            Err(RpcError::InvalidUrl { .. })
-        ));
+        assert!(RpcClient::new("https://127.0.0.1:8545/?token=s3cret").is_ok());
+        let refused = RpcClient::new("ws://127.0.0.1:8546/?token=s3cret").unwrap_err();
+        assert!(matches!(refused, RpcError::InvalidUrl { .. }));
+        assert!(!refused.to_string().contains("s3cret"), "{refused}");
+    }
+
+    #[test]
+    fn a_batch_refused_as_such_is_told_from_refused_calls() {
+        let too_many =
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}"#;
+        assert!(refuses_batch(StatusCode::OK, too_many));
+        let not_offered =
+            br#"{"id":null,"error":{"code":-32000,"message":"Batch requests are not supported"}}"#;
+        assert!(refuses_batch(StatusCode::OK, not_offered));
+        assert!(refuses_batch(StatusCode::PAYLOAD_TOO_LARGE, b"<html>"));
+        assert!(refuses_batch(StatusCode::BAD_REQUEST, b"<html>"));
+        let answered =
+            br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no batch"}}]"#;
+        assert!(!refuses_batch(StatusCode::OK, answered));
+        let limited = br#"{"id":null,"error":{"code":-32005,"message":"limit exceeded"}}"#;
+        assert!(!refuses_batch(StatusCode::OK, limited));
     }
 }

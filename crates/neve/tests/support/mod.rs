@@ -446,3 +446,65 @@ fn launch(args: &[String], log: &std::path::Path) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// nginx (Debian's, installed by scripts/install-deps.sh) running the
+/// `http { … }` body that `http` writes for its directory, killed on drop.
+pub struct Nginx {
+    process: neve_devnet::NodeProcess,
+    /// Its directory: configuration, logs, temp files.
+    pub dir: std::path::PathBuf,
+}
+
+impl Nginx {
+    /// Starts nginx with `http(dir)` as its `http` block's body and waits
+    /// until every port of `ports` accepts connections.
+    pub fn start(http: impl FnOnce(&std::path::Path) -> String, ports: &[u16]) -> Nginx {
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let d = path.display();
+        let conf = path.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+                 events {{ worker_connections 1024; }}\n\
+                 http {{\n  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n  \
+                 fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+                 {}\n}}\n",
+                http(&path)
+            ),
+        )
+        .unwrap();
+        let args = vec![
+            "-e".to_owned(),
+            format!("{d}/error.log"),
+            "-c".to_owned(),
+            conf.display().to_string(),
+        ];
+        let process = neve_devnet::NodeProcess::spawn(
+            "nginx",
+            std::path::Path::new("/usr/sbin/nginx"),
+            &args,
+            dir,
+        )
+        .expect("nginx (scripts/install-deps.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for port in ports {
+            while std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
+                assert!(
+                    process.exit_status().is_none() && Instant::now() < deadline,
+                    "nginx did not start:\n{}",
+                    process.log_tail(20)
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Nginx { process, dir: path }
+    }
+
+    /// Its error log's last lines, for failure messages.
+    pub fn log_tail(&self) -> String {
+        self.process.log_tail(20)
+    }
+}

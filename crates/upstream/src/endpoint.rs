@@ -1,0 +1,367 @@
+//! An upstream's address with its credentials kept apart from how it is
+//! shown. Providers put keys in the path (`/v3/KEY`), the query
+//! (`?token=`, `?apikey=`), the user info (`user:pass@`, sent as Basic
+//! auth) or a header (`Authorization: Bearer …`); an [`Endpoint`] holds all
+//! of them and shows itself only as a [`RedactedUrl`], which is the one kind
+//! of URL an error, a log line or a status page can carry.
+
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use hyper::Uri;
+use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
+
+use crate::RpcError;
+
+/// What stands in for a secret wherever a URL or a message is shown.
+pub const MASK: &str = "***";
+
+/// A URL as it may be shown: credentials masked. Only made by redacting, so
+/// a value of this type cannot carry a key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedactedUrl(Arc<str>);
+
+impl RedactedUrl {
+    /// `url` with its user info, secret-looking path segments, query values
+    /// and fragment masked; works on any text, parseable or not.
+    pub fn of(url: &str) -> RedactedUrl {
+        RedactedUrl(redact(url).into())
+    }
+
+    /// The shown form.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RedactedUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where an upstream is and how to present oneself to it.
+#[derive(Clone)]
+pub struct Endpoint {
+    uri: Uri,
+    shown: RedactedUrl,
+    secrets: Arc<[String]>,
+    headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.shown)
+            .field("headers", &self.headers.len())
+            .finish()
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shown.fmt(f)
+    }
+}
+
+impl Endpoint {
+    /// Parses `url` (`http`, `https`, `ws` or `wss`). User info becomes a
+    /// Basic `Authorization` header and is left out of the request URI.
+    pub fn parse(url: &str) -> Result<Endpoint, RpcError> {
+        let invalid = |reason: &str| RpcError::InvalidUrl {
+            url: RedactedUrl::of(url),
+            reason: reason.to_owned(),
+        };
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| invalid("no scheme; use http://, https://, ws:// or wss://"))?;
+        if !matches!(scheme, "http" | "https" | "ws" | "wss") {
+            return Err(invalid(
+                "unsupported scheme; use http://, https://, ws:// or wss://",
+            ));
+        }
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let tail = tail.split('#').next().unwrap_or_default();
+        let (userinfo, host) = match authority.rsplit_once('@') {
+            Some((info, host)) => (Some(info), host),
+            None => (None, authority),
+        };
+        if host.is_empty() {
+            return Err(invalid("no host"));
+        }
+        let mut secrets = Vec::new();
+        let mut headers = Vec::new();
+        if let Some(info) = userinfo {
+            let (user, password) = info.split_once(':').unwrap_or((info, ""));
+            let user = percent_decode(user);
+            let password = percent_decode(password);
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            headers.push((AUTHORIZATION, sensitive(&format!("Basic {token}"))?));
+            secrets.extend([user, password, token]);
+        }
+        let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
+        secrets.extend(
+            path.split('/')
+                .filter(|segment| secret_like(segment))
+                .map(str::to_owned),
+        );
+        secrets.extend(
+            query
+                .split('&')
+                .map(|pair| pair.split_once('=').map_or(pair, |(_, value)| value))
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned),
+        );
+        let uri: Uri = format!("{scheme}://{host}{tail}")
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| invalid(&e.to_string()))?;
+        Ok(Endpoint {
+            uri,
+            shown: RedactedUrl::of(url),
+            secrets: secrets.into_iter().filter(|s| s.len() >= 4).collect(),
+            headers: headers.into(),
+        })
+    }
+
+    /// The same endpoint sending `header` (a `Name: value` line, as curl's
+    /// `-H`) with every request; its value counts as a secret.
+    pub fn with_header(mut self, header: &str) -> Result<Endpoint, RpcError> {
+        let invalid = |reason: String| RpcError::InvalidUrl {
+            url: self.shown.clone(),
+            reason,
+        };
+        let (name, value) = header
+            .split_once(':')
+            .ok_or_else(|| invalid("a header is `Name: value`".into()))?;
+        let name: HeaderName = name
+            .trim()
+            .parse()
+            .map_err(|_| invalid(format!("{:?} is not a header name", name.trim())))?;
+        let value = value.trim();
+        let mut headers = self.headers.to_vec();
+        headers.push((name, sensitive(value)?));
+        let mut secrets = self.secrets.to_vec();
+        secrets.push(value.to_owned());
+        // `Bearer KEY`: the key alone may turn up in a message too.
+        secrets.extend(
+            value
+                .split_whitespace()
+                .skip(1)
+                .filter(|s| s.len() >= 4)
+                .map(str::to_owned),
+        );
+        self.headers = headers.into();
+        self.secrets = secrets.into();
+        Ok(self)
+    }
+
+    /// The same credentials at another URL of the same provider (the
+    /// WebSocket that goes with an RPC URL).
+    pub fn with_url(&self, url: &str) -> Result<Endpoint, RpcError> {
+        let mut other = Endpoint::parse(url)?;
+        if other.headers.is_empty() {
+            other.headers = self.headers.clone();
+        }
+        let mut secrets = self.secrets.to_vec();
+        secrets.extend(other.secrets.iter().cloned());
+        other.secrets = secrets.into();
+        Ok(other)
+    }
+
+    /// The URI requests go to (user info removed). Never for display.
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// Whether the scheme is `https` or `wss`.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.uri.scheme_str(), Some("https" | "wss"))
+    }
+
+    /// The URL as it may be shown.
+    pub fn shown(&self) -> &RedactedUrl {
+        &self.shown
+    }
+
+    /// The headers every request carries (credentials).
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
+    }
+
+    /// `text` with every secret of this endpoint masked: for messages of
+    /// lower layers that might quote a request.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for secret in self.secrets.iter() {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), MASK);
+            }
+        }
+        out
+    }
+}
+
+fn sensitive(value: &str) -> Result<HeaderValue, RpcError> {
+    let mut value = HeaderValue::from_str(value).map_err(|_| RpcError::InvalidUrl {
+        url: RedactedUrl::of(""),
+        reason: "a header value has characters a header cannot carry".into(),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// A path segment that may be a key: anything but a short word. Provider
+/// keys are long mixes of letters and digits; `v3`, `ext`, `bc`, `C`,
+/// `rpc`, `mainnet` and the like are shown.
+fn secret_like(segment: &str) -> bool {
+    let word = segment.len() <= 16
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || matches!(b, b'-' | b'_' | b'.'));
+    segment.len() > 3 && !word
+}
+
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // Not a URL: nothing in it can be told apart from a key.
+        return if url.is_empty() {
+            String::new()
+        } else {
+            MASK.to_owned()
+        };
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let tail = tail.split('#').next().unwrap_or_default();
+    let mut out = format!("{scheme}://");
+    match authority.rsplit_once('@') {
+        Some((_, host)) => {
+            out.push_str(MASK);
+            out.push('@');
+            out.push_str(host);
+        }
+        None => out.push_str(authority),
+    }
+    let (path, query) = match tail.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (tail, None),
+    };
+    let segments: Vec<&str> = path
+        .split('/')
+        .map(|segment| if secret_like(segment) { MASK } else { segment })
+        .collect();
+    out.push_str(&segments.join("/"));
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) => format!("{name}={MASK}"),
+                None if pair.is_empty() => String::new(),
+                None => MASK.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap() * 16 + hex(l).unwrap()) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_of_key_is_masked_when_shown() {
+        for (url, shown) in [
+            (
+                "https://mainnet.example.io/v3/0123456789abcdef0123456789abcdef",
+                "https://mainnet.example.io/v3/***",
+            ),
+            (
+                "https://rpc.example.com/?token=s3cret&chain=1",
+                "https://rpc.example.com/?token=***&chain=***",
+            ),
+            (
+                "https://user:pa55word@node.example.com:8545/rpc",
+                "https://***@node.example.com:8545/rpc",
+            ),
+            (
+                "http://127.0.0.1:9650/ext/bc/C/rpc",
+                "http://127.0.0.1:9650/ext/bc/C/rpc",
+            ),
+            (
+                "wss://name.example.pro/Ab12Cd34Ef56/",
+                "wss://name.example.pro/***/",
+            ),
+            ("http://127.0.0.1:8545", "http://127.0.0.1:8545"),
+            ("not a url s3cret", "***"),
+        ] {
+            assert_eq!(RedactedUrl::of(url).as_str(), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn user_info_becomes_basic_auth_and_leaves_the_uri() {
+        let endpoint = Endpoint::parse("https://alice:open%20sesame@127.0.0.1:1/x").unwrap();
+        assert_eq!(endpoint.uri().to_string(), "https://127.0.0.1:1/x");
+        let (name, value) = &endpoint.headers()[0];
+        assert_eq!(name, AUTHORIZATION);
+        assert_eq!(value.to_str().unwrap(), "Basic YWxpY2U6b3BlbiBzZXNhbWU=");
+        assert!(value.is_sensitive());
+        assert_eq!(
+            endpoint.scrub("said open sesame and YWxpY2U6b3BlbiBzZXNhbWU="),
+            "said *** and ***"
+        );
+    }
+
+    #[test]
+    fn header_values_are_secrets_and_urls_share_credentials() {
+        let endpoint = Endpoint::parse("https://127.0.0.1:1/?apikey=k3y-k3y")
+            .unwrap()
+            .with_header("Authorization: Bearer t0k3n-abc")
+            .unwrap();
+        assert_eq!(endpoint.scrub("k3y-k3y then t0k3n-abc"), "*** then ***");
+        let ws = endpoint.with_url("wss://127.0.0.1:1/ws").unwrap();
+        assert!(ws.is_tls());
+        assert_eq!(ws.headers().len(), 1);
+        assert_eq!(ws.scrub("t0k3n-abc k3y-k3y"), "*** ***");
+        assert!(format!("{endpoint:?}").find("t0k3n").is_none());
+        assert!(
+            Endpoint::parse("http://h/")
+                .unwrap()
+                .with_header("no colon")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_url_redacted() {
+        for url in ["ftp://host/?token=s3cret", "://?token=s3cret", "s3cret"] {
+            let error = Endpoint::parse(url).unwrap_err().to_string();
+            assert!(!error.contains("s3cret"), "{error}");
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Good manners toward a shared endpoint: one request budget for every
+//! exchange with the upstream (backfill, live fetches, state fetch-through
+//! and prefetch all draw from it), a pause when the endpoint says
+//! `Retry-After` (429 or 503), a spacing learnt from refusals so an
+//! endpoint's unstated cap is met after a few of them rather than hit
+//! again after every pause, and counters an operator can read.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+/// Longest pause a `Retry-After` can impose: an endpoint asking for an hour
+/// is asked again after this. Default is 5 minutes.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// A refusal without `Retry-After` pauses every exchange this long, then
+/// doubles up to [`MAX_BACKOFF`] while refusals go on.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Longest pause after a refusal that gave no `Retry-After`. Default is 30 s.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The spacing a first refusal imposes (20 requests a second), doubled by
+/// each later refusal that comes after the pause of the one before.
+pub const FIRST_LEARNT_SPACING: Duration = Duration::from_millis(50);
+
+/// The widest learnt spacing: one request every 2 s.
+pub const MAX_LEARNT_SPACING: Duration = Duration::from_secs(2);
+
+/// Each answered request narrows the learnt spacing by this factor, so the
+/// rate creeps back up while the endpoint accepts it (about 30 answers
+/// halve the spacing).
+const LEARNT_DECAY: f64 = 0.977;
+
+/// The budget and pause shared by every client of one upstream.
+#[derive(Debug, Default)]
+pub struct Pacing {
+    /// Seconds between two requests (0: no budget).
+    interval: Duration,
+    /// The budget as given, for display.
+    per_second: f64,
+    schedule: Mutex<Schedule>,
+    refusals: AtomicU64,
+    waited_micros: AtomicU64,
+    requests: AtomicU64,
+    paused_until_unix_ms: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Schedule {
+    /// When the next request may leave (the budget).
+    next_slot: Option<Instant>,
+    /// No request leaves before this (a refusal's pause).
+    paused_until: Option<Instant>,
+    /// The pause the next refusal without `Retry-After` imposes.
+    backoff: Duration,
+    /// Spacing learnt from refusals (zero until the first).
+    learnt: Duration,
+}
+
+enum Wait {
+    Pause(Instant),
+    Slot(Instant),
+}
+
+/// What [`Pacing`] has counted, for `/metrics` and `/health`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PacingStats {
+    /// Requests sent to the upstream.
+    pub requests: u64,
+    /// 429 and 503 answers received.
+    pub refusals: u64,
+    /// Seconds requests spent waiting for the budget or a pause, summed.
+    pub waited_seconds: f64,
+    /// Seconds until the current pause ends, if one is in force.
+    pub paused_for_seconds: Option<f64>,
+    /// The budget in requests per second (0: none).
+    pub budget_per_second: f64,
+    /// The spacing learnt from refusals, in seconds (0: none).
+    pub learnt_spacing_seconds: f64,
+}
+
+impl Pacing {
+    /// At most `per_second` requests a second (0 or less: no budget, as for a
+    /// private node).
+    pub fn new(per_second: f64) -> Pacing {
+        Pacing {
+            interval: if per_second > 0.0 {
+                Duration::from_secs_f64(1.0 / per_second)
+            } else {
+                Duration::ZERO
+            },
+            per_second: per_second.max(0.0),
+            ..Pacing::default()
+        }
+    }
+
+    /// Waits until a request may be sent, and books it.
+    pub async fn admit(&self) {
+        let started = Instant::now();
+        loop {
+            let wait = {
+                let mut schedule = self.schedule.lock().expect("pacing lock");
+                let now = Instant::now();
+                match schedule.paused_until {
+                    Some(until) if until > now => Wait::Pause(until),
+                    _ => {
+                        let slot = schedule.next_slot.map_or(now, |slot| slot.max(now));
+                        let spacing = self.interval.max(schedule.learnt);
+                        if !spacing.is_zero() {
+                            schedule.next_slot = Some(slot + spacing);
+                        }
+                        Wait::Slot(slot)
+                    }
+                }
+            };
+            match wait {
+                // A pause may be lengthened while we sleep: look again.
+                Wait::Pause(until) => tokio::time::sleep_until(until).await,
+                // Booked: go at the slot.
+                Wait::Slot(slot) => {
+                    if slot > Instant::now() {
+                        tokio::time::sleep_until(slot).await;
+                    }
+                    break;
+                }
+            }
+        }
+        let waited = started.elapsed();
+        if !waited.is_zero() {
+            self.waited_micros
+                .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The endpoint refused a request (429, 503): no request leaves for
+    /// `retry_after` when it said so, else for a backoff that doubles while
+    /// refusals go on, with jitter so mirrors restarted together do not ask
+    /// again in step.
+    pub fn refused(&self, retry_after: Option<Duration>) {
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        let mut schedule = self.schedule.lock().expect("pacing lock");
+        let now = Instant::now();
+        // Requests already in flight when the first was refused are refused
+        // together: one lesson per pause.
+        if schedule.paused_until.is_none_or(|until| until <= now) {
+            schedule.learnt = (schedule.learnt * 2)
+                .max(FIRST_LEARNT_SPACING)
+                .min(MAX_LEARNT_SPACING);
+            // The slot schedule restarts after the pause.
+            schedule.next_slot = None;
+        }
+        let pause = match retry_after {
+            Some(asked) => asked.min(MAX_RETRY_AFTER) + jitter(Duration::from_millis(100)),
+            None => {
+                let base = schedule.backoff.max(FIRST_BACKOFF);
+                schedule.backoff = (base * 2).min(MAX_BACKOFF);
+                base / 2 + jitter(base / 2)
+            }
+        };
+        let until = now + pause;
+        if schedule.paused_until.is_none_or(|current| current < until) {
+            schedule.paused_until = Some(until);
+            let unix = SystemTime::now()
+                .checked_add(pause)
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as u64);
+            self.paused_until_unix_ms.store(unix, Ordering::Relaxed);
+        }
+    }
+
+    /// An exchange succeeded: the next refusal starts from the first
+    /// backoff, and the learnt spacing narrows a little.
+    pub fn answered(&self) {
+        let mut schedule = self.schedule.lock().expect("pacing lock");
+        schedule.backoff = Duration::ZERO;
+        if !schedule.learnt.is_zero() {
+            schedule.learnt = schedule.learnt.mul_f64(LEARNT_DECAY);
+            if schedule.learnt < Duration::from_millis(1) {
+                schedule.learnt = Duration::ZERO;
+            }
+        }
+    }
+
+    /// What has been counted so far.
+    pub fn stats(&self) -> PacingStats {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let until = self.paused_until_unix_ms.load(Ordering::Relaxed);
+        let learnt = self.schedule.lock().expect("pacing lock").learnt;
+        PacingStats {
+            learnt_spacing_seconds: learnt.as_secs_f64(),
+            requests: self.requests.load(Ordering::Relaxed),
+            refusals: self.refusals.load(Ordering::Relaxed),
+            waited_seconds: self.waited_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            paused_for_seconds: (until > now_ms).then(|| (until - now_ms) as f64 / 1000.0),
+            budget_per_second: self.per_second,
+        }
+    }
+}
+
+/// A random duration in `[0, max)`: the process's hasher keys are random,
+/// which is all the randomness jitter needs.
+pub fn jitter(max: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    if max.is_zero() {
+        return Duration::ZERO;
+    }
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(Instant::now().elapsed().as_nanos());
+    let nanos = hasher.finish() % max.as_nanos().min(u64::MAX as u128) as u64;
+    Duration::from_nanos(nanos)
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_budget_spaces_requests_evenly() {
+        let pacing = Pacing::new(10.0);
+        let start = Instant::now();
+        for _ in 0..21 {
+            pacing.admit().await;
+        }
+        // The first leaves at once, the next twenty 100 ms apart.
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(pacing.stats().requests, 21);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_budget_never_waits() {
+        let pacing = Pacing::new(0.0);
+        let start = Instant::now();
+        for _ in 0..1000 {
+            pacing.admit().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_pauses_every_request_and_is_counted() {
+        let pacing = Pacing::new(0.0);
+        pacing.refused(Some(Duration::from_secs(2)));
+        assert!(pacing.stats().paused_for_seconds.is_some());
+        let start = Instant::now();
+        pacing.admit().await;
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_secs(2) && waited < Duration::from_millis(2100));
+        let stats = pacing.stats();
+        assert_eq!(stats.refusals, 1);
+        assert!(stats.waited_seconds >= 2.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_without_retry_after_back_off_with_jitter_and_reset() {
+        let pacing = Pacing::new(0.0);
+        let mut pauses = Vec::new();
+        for _ in 0..4 {
+            pacing.refused(None);
+            let start = Instant::now();
+            pacing.admit().await;
+            pauses.push(start.elapsed());
+        }
+        // Each pause lies in [base/2, base) with base 250 ms, doubling.
+        for (pause, base) in pauses.iter().zip([250u64, 500, 1000, 2000]) {
+            let base = Duration::from_millis(base);
+            assert!(
+                *pause >= base / 2 && *pause <= base,
+                "{pause:?} vs {base:?}"
+            );
+        }
+        pacing.answered();
+        pacing.refused(None);
+        let start = Instant::now();
+        pacing.admit().await;
+        assert!(start.elapsed() <= Duration::from_millis(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_teach_a_spacing_that_answers_relax() {
+        let pacing = Pacing::new(0.0);
+        // Three requests refused together: one lesson.
+        for _ in 0..3 {
+            pacing.refused(Some(Duration::ZERO));
+        }
+        assert_eq!(pacing.stats().learnt_spacing_seconds, 0.05);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let start = Instant::now();
+        for _ in 0..11 {
+            pacing.admit().await;
+        }
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+        // A refusal after the pause: the spacing doubles.
+        pacing.refused(Some(Duration::ZERO));
+        assert_eq!(pacing.stats().learnt_spacing_seconds, 0.1);
+        for _ in 0..200 {
+            pacing.answered();
+        }
+        assert_eq!(pacing.stats().learnt_spacing_seconds, 0.0);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        assert_eq!(parse_retry_after(" 7 "), Some(Duration::from_secs(7)));
+        let later = SystemTime::now() + Duration::from_secs(30);
+        let parsed = parse_retry_after(&httpdate::fmt_http_date(later)).unwrap();
+        assert!(parsed > Duration::from_secs(28) && parsed <= Duration::from_secs(30));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn jitter_stays_below_its_bound_and_varies() {
+        let max = Duration::from_millis(100);
+        let draws: Vec<_> = (0..64).map(|_| jitter(max)).collect();
+        assert!(draws.iter().all(|d| *d < max));
+        assert!(draws.iter().any(|d| *d != draws[0]));
+    }
+}
