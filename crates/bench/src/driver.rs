@@ -15,6 +15,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
+use neve_upstream::tls::Io;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::net::TcpStream;
@@ -40,7 +41,9 @@ pub struct Plan {
 impl Plan {
     /// JSON-RPC bodies posted to the endpoint's path.
     pub fn rpc(endpoint: Endpoint, bodies: Vec<Bytes>) -> Plan {
-        let uri: Uri = endpoint.path.parse().expect("a parsed URL's path is a URI");
+        let uri: Uri = format!("{}{}", endpoint.path, endpoint.query)
+            .parse()
+            .expect("a parsed URL's path and query are a URI");
         let requests = bodies.into_iter().map(|b| (uri.clone(), b)).collect();
         Plan::new(endpoint, TargetKind::Rpc, requests)
     }
@@ -270,11 +273,14 @@ async fn connection_loop(
     tally
 }
 
+/// What reads and writes one connection: HTTP/1 over TCP or TLS.
+type Driver = http1::Connection<TokioIo<Box<dyn Io>>, Full<Bytes>>;
+
 /// One keep-alive connection, driven by the task that sends on it: no
 /// second task and no cross-task wake-up per request.
 struct Conn {
     sender: SendRequest<Full<Bytes>>,
-    driver: Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
+    driver: Pin<Box<Driver>>,
 }
 
 /// Sends one request on the connection, opening it first when needed.
@@ -333,6 +339,9 @@ async fn send_once(plan: &Plan, conn: &mut Option<Conn>, index: usize) -> Option
 async fn connect(endpoint: &Endpoint) -> Option<Conn> {
     let stream = TcpStream::connect(&endpoint.authority).await.ok()?;
     stream.set_nodelay(true).ok()?;
+    let stream = neve_upstream::tls::wrap(&endpoint.host, stream, endpoint.tls)
+        .await
+        .ok()?;
     let (sender, driver) = http1::handshake(TokioIo::new(stream)).await.ok()?;
     Some(Conn {
         sender,

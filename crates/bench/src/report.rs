@@ -263,7 +263,9 @@ impl Results {
                 let _ = writeln!(
                     out,
                     "### {} — {} ({})\n",
-                    workload.workload, run.target.name, run.target.url
+                    workload.workload,
+                    run.target.name,
+                    neve_upstream::RedactedUrl::of(&run.target.url)
                 );
                 out.push_str(&render_sweep(run));
                 let _ = writeln!(

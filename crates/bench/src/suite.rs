@@ -44,9 +44,12 @@ pub async fn run(
     let mut summary = String::from("# neve bench --suite headline\n\n");
 
     progress("starting geth (archive dev chain, --dev.period 0) on 127.0.0.1");
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .map_err(|e| setup("starting geth", e))?;
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| setup("starting geth", e))?;
     let head = grow(
         geth.http_url(),
         config.geth_blocks,

@@ -31,7 +31,9 @@ pub enum TargetKind {
 pub struct Target {
     /// The name in tables and plots.
     pub name: String,
-    /// The URL requests go to; an RPC path such as `/ext/bc/C/rpc` is part of it.
+    /// The URL requests go to; an RPC path such as `/ext/bc/C/rpc` is part
+    /// of it. Written to results redacted: a key in it is never shown.
+    #[serde(serialize_with = "redacted")]
     pub url: String,
     /// RPC or static.
     pub kind: TargetKind,
@@ -67,35 +69,54 @@ impl Target {
     }
 }
 
+fn redacted<S: serde::Serializer>(url: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(neve_upstream::RedactedUrl::of(url).as_str())
+}
+
 /// Where to connect and what path to ask for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     /// `host:port`, as connected to.
     pub authority: String,
+    /// The host, as its TLS certificate must name it.
+    pub host: String,
     /// The port.
     pub port: u16,
+    /// `https://`: requests go over TLS.
+    pub tls: bool,
     /// The path requests go to (RPC), or the prefix files sit under (static).
     pub path: String,
+    /// The query, with its `?` (a key some endpoints want), or empty.
+    pub query: String,
 }
 
 impl Endpoint {
-    /// Parses an `http://` URL.
+    /// Parses an `http://` or `https://` URL.
     pub fn parse(url: &str) -> Result<Endpoint, BenchError> {
-        let bad = |why: &str| BenchError::Usage(format!("target URL {url:?}: {why}"));
+        let shown = neve_upstream::RedactedUrl::of(url);
+        let bad = |why: &str| BenchError::Usage(format!("target URL {shown}: {why}"));
         let uri: Uri = url.parse().map_err(|_| bad("not a URL"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(bad("only http:// is supported"));
-        }
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(bad("only http:// and https:// are supported")),
+        };
         let host = uri.host().ok_or_else(|| bad("no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let path = match uri.path() {
             "" => "/".to_owned(),
             path => path.to_owned(),
         };
         Ok(Endpoint {
             authority: format!("{host}:{port}"),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
             port,
+            tls,
             path,
+            query: uri.query().map_or_else(String::new, |q| format!("?{q}")),
         })
     }
 }
@@ -307,13 +328,15 @@ mod tests {
         assert_eq!(endpoint.path, "/ext/bc/C/rpc");
         let plain = Target::parse("neve=http://localhost:8545", TargetKind::Rpc).unwrap();
         assert_eq!(plain.endpoint().unwrap().path, "/");
-        for bad in [
-            "neve",
-            "=http://x:1",
-            "neve=",
-            "neve=https://x:1",
-            "neve=::",
-        ] {
+        let keyed = Target::parse("p=https://rpc.example/v3?token=s3cret", TargetKind::Rpc)
+            .unwrap()
+            .endpoint()
+            .unwrap();
+        assert!(keyed.tls);
+        assert_eq!(keyed.port, 443);
+        assert_eq!(keyed.host, "rpc.example");
+        assert_eq!(keyed.query, "?token=s3cret");
+        for bad in ["neve", "=http://x:1", "neve=", "neve=ws://x:1", "neve=::"] {
             assert!(Target::parse(bad, TargetKind::Rpc).is_err(), "{bad}");
         }
     }

@@ -82,12 +82,16 @@ pub(crate) fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error
     move |source| DevnetError::Io { context, source }
 }
 
-/// Options for [`GethDev::start`]. Default is `period: 0`.
+/// Options for [`GethDev::start`]. Default is `period: 0` and geth's own
+/// batch limit.
 #[derive(Clone, Debug, Default)]
 pub struct GethDevOptions {
     /// `--dev.period`: seconds between blocks; 0 seals a block as soon as
     /// transactions are pending (the fastest way to grow a long history).
     pub period: u64,
+    /// `--rpc.batch-request-limit`: most calls geth answers in one batch
+    /// (as a provider that caps batches); `None` keeps geth's 1,000.
+    pub batch_request_limit: Option<usize>,
 }
 
 /// A geth `--dev` chain: archive, hash state scheme, HTTP and WS on loopback,
@@ -126,6 +130,9 @@ impl GethDev {
             data.path().join("geth").display().to_string(),
         ];
         args.extend(rpc_flags(http, ws, auth));
+        if let Some(limit) = options.batch_request_limit {
+            args.push(format!("--rpc.batch-request-limit={limit}"));
+        }
         args.extend(
             [
                 // The generator keeps many transactions per account in flight.

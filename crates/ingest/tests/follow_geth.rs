@@ -41,9 +41,12 @@ async fn mirrors_the_conformance_chain_from_genesis_and_verifies_every_block() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn follows_a_dev_chain_under_load_and_matches_it() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let dir = tempfile::tempdir().unwrap();
     let mut follower = follower(geth.http_url(), dir.path(), Floor::Height(0)).await;
     let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(6));
@@ -72,9 +75,12 @@ async fn follows_a_dev_chain_under_load_and_matches_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_reorg_rolls_back_and_reingests_the_new_chain() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let client = RpcClient::new(geth.http_url()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut follower = follower(geth.http_url(), dir.path(), Floor::Height(0)).await;

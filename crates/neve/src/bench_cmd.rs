@@ -230,8 +230,11 @@ async fn tps_run(args: TpsArgs) -> Result<()> {
     let (rpc_url, funder_key) = match (args.rpc, args.local_node) {
         (Some(url), _) => (url, args.funder_key),
         (None, Some(LocalNode::Geth)) => {
-            let geth =
-                neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 1 }).await?;
+            let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions {
+                period: 1,
+                ..Default::default()
+            })
+            .await?;
             eprintln!("geth dev chain (one block a second) at {}", geth.http_url());
             let url = geth.http_url().to_owned();
             _geth = Some(geth);

@@ -73,9 +73,12 @@ async fn the_headline_suite_runs_end_to_end() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tps_is_read_from_block_timestamps() {
-    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 1 })
-        .await
-        .expect("geth dev");
+    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions {
+        period: 1,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tps.json");
     let output = run_neve(&[

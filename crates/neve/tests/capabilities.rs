@@ -30,9 +30,12 @@ async fn window_moved_past(client: &RpcClient, h: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_advertised_height_is_served_while_the_tail_moves() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let mut warmup = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
     warmup.accounts = 2;
     warmup.tps = Some(20);

@@ -11,9 +11,12 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ethers_reads_through_neve_and_subscribes_to_new_heads() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     // A chain with token logs, then a steady trickle of blocks.
     let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(3));
     config.accounts = 8;

@@ -18,9 +18,12 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let mut warmup = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(2));
     warmup.accounts = 4;
     warmup.tps = Some(60);
@@ -132,9 +135,12 @@ async fn blocks_for(geth: &GethDev, seconds: u64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ingest_rides_out_a_dropping_websocket_and_a_killed_geth() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     blocks_for(&geth, 2).await;
     // newHeads through a connection reset every two seconds.
     let ws = CuttingProxy::start(geth.ws_url(), Duration::from_secs(2)).await;
@@ -189,6 +195,36 @@ async fn an_upstream_without_block_receipts_is_followed_receipt_by_receipt() {
         "neve asked for eth_getBlockReceipts and was refused"
     );
     // Its receipts, gathered one transaction at a time, are geth's.
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endpoint_that_caps_batches_is_followed_in_batches_it_accepts() {
+    // geth answering at most two calls a batch (as providers cap them),
+    // behind a proxy without eth_getBlockReceipts: every block's receipts
+    // go out one call each, in batches of two.
+    let (geth, head) = chain_with_logs_on(neve_devnet::GethDevOptions {
+        batch_request_limit: Some(2),
+        ..Default::default()
+    })
+    .await;
+    let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
+    proxy
+        .control()
+        .set_lacking_method(Some("eth_getBlockReceipts"));
+    let neve = Neve::start(proxy.url(), &["--floor", "0", "--ws-url", "none"], head).await;
+    let (_, metrics) = neve.get("/metrics").unwrap();
+    assert!(
+        metrics.contains("\nneve_upstream_max_batch 2\n"),
+        "the limit was learnt:\n{metrics}"
+    );
+    assert!(
+        neve.log().contains("sending smaller batches"),
+        "{}",
+        neve.log()
+    );
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
     let neve_client = RpcClient::new(&neve.url).unwrap();
     assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
 }

@@ -33,9 +33,12 @@ async fn post_raw(client: &RpcClient, body: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn neve_refuses_and_accepts_requests_as_geth_does() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let neve = Neve::start(geth.http_url(), &["--floor", "0"], 0).await;
     let geth_client = RpcClient::new(geth.http_url()).unwrap();
     let neve_client = RpcClient::new(&neve.url).unwrap();
@@ -103,9 +106,12 @@ fn refused(addr: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn websocket_sessions_hold_a_connection_slot_and_silent_ones_are_closed() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let neve = Neve::start(
         geth.http_url(),
         &[
@@ -407,9 +413,12 @@ async fn an_endless_upstream_body_is_cut_off_and_following_resumes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mirror_bootstrap_survives_a_stalled_and_an_endless_blocks_stream() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let mut head = 0;
     for round in 0..10 {
         let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(4));

@@ -9,9 +9,12 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn load_fills_a_geth_dev_chain_with_mixed_transactions_and_logs() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev starts");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev starts");
     let output = run_neve(&["load", "--rpc", geth.http_url(), "--seconds", "15"]).await;
     let summary = expect_success(&output);
     eprintln!("{summary}");
@@ -49,9 +52,12 @@ async fn load_fills_a_geth_dev_chain_with_mixed_transactions_and_logs() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn load_respects_a_rate_cap() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev starts");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev starts");
     let output = run_neve(&[
         "load",
         "--rpc",

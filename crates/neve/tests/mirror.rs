@@ -13,9 +13,12 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chain_of_two_mirrors_bootstraps_in_bulk_and_follows_live() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     // A tail worth bootstrapping in bulk (more than one 128-block gap). How
     // many blocks a few seconds of load make depends on the machine, so
     // load in rounds until the chain is long enough.

@@ -17,9 +17,12 @@ const TRANSFER: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_method_at_every_height_answers_as_geth_does() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(5));
     config.accounts = 16;
     config.tps = Some(800);
@@ -147,9 +150,12 @@ async fn every_method_at_every_height_answers_as_geth_does() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reorg_sends_removed_logs_to_log_subscribers() {
-    let geth = GethDev::start(GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let client = RpcClient::new(geth.http_url()).unwrap();
     let grow = |seconds| {
         let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(seconds));

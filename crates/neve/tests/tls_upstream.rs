@@ -155,6 +155,8 @@ fn provider(pki: &Pki, geth_http: &str, geth_ws: &str) -> (Nginx, u16, u16) {
         )
     };
     let (rpc, tight) = (proxied("budget", 8), proxied("tight", 2));
+    // Unlimited, for measuring through TLS.
+    let open = proxied("budget", 8).replace("limit_req zone=budget burst=8 nodelay;", "");
     let nginx = Nginx::start(
         |dir| {
             let d = dir.display();
@@ -174,6 +176,7 @@ fn provider(pki: &Pki, geth_http: &str, geth_ws: &str) -> (Nginx, u16, u16) {
                  return 429 '{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{{\"code\":-32005,\"message\":\"rate limited\"}}}}';\n    }}\n    \
                  location = /rpc {{\n      {rpc}\n    }}\n    \
                  location = /tight {{\n      {tight}\n    }}\n    \
+                 location = /open {{\n      {open}\n    }}\n    \
                  location = /ws {{\n      if ($arg_token != \"{KEY}\") {{ return 401; }}\n      \
                  proxy_pass http://geth_ws/;\n      proxy_http_version 1.1;\n      \
                  proxy_set_header Host localhost;\n      \

@@ -462,7 +462,7 @@ impl RpcClient {
                 }
                 .expect("request serialises");
                 let (status, bytes) = self.post(Bytes::from(body)).await?;
-                if chunk.len() > 1 && refuses_batch(status, &bytes) {
+                if chunk.len() > 1 && refuses_batch(status, &bytes, chunk.len()) {
                     let fewer = (chunk.len() / 2).max(1);
                     let before = self.max_batch.fetch_min(fewer, Ordering::Relaxed);
                     if before > fewer {
@@ -674,23 +674,26 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     out
 }
 
-/// Whether an answer to a batch of several calls refuses the batch as such
-/// (too many calls, or batches not offered), not the calls in it: HTTP 413,
-/// or one error object instead of an array that says `batch` or is
-/// geth's invalid-request code.
-fn refuses_batch(status: StatusCode, bytes: &[u8]) -> bool {
+/// Whether an answer to a batch of `calls` calls refuses the batch as such
+/// (too many calls, or batches not offered), not the calls in it: HTTP
+/// 413; one error object instead of an array; or, as geth answers past
+/// `--rpc.batch-request-limit`, an array shorter than the batch holding
+/// that error. The error is geth's invalid-request code or says `batch`.
+fn refuses_batch(status: StatusCode, bytes: &[u8], calls: usize) -> bool {
     if status == StatusCode::PAYLOAD_TOO_LARGE {
         return true;
     }
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return status == StatusCode::BAD_REQUEST;
+    let about_batch = |response: &ResponseObject<'_>| {
+        response.error.as_ref().is_some_and(|error| {
+            error.code == -32600 || error.message.to_ascii_lowercase().contains("batch")
+        })
+    };
+    if let Ok(responses) = serde_json::from_slice::<Vec<ResponseObject<'_>>>(bytes) {
+        return responses.len() < calls && responses.iter().any(about_batch);
     }
     match serde_json::from_slice::<ResponseObject<'_>>(bytes) {
-        Ok(ResponseObject {
-            error: Some(error), ..
-        }) => error.code == -32600 || error.message.to_ascii_lowercase().contains("batch"),
-        _ => status == StatusCode::BAD_REQUEST,
+        Ok(single) => about_batch(&single),
+        Err(_) => status == StatusCode::BAD_REQUEST,
     }
 }
 
@@ -813,18 +816,23 @@ mod tests {
 
     #[test]
     fn a_batch_refused_as_such_is_told_from_refused_calls() {
-        let too_many =
+        let ok = StatusCode::OK;
+        // geth past --rpc.batch-request-limit (v1.17.5, checked).
+        let geth =
+            br#"[{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"batch too large"}}]"#;
+        assert!(refuses_batch(ok, geth, 3));
+        let single =
             br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}"#;
-        assert!(refuses_batch(StatusCode::OK, too_many));
+        assert!(refuses_batch(ok, single, 3));
         let not_offered =
             br#"{"id":null,"error":{"code":-32000,"message":"Batch requests are not supported"}}"#;
-        assert!(refuses_batch(StatusCode::OK, not_offered));
-        assert!(refuses_batch(StatusCode::PAYLOAD_TOO_LARGE, b"<html>"));
-        assert!(refuses_batch(StatusCode::BAD_REQUEST, b"<html>"));
-        let answered =
-            br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no batch"}}]"#;
-        assert!(!refuses_batch(StatusCode::OK, answered));
+        assert!(refuses_batch(ok, not_offered, 2));
+        assert!(refuses_batch(StatusCode::PAYLOAD_TOO_LARGE, b"<html>", 2));
+        assert!(refuses_batch(StatusCode::BAD_REQUEST, b"<html>", 2));
+        // Every call answered, some with errors: the calls were refused.
+        let answered = br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no batch"}},{"id":2,"result":1}]"#;
+        assert!(!refuses_batch(ok, answered, 2));
         let limited = br#"{"id":null,"error":{"code":-32005,"message":"limit exceeded"}}"#;
-        assert!(!refuses_batch(StatusCode::OK, limited));
+        assert!(!refuses_batch(ok, limited, 2));
     }
 }

@@ -8,6 +8,37 @@ use std::sync::{Arc, OnceLock};
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+/// A byte stream a connection runs over: TCP, or TLS over TCP.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// `tcp`, connected to `host`, as TLS when `tls` (the certificate checked
+/// against the process's trust and `host`), else as it is. The error is a
+/// message with a hint of what to do.
+pub async fn wrap(host: &str, tcp: TcpStream, tls: bool) -> Result<Box<dyn Io>, String> {
+    if !tls {
+        return Ok(Box::new(tcp));
+    }
+    let config = client_config()?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| format!("{host}: {e}"))?;
+    match tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+    {
+        Ok(stream) => Ok(Box::new(stream)),
+        Err(error) => {
+            let reason = crate::error_chain(&error);
+            Err(match hint(&reason) {
+                Some(hint) => format!("{reason}; {hint}"),
+                None => reason,
+            })
+        }
+    }
+}
 
 static TRUST: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
 

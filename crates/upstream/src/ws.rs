@@ -4,16 +4,12 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-use crate::{Endpoint, RpcError, error_chain, tls};
-
-/// A byte stream a WebSocket runs over: TCP, or TLS over TCP.
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+use crate::tls::Io;
+use crate::{Endpoint, RpcError, error_chain};
 
 /// A connected WebSocket.
 pub type Socket = WebSocketStream<Box<dyn Io>>;
@@ -22,16 +18,9 @@ pub type Socket = WebSocketStream<Box<dyn Io>>;
 /// `within`. A refused handshake (401, 429, …) is [`RpcError::Http`].
 pub async fn connect(endpoint: &Endpoint, within: Duration) -> Result<Socket, RpcError> {
     let shown = endpoint.shown().clone();
-    let transport = |reason: String| {
-        let reason = endpoint.scrub(&reason);
-        let reason = match tls::hint(&reason) {
-            Some(hint) => format!("{reason}; {hint}"),
-            None => reason,
-        };
-        RpcError::Transport {
-            url: shown.clone(),
-            reason,
-        }
+    let transport = |reason: String| RpcError::Transport {
+        url: shown.clone(),
+        reason: endpoint.scrub(&reason),
     };
     let uri = endpoint.uri();
     let host = uri
@@ -48,18 +37,9 @@ pub async fn connect(endpoint: &Endpoint, within: Duration) -> Result<Socket, Rp
             .await
             .map_err(|e| transport(error_chain(&e)))?;
         let _ = tcp.set_nodelay(true);
-        let stream: Box<dyn Io> = if endpoint.is_tls() {
-            let config = tls::client_config().map_err(transport)?;
-            let name = rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(|e| transport(e.to_string()))?;
-            let tls = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await
-                .map_err(|e| transport(error_chain(&e)))?;
-            Box::new(tls)
-        } else {
-            Box::new(tcp)
-        };
+        let stream: Box<dyn Io> = crate::tls::wrap(&host, tcp, endpoint.is_tls())
+            .await
+            .map_err(transport)?;
         let mut request = uri
             .clone()
             .into_client_request()

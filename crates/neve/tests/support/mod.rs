@@ -387,9 +387,12 @@ impl Neve {
 /// A geth dev chain grown by light `neve load` traffic until its head is
 /// at least `height`; returns it and its head.
 pub async fn dev_chain_of(height: u64) -> (neve_devnet::GethDev, u64) {
-    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 0 })
-        .await
-        .expect("geth dev");
+    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
     let client = RpcClient::new(geth.http_url()).unwrap();
     while head(&client).await < height {
         let mut load =
@@ -405,7 +408,14 @@ pub async fn dev_chain_of(height: u64) -> (neve_devnet::GethDev, u64) {
 /// A geth dev chain with a few seconds of `neve load` traffic (blocks,
 /// transactions, token logs); returns it and its head.
 pub async fn chain_with_logs() -> (neve_devnet::GethDev, u64) {
-    let geth = neve_devnet::GethDev::start(neve_devnet::GethDevOptions { period: 0 })
+    chain_with_logs_on(neve_devnet::GethDevOptions::default()).await
+}
+
+/// [`chain_with_logs`] on a geth started with `options`.
+pub async fn chain_with_logs_on(
+    options: neve_devnet::GethDevOptions,
+) -> (neve_devnet::GethDev, u64) {
+    let geth = neve_devnet::GethDev::start(options)
         .await
         .expect("geth dev");
     let mut config = neve_load::LoadConfig::new(geth.http_url(), std::time::Duration::from_secs(4));
