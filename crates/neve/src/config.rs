@@ -103,18 +103,34 @@ pub(crate) fn expand(argv: Vec<OsString>, command: &Command) -> Result<(Vec<OsSt
                 path.display()
             );
         }
-        let value = match value {
-            toml::Value::String(s) => s,
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            _ => bail!("`{key}` in {} takes one value", path.display()),
+        let scalar = |value: toml::Value| match value {
+            toml::Value::String(s) => Ok(s),
+            toml::Value::Integer(i) => Ok(i.to_string()),
+            toml::Value::Float(f) => Ok(f.to_string()),
+            toml::Value::Boolean(b) => Ok(b.to_string()),
+            _ => Err(anyhow::anyhow!(
+                "`{key}` in {} takes one value",
+                path.display()
+            )),
+        };
+        // A repeatable flag (upstream-header) takes an array: one flag each.
+        let repeatable = sub
+            .get_arguments()
+            .find(|a| a.get_long() == Some(key.as_str()))
+            .is_some_and(|a| matches!(a.get_action(), clap::ArgAction::Append));
+        let values = match value {
+            toml::Value::Array(items) if repeatable => {
+                items.into_iter().map(scalar).collect::<Result<Vec<_>>>()?
+            }
+            value => vec![scalar(value)?],
         };
         if given(&key) || std::env::var_os(env_name(&key)).is_some() {
             continue;
         }
-        added.push(OsString::from(format!("--{key}")));
-        added.push(OsString::from(value));
+        for value in values {
+            added.push(OsString::from(format!("--{key}")));
+            added.push(OsString::from(value));
+        }
         from_file.insert(key);
     }
     let mut argv = argv;

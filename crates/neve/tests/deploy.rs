@@ -191,3 +191,39 @@ fn an_unknown_key_is_refused_by_name() {
         "{said}"
     );
 }
+
+#[test]
+fn a_repeatable_setting_takes_an_array_and_credentials_are_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("neve.toml");
+    std::fs::write(
+        &file,
+        "upstream = \"https://u:pw-0123456789@rpc.example/v3/0123456789abcdef?apikey=k3y-k3y\"\n\
+         upstream-header = [\"Authorization: Bearer t0k3n-t0k3n\", \"X-Team: blue-team-key\"]\n",
+    )
+    .unwrap();
+    let out = neve_config(&["--config", file.to_str().unwrap()], &[]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        setting(&printed, "upstream"),
+        "\"https://***@rpc.example/v3/***?apikey=***\"  # file"
+    );
+    assert_eq!(
+        setting(&printed, "upstream-header"),
+        "\"Authorization: ***\"  # file"
+    );
+    for secret in [
+        "pw-0123456789",
+        "0123456789abcdef",
+        "k3y-k3y",
+        "t0k3n",
+        "blue-team",
+    ] {
+        assert!(!printed.contains(secret), "{printed}");
+    }
+}
