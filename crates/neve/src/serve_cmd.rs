@@ -115,6 +115,14 @@ pub struct ServeArgs {
     /// Forward misses to this full node instead of answering 421.
     #[arg(long)]
     fallback: Option<String>,
+    /// Methods --fallback may forward, comma-separated: names, `prefix*`,
+    /// and `!pattern` to refuse what an earlier one allowed (the last that
+    /// matches decides); the rest are answered as without a fallback.
+    #[arg(long, default_value = neve_serve::DEFAULT_FALLBACK_METHODS)]
+    fallback_methods: String,
+    /// Forwards to --fallback in flight at once; past it, a miss is 421.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_FALLBACK_IN_FLIGHT)]
+    fallback_in_flight: usize,
     /// Blocks the stored tip may trail the upstream while `latest` is still answered.
     #[arg(long, default_value_t = 0)]
     latest_lag: u64,
@@ -572,6 +580,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         retain_blocks,
         retain_bytes: args.retain_bytes,
         fallback: args.fallback,
+        fallback_methods: args.fallback_methods,
+        fallback_in_flight: args.fallback_in_flight,
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then(|| Duration::from_millis(args.state_fetch_timeout_ms)),
         client_rate: args.client_rate,

@@ -60,7 +60,15 @@ async fn with_a_fallback_every_case_is_answered_as_geth_answers_it() {
     let behind = GethConformance::start(&fixtures_dir()).await.expect("geth");
     let neve = Neve::start(
         behind.http_url(),
-        &["--floor", "0", "--fallback", behind.http_url()],
+        &[
+            "--floor",
+            "0",
+            "--fallback",
+            behind.http_url(),
+            // The default list of reads, and the fixtures' block builder.
+            "--fallback-methods",
+            &format!("{},testing_*", neve_serve::DEFAULT_FALLBACK_METHODS),
+        ],
         0x36,
     )
     .await;
@@ -87,4 +95,25 @@ async fn with_a_fallback_every_case_is_answered_as_geth_answers_it() {
         "the suite ran: {}",
         geth_report.passed.len()
     );
+
+    // A method off the allow-list never reaches the node, alone or in a
+    // batch: geth answers debug_getBadBlocks, neve does not forward it.
+    let through = RpcClient::new(&neve.url).unwrap();
+    let node = RpcClient::new(behind.http_url()).unwrap();
+    let bad_blocks = r#"{"jsonrpc":"2.0","id":1,"method":"debug_getBadBlocks","params":[]}"#;
+    let (_, answer) = node.post(bad_blocks.into()).await.unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert!(answer["result"].is_array(), "{answer}");
+    let (status, answer) = through.post(bad_blocks.into()).await.unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(status.as_u16(), 421);
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let batch = format!(
+        r#"[{bad_blocks},{{"jsonrpc":"2.0","id":2,"method":"eth_call","params":[{{"to":"0x{}","data":"0x"}},"latest"]}}]"#,
+        "00".repeat(20)
+    );
+    let (_, answer) = through.post(batch.into()).await.unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer[0]["error"]["code"], -32601, "{answer}");
+    assert_eq!(answer[1]["result"], "0x", "eth_call is forwarded: {answer}");
 }

@@ -143,6 +143,12 @@ pub struct ServeConfig {
     pub retain_bytes: Option<u64>,
     /// A full node to forward misses to instead of answering 421.
     pub fallback: Option<String>,
+    /// Which methods may be forwarded to the fallback; see
+    /// [`DEFAULT_FALLBACK_METHODS`](crate::DEFAULT_FALLBACK_METHODS).
+    pub fallback_methods: String,
+    /// Forwards in flight at once; see
+    /// [`DEFAULT_FALLBACK_IN_FLIGHT`](crate::DEFAULT_FALLBACK_IN_FLIGHT).
+    pub fallback_in_flight: usize,
     /// How long a state read that needs fetching waits for the fetch
     /// before it is a miss; `None` answers such reads 421 at once and
     /// lets the fetch warm the store in the background. See
@@ -188,6 +194,8 @@ impl Default for ServeConfig {
             retain_blocks: None,
             retain_bytes: None,
             fallback: None,
+            fallback_methods: crate::DEFAULT_FALLBACK_METHODS.to_owned(),
+            fallback_in_flight: crate::DEFAULT_FALLBACK_IN_FLIGHT,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
             client_rate: DEFAULT_CLIENT_RATE,
         }

@@ -62,7 +62,6 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use neve_upstream::RpcClient;
 use serde_json::value::RawValue;
 
 pub use body::Chunks;
@@ -74,6 +73,7 @@ pub use config::{
     DEFAULT_STATE_FETCH_TIMEOUT, ServeConfig, StateAccess, UpstreamHealth,
 };
 pub use errors::ErrorCode;
+pub use fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
 pub use listen::serve;
 pub(crate) use listen::until_stopped;
 pub use logs::{
@@ -106,7 +106,7 @@ struct Server {
     shutting_down: AtomicBool,
     /// Turns true when the server starts draining.
     stopping: tokio::sync::watch::Receiver<bool>,
-    fallback: Option<RpcClient>,
+    fallback: Option<fallback::Fallback>,
     fetch: Option<Arc<dyn neve_state::Fetch>>,
     /// Per-address work budgets, when `--client-rate` is set.
     clients: Option<clients::ClientBudget>,
@@ -803,10 +803,12 @@ impl Server {
             return response(StatusCode::OK, "application/json", Chunks::empty());
         }
         if outcome == Outcome::Miss {
-            if let Some(fallback) = &self.fallback {
-                return match fallback.post(body.clone()).await {
-                    Ok((status, answer)) => json_response(status, vec![answer]),
-                    Err(_) => json_response(StatusCode::MISDIRECTED_REQUEST, chunks),
+            if let Some(fallback) = &self.fallback
+                && fallback.allows_request(raw)
+            {
+                return match fallback.forward(body.clone()).await {
+                    Some((status, answer)) => json_response(status, vec![answer]),
+                    None => json_response(StatusCode::MISDIRECTED_REQUEST, chunks),
                 };
             }
             return json_response(StatusCode::MISDIRECTED_REQUEST, chunks);
@@ -839,28 +841,32 @@ impl Server {
         let mut fetches = Vec::new();
         let mut scans = Vec::new();
         let mut budget = self.ctx.logs_budget();
-        // Bytes of the answers so far, until a deferred one (its size not
-        // known yet) stops the count; then a pass below, once every answer
-        // is in, counts them all.
-        let mut answered = Some(0usize);
+        // Bytes of the answers built so far: every one counts as it is
+        // built, deferred ones (a log scan, a state fetch; their sizes not
+        // known yet, each bounded by its own budget) or not, so once the
+        // count passes the cap nothing more is built. When some were
+        // deferred, a pass below counts them all again in order, as geth
+        // cuts a batch.
+        let mut answered = 0usize;
+        let mut deferred = false;
         for (i, raw) in elements.iter().enumerate() {
-            if answered.is_some_and(|bytes| bytes > self.ctx.config.max_batch_answer_bytes) {
+            if answered > self.ctx.config.max_batch_answer_bytes {
                 answers.push(response_too_large(raw));
                 continue;
             }
             match self.first_pass(raw, over_ws, &mut budget) {
                 FirstPass::Done(chunks, outcome) => {
-                    answered = answered.map(|bytes| bytes + answer_len(&chunks));
+                    answered += answer_len(&chunks);
                     answers.push((chunks, outcome))
                 }
                 FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
                 FirstPass::Scan(call, plan, started) => {
-                    answered = None;
+                    deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
                     scans.push((i, call, plan, started));
                 }
                 FirstPass::Fetch(call, requests, started) => {
-                    answered = None;
+                    deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
                     fetches.push(async move {
                         (
@@ -886,17 +892,22 @@ impl Server {
         }
         let misses: Vec<usize> = (0..answers.len())
             .filter(|i| answers[*i].1 == Outcome::Miss)
+            .filter(|i| {
+                self.fallback
+                    .as_ref()
+                    .is_some_and(|f| f.allows_request(elements[*i]))
+            })
             .collect();
         if let Some(fallback) = &self.fallback
             && !misses.is_empty()
-            && let Some(filled) = fallback::forward_misses(fallback, &elements, &misses).await
+            && let Some(filled) = fallback.forward_misses(&elements, &misses).await
         {
             for (index, answer) in misses.iter().zip(filled) {
                 answers[*index] = (vec![answer], Outcome::Ok);
             }
-            answered = None; // the node's answers are not counted yet
+            deferred = true; // the node's answers are not counted yet
         }
-        if answered.is_none() {
+        if deferred {
             let mut bytes = 0;
             for (raw, answer) in elements.iter().zip(answers.iter_mut()) {
                 if bytes > self.ctx.config.max_batch_answer_bytes {

@@ -34,7 +34,18 @@ pub async fn serve(
     state: Option<StateAccess>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
-    let fallback = config.fallback.as_deref().map(RpcClient::new).transpose()?;
+    let fallback = config
+        .fallback
+        .as_deref()
+        .map(RpcClient::new)
+        .transpose()?
+        .map(|client| {
+            crate::fallback::Fallback::new(
+                client,
+                &config.fallback_methods,
+                config.fallback_in_flight,
+            )
+        });
     let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
     let metrics = Arc::new(Metrics::default());

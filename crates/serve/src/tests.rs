@@ -311,6 +311,51 @@ fn a_batch_past_its_answer_bytes_gets_response_too_large_for_the_rest() {
 }
 
 #[test]
+fn the_batch_answer_cap_holds_after_a_deferred_element() {
+    let runtime = runtime();
+    let query = r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x9"}]}"#;
+    let block = r#"{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x1",true]}"#;
+    let configure = |config: &mut ServeConfig| {
+        config.logs_max_range = 10;
+        config.logs_max_results = 10_000;
+    };
+    let (probe, _probe_dir) = server_configured(Arc::new(FixedChain), configure);
+    let logs = answer(&probe, &runtime, query).1.len();
+    let one_block = answer(&probe, &runtime, block).1.len();
+    // Room for the three inline log answers and half a block.
+    let (server, _dir) = server_configured(Arc::new(FixedChain), |config| {
+        configure(config);
+        config.max_batch_answer_bytes = 3 * logs + one_block / 2;
+    });
+    // The fourth log query goes to the scan threads (its size unknown
+    // until it is answered); forty blocks follow it.
+    let mut calls = vec![query; 4];
+    calls.extend([block; 40]);
+    let (status, body) = answer(&server, &runtime, &format!("[{}]", calls.join(",")));
+    assert_eq!(status, 200);
+    let answers: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(answers.len(), 44);
+    assert!(
+        answers[..4].iter().all(|a| a["result"].is_array()),
+        "{body}"
+    );
+    assert!(
+        answers[5..].iter().all(|a| a["error"]["code"] == -32003),
+        "{body}"
+    );
+    // Counted before they were built: no block past the cap was built
+    // (each built answer is counted in /metrics).
+    let mut metrics = String::new();
+    server.metrics.render(&mut metrics);
+    let built: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("neve_rpc_requests_total{method=\"eth_getBlockByNumber\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(built <= 1, "{built} blocks built past the cap:\n{metrics}");
+}
+
+#[test]
 fn while_no_follower_runs_latest_is_a_miss_and_readiness_is_down() {
     let runtime = runtime();
     let head = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;

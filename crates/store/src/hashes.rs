@@ -338,6 +338,7 @@ impl HashWriter {
             &self.dir,
             &header,
             sealed.iter().flat_map(|s| entries_of(s)),
+            self.journal.as_deref(),
         )?;
         let (open, covered_end) = self.open_existing()?.ok_or_else(|| {
             StoreError::Corrupt(format!(
@@ -406,6 +407,7 @@ fn build(
     dir: &Path,
     header: &Header,
     entries: impl Iterator<Item = (u64, u64)>,
+    journal: Option<&CrashJournal>,
 ) -> Result<(), StoreError> {
     let tmp = dir.join(format!("{HASHES_FILE}.tmp"));
     let result = write_table(&tmp, header, entries);
@@ -414,8 +416,8 @@ fn build(
     }
     result?;
     let path = dir.join(HASHES_FILE);
-    std::fs::rename(&tmp, &path).map_err(io_error(&path, "renaming into place"))?;
-    segment::sync_dir(dir)
+    segment::rename(&tmp, &path, journal)?;
+    segment::sync_dir(dir, journal)
 }
 
 fn write_table(
@@ -449,6 +451,10 @@ fn write_table(
         if error.raw_os_error() != Some(libc::EOPNOTSUPP) {
             return Err(io_error(tmp, "allocating")(error));
         }
+        // A file system without fallocate: writing the zeros allocates the
+        // blocks just as well, and a full disk fails the write.
+        write_zeros(&file, file_len_for(header.capacity_log2))
+            .map_err(io_error(tmp, "allocating"))?;
     }
     // SAFETY: a file this function just created; nobody else maps it.
     let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_error(tmp, "mapping"))?;
@@ -473,6 +479,20 @@ fn write_table(
     map.flush().map_err(io_error(tmp, "writing"))?;
     drop(map);
     file.sync_all().map_err(io_error(tmp, "syncing"))
+}
+
+/// Writes zeros over `0..len` of `file`, so every block is allocated
+/// before the file is mapped.
+fn write_zeros(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -506,5 +526,32 @@ mod tests {
             bad[at] ^= 1;
             assert!(decode_header(&bad, len).is_none(), "flipped byte {at}");
         }
+    }
+
+    #[test]
+    fn without_fallocate_the_zeros_are_written_so_every_block_is_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("t"))
+            .unwrap();
+        let len = (3 << 20) + 4096;
+        file.set_len(len).unwrap();
+        assert!(
+            file.metadata().unwrap().blocks() * 512 < len,
+            "sparse at first"
+        );
+        write_zeros(&file, len).unwrap();
+        let meta = file.metadata().unwrap();
+        assert_eq!(meta.len(), len);
+        assert!(
+            meta.blocks() * 512 >= len,
+            "{} bytes allocated",
+            meta.blocks() * 512
+        );
     }
 }

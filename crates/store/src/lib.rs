@@ -323,6 +323,14 @@ pub struct Store {
     _lock: File,
 }
 
+impl StoreError {
+    /// Whether this is a failed fsync (of a file or a directory): what the
+    /// kernel kept of unsynced writes is then unknown.
+    pub fn is_sync_failure(&self) -> bool {
+        matches!(self, StoreError::Io { action, .. } if action.starts_with("syncing"))
+    }
+}
+
 const META_FILE: &str = "META";
 const LOCK_FILE: &str = "LOCK";
 
@@ -338,6 +346,8 @@ impl Store {
         if lock.try_lock().is_err() {
             return Err(StoreError::Locked(dir.to_path_buf()));
         }
+        let journal = config.crash_journal.clone();
+        let journal = journal.as_deref();
         let meta = open_meta(dir, identity, &config)?;
         let mut files = list_segments(dir)?;
         files.sort_unstable();
@@ -353,12 +363,12 @@ impl Store {
             }
             // The last segment is reopened for writing; an earlier one whose
             // sealing a crash cut short is rebuilt from its records.
-            let _ = std::fs::remove_file(dir.join(index_file_name(first_height)));
+            segment::unlink(&dir.join(index_file_name(first_height)), journal)?;
             let Some((file, segment, scan)) =
                 reopen_for_writing(dir, &meta, first_height, config.crash_journal.clone())?
             else {
                 // Nothing intact in it: a segment created just before a crash.
-                remove_segment(dir, first_height)?;
+                remove_segment(dir, first_height, journal)?;
                 continue;
             };
             if is_last {
@@ -373,30 +383,41 @@ impl Store {
                 segments.push(seal(
                     dir,
                     &meta,
-                    file,
+                    &file,
                     &segment,
                     scan.end,
                     scan.offsets.len(),
+                    journal,
                 )?);
             }
         }
-        // Keep only the newest run of segments that join up.
-        let len_of = |segment: &Segment| {
-            segment
-                .sealed_count()
-                .unwrap_or_else(|| active.as_ref().map_or(0, |a: &Active| a.count))
-        };
-        let mut keep_from = 0;
-        for i in 1..segments.len() {
-            if segments[i - 1].first_height + len_of(&segments[i - 1]) as u64
-                != segments[i].first_height
-            {
-                keep_from = i;
-            }
+        // Keep the oldest run of segments that join up: a gap never costs
+        // the intact blocks below it (what lies beyond a gap can only be a
+        // rollback's doomed fork, or blocks that no longer link), and the
+        // newest of what is dropped goes first, so a crash here leaves a
+        // run that still joins.
+        let active_count = active.as_ref().map_or(0, |a: &Active| a.count);
+        let len_of = |segment: &Segment| segment.sealed_count().unwrap_or(active_count);
+        let keep_until = (1..segments.len())
+            .find(|&i| {
+                segments[i - 1].first_height + len_of(&segments[i - 1]) as u64
+                    != segments[i].first_height
+            })
+            .unwrap_or(segments.len());
+        let dropped: Vec<_> = segments.drain(keep_until..).collect();
+        if !dropped.is_empty() {
+            tracing::warn!(
+                kept_through = segments
+                    .last()
+                    .map(|s| s.first_height + len_of(s) as u64 - 1),
+                dropped_from = dropped[0].first_height,
+                "the store's segments do not join up; keeping the run from its oldest block"
+            );
+            // The segment being written, the last, lay beyond the gap.
+            active = None;
         }
-        let dropped: Vec<_> = segments.drain(..keep_from).collect();
-        for segment in dropped {
-            remove_segment(dir, segment.first_height)?;
+        for segment in dropped.iter().rev() {
+            remove_segment(dir, segment.first_height, journal)?;
         }
         let min = segments.first().map(|s| s.first_height);
         let max = segments
@@ -469,6 +490,11 @@ impl Store {
     /// the blocks before the failing one are stored and visible.
     pub fn append(&mut self, blocks: &[NewBlock<'_>]) -> Result<(), StoreError> {
         self.writable()?;
+        let result = self.append_unchecked(blocks);
+        self.stop_on_sync_failure(result)
+    }
+
+    fn append_unchecked(&mut self, blocks: &[NewBlock<'_>]) -> Result<(), StoreError> {
         if !self.hashes_stalled
             && self
                 .shared
@@ -561,15 +587,20 @@ impl Store {
 
     /// Seals the segment being written (if any) and starts a new one.
     fn start_segment(&mut self, first_height: u64) -> Result<(), StoreError> {
-        if let Some(active) = self.active.take() {
+        if let Some(active) = &self.active {
+            // The segment stays the one being written until it is sealed:
+            // a failure here leaves the writer as it was (or, for a failed
+            // fsync, stopped), never with a listed segment nobody writes.
             let sealed = seal(
                 &self.dir,
                 &self.meta,
-                active.file,
+                &active.file,
                 &active.segment,
                 active.end,
                 active.count,
+                self.config.crash_journal.as_deref(),
             )?;
+            self.active = None;
             self.publish(|state| {
                 *state
                     .segments
@@ -585,7 +616,7 @@ impl Store {
             self.meta.segment_bytes,
             self.config.crash_journal.clone(),
         )?;
-        segment::sync_dir(&self.dir)?;
+        segment::sync_dir(&self.dir, self.config.crash_journal.as_deref())?;
         let segment = Arc::new(Segment::active(
             path,
             file.file(),
@@ -607,6 +638,11 @@ impl Store {
     /// the lowest). Durable per [`Durability`] when it returns.
     pub fn rollback(&mut self, keep_up_to: u64) -> Result<(), StoreError> {
         self.writable()?;
+        let result = self.rollback_unchecked(keep_up_to);
+        self.stop_on_sync_failure(result)
+    }
+
+    fn rollback_unchecked(&mut self, keep_up_to: u64) -> Result<(), StoreError> {
         let state = self.shared.state.load_full();
         let (Some(min), Some(max)) = (state.min, state.max) else {
             return Ok(());
@@ -632,8 +668,12 @@ impl Store {
                     ..State::default()
                 };
             });
-            for segment in &state.segments {
-                remove_segment(&self.dir, segment.first_height)?;
+            for segment in state.segments.iter().rev() {
+                remove_segment(
+                    &self.dir,
+                    segment.first_height,
+                    self.config.crash_journal.as_deref(),
+                )?;
             }
             return Ok(());
         }
@@ -663,8 +703,11 @@ impl Store {
         if !doomed.is_empty() {
             self.active = None;
             self.publish(|state| state.segments.retain(|s| s.first_height <= keep_up_to));
-            for first in doomed {
-                remove_segment(&self.dir, first)?;
+            // Newest first: a crash between two unlinks leaves the kept
+            // blocks and a shorter doomed run that still joins them, never
+            // a gap (which open would cut at, keeping the kept blocks).
+            for first in doomed.into_iter().rev() {
+                remove_segment(&self.dir, first, self.config.crash_journal.as_deref())?;
             }
         }
         // Reopen the segment holding the kept height for writing if sealed.
@@ -674,9 +717,10 @@ impl Store {
             .is_none_or(|a| a.segment.first_height != keep_segment.first_height)
         {
             let first = keep_segment.first_height;
-            let index = self.dir.join(index_file_name(first));
-            std::fs::remove_file(&index).map_err(io_error(&index, "unsealing"))?;
-            segment::sync_dir(&self.dir)?;
+            let journal = self.config.crash_journal.clone();
+            // An index a failed seal never wrote is already gone.
+            segment::unlink(&self.dir.join(index_file_name(first)), journal.as_deref())?;
+            segment::sync_dir(&self.dir, journal.as_deref())?;
             let (file, segment, scan) = reopen_for_writing(
                 &self.dir,
                 &self.meta,
@@ -744,7 +788,7 @@ impl Store {
                 state.segments.remove(0);
                 state.min = Some(next_first);
             });
-            remove_segment(&self.dir, oldest)?;
+            remove_segment(&self.dir, oldest, self.config.crash_journal.as_deref())?;
         }
     }
 
@@ -783,6 +827,15 @@ impl Store {
         match &self.failed {
             Some(reason) => Err(StoreError::WriterFailed(reason.clone())),
             None => Ok(()),
+        }
+    }
+
+    /// Any fsync that failed (a file's, a directory's, an index's or META's
+    /// on its way into place) stops the writer, wherever it happened.
+    fn stop_on_sync_failure(&mut self, result: Result<(), StoreError>) -> Result<(), StoreError> {
+        match result {
+            Err(error) if error.is_sync_failure() && self.failed.is_none() => Err(self.fail(error)),
+            other => other,
         }
     }
 
@@ -841,10 +894,11 @@ fn reopen_for_writing(
 fn seal(
     dir: &Path,
     meta: &Meta,
-    file: io::StoreFile,
+    file: &io::StoreFile,
     segment: &Segment,
     end: u64,
     count: usize,
+    journal: Option<&testing::CrashJournal>,
 ) -> Result<Arc<Segment>, StoreError> {
     // Trimming a file readers have mapped is safe here, unlike in a
     // rollback: every index entry points below `end`, so no reader can
@@ -853,7 +907,7 @@ fn seal(
         .map_err(io_error(&segment.path, "trimming"))?;
     file.sync_all()
         .map_err(io_error(&segment.path, "syncing"))?;
-    segment.write_index(dir, count, end)?;
+    segment.write_index(dir, count, end, journal)?;
     let sealed = Segment::open_sealed(dir, segment.first_height, meta.segment_blocks as usize)?
         .ok_or_else(|| {
             StoreError::Corrupt(format!(
@@ -865,21 +919,20 @@ fn seal(
     Ok(Arc::new(sealed))
 }
 
-fn remove_segment(dir: &Path, first_height: u64) -> Result<(), StoreError> {
+fn remove_segment(
+    dir: &Path,
+    first_height: u64,
+    journal: Option<&testing::CrashJournal>,
+) -> Result<(), StoreError> {
     // Data first: an index without its segment is ignored and removed at
     // open, while a segment without its index is simply rebuilt.
     for name in [
         segment_file_name(first_height),
         index_file_name(first_height),
     ] {
-        let path = dir.join(name);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error(&path, "removing")(e)),
-        }
+        segment::unlink(&dir.join(name), journal)?;
     }
-    segment::sync_dir(dir)
+    segment::sync_dir(dir, journal)
 }
 
 /// First heights of the segment files in `dir`; removes leftovers of
@@ -930,7 +983,12 @@ fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Met
                 // An older format's store is read as it is; from here on it
                 // gets records only this format's readers know.
                 if format::u32_at(&bytes, 8) < FORMAT_VERSION {
-                    segment::write_atomically(dir, META_FILE, &format::encode_meta(&meta))?;
+                    segment::write_atomically(
+                        dir,
+                        META_FILE,
+                        &format::encode_meta(&meta),
+                        config.crash_journal.as_deref(),
+                    )?;
                 }
                 Ok(meta)
             }
@@ -966,7 +1024,12 @@ fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Met
                 segment_blocks: config.segment_blocks,
                 segment_bytes: config.segment_bytes,
             };
-            segment::write_atomically(dir, META_FILE, &format::encode_meta(&meta))?;
+            segment::write_atomically(
+                dir,
+                META_FILE,
+                &format::encode_meta(&meta),
+                config.crash_journal.as_deref(),
+            )?;
             Ok(meta)
         }
         Err(e) => Err(io_error(&path, "reading")(e)),

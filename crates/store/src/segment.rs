@@ -14,6 +14,7 @@ use memmap2::Mmap;
 
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
 use crate::io::StoreFile;
+use crate::testing::CrashJournal;
 use crate::{Block, Hash, StoreError, io_error};
 
 /// File name of the segment starting at `first_height`.
@@ -210,6 +211,7 @@ impl Segment {
         dir: &Path,
         count: usize,
         data_len: u64,
+        journal: Option<&CrashJournal>,
     ) -> Result<(), StoreError> {
         let mut blocks = Vec::with_capacity(count);
         let mut txs = Vec::new();
@@ -249,7 +251,7 @@ impl Segment {
             out.extend_from_slice(&delta.to_le_bytes());
             out.extend_from_slice(&index.to_le_bytes());
         }
-        write_atomically(dir, &index_file_name(self.first_height), &out)
+        write_atomically(dir, &index_file_name(self.first_height), &out, journal)
     }
 
     fn publish_offset(&self, i: usize, offset: u64) {
@@ -505,21 +507,64 @@ pub(crate) fn check_index_header(
 }
 
 /// Writes `name` in `dir` so that it either exists whole or not at all.
-pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+pub(crate) fn write_atomically(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    journal: Option<&CrashJournal>,
+) -> Result<(), StoreError> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut file = File::create(&tmp).map_err(io_error(&tmp, "creating"))?;
     file.write_all(bytes).map_err(io_error(&tmp, "writing"))?;
     file.sync_all().map_err(io_error(&tmp, "syncing"))?;
     let path = dir.join(name);
-    std::fs::rename(&tmp, &path).map_err(io_error(&path, "renaming into place"))?;
-    sync_dir(dir)
+    rename(&tmp, &path, journal)?;
+    sync_dir(dir, journal)
+}
+
+/// Renames `from` over `to` (told to a crash journal first).
+pub(crate) fn rename(
+    from: &Path,
+    to: &Path,
+    journal: Option<&CrashJournal>,
+) -> Result<(), StoreError> {
+    if let Some(journal) = journal {
+        journal
+            .before_rename(to)
+            .map_err(io_error(to, "renaming into place"))?;
+    }
+    std::fs::rename(from, to).map_err(io_error(to, "renaming into place"))
+}
+
+/// Unlinks `path`, which may already be gone (told to a crash journal
+/// first).
+pub(crate) fn unlink(path: &Path, journal: Option<&CrashJournal>) -> Result<(), StoreError> {
+    if let Some(journal) = journal {
+        journal
+            .before_unlink(path)
+            .map_err(io_error(path, "removing"))?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_error(path, "removing")(e)),
+    }
 }
 
 /// Makes renames, creations and deletions in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub(crate) fn sync_dir(dir: &Path, journal: Option<&CrashJournal>) -> Result<(), StoreError> {
+    if let Some(journal) = journal {
+        journal
+            .before_sync()
+            .map_err(io_error(dir, "syncing directory"))?;
+    }
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(io_error(dir, "syncing directory"))
+        .map_err(io_error(dir, "syncing directory"))?;
+    if let Some(journal) = journal {
+        journal.dir_synced();
+    }
+    Ok(())
 }
 
 /// Makes bytes `from..` of `file` read as zeros without ever making the

@@ -154,9 +154,11 @@ impl SyntheticBlock {
 /// Simulated power loss for crash tests (set as
 /// [`StoreConfig::crash_journal`](crate::StoreConfig::crash_journal)): it
 /// remembers what each segment-file write replaced until a sync makes it
-/// durable, can make every write and sync from some point on fail (the
-/// moment power goes), and [`CrashJournal::power_loss`] then undoes, newest
-/// first, every write the disk was never told to keep.
+/// durable, and each unlink and rename in the store's directory until the
+/// directory is synced; can make every write, sync, unlink and rename from
+/// some point on fail (the moment power goes); and
+/// [`CrashJournal::power_loss`] then undoes, newest first, every change the
+/// disk was never told to keep.
 #[derive(Debug, Default)]
 pub struct CrashJournal {
     state: std::sync::Mutex<JournalState>,
@@ -166,6 +168,9 @@ pub struct CrashJournal {
 struct JournalState {
     /// Writes and syncs that may still happen; `None`: no limit.
     ops_left: Option<u64>,
+    /// The op (counted from the start) that fails once, as a full disk or
+    /// an I/O error would, while every other goes through.
+    fail_once_at: Option<u64>,
     crashed: bool,
     ops: u64,
     undo: Vec<(std::path::PathBuf, Undo)>,
@@ -173,8 +178,21 @@ struct JournalState {
 
 #[derive(Debug)]
 enum Undo {
-    Bytes { offset: u64, old: Vec<u8> },
+    Bytes {
+        offset: u64,
+        old: Vec<u8>,
+    },
     Len(u64),
+    /// The path was unlinked; its file lives on at `backup` (a hard link)
+    /// until the directory is synced.
+    Unlink {
+        backup: std::path::PathBuf,
+    },
+    /// A file was renamed over the path; what it replaced lives on at
+    /// `backup` (or nothing was there) until the directory is synced.
+    Replace {
+        backup: Option<std::path::PathBuf>,
+    },
 }
 
 fn power_went() -> std::io::Error {
@@ -190,6 +208,13 @@ impl CrashJournal {
     /// The next `ops` writes and syncs succeed; every one after fails.
     pub fn crash_after(&self, ops: u64) {
         self.state.lock().unwrap().ops_left = Some(ops);
+    }
+
+    /// Op number `op` (counted from now: writes, syncs, unlinks and
+    /// renames) fails once with an I/O error; power stays on.
+    pub fn fail_once(&self, op: u64) {
+        let mut state = self.state.lock().unwrap();
+        state.fail_once_at = Some(state.ops + op);
     }
 
     /// Writes and syncs so far (to choose crash points).
@@ -208,12 +233,30 @@ impl CrashJournal {
         use std::os::unix::fs::FileExt;
         let mut state = self.state.lock().unwrap();
         for (path, undo) in state.undo.drain(..).rev() {
+            match undo {
+                Undo::Unlink { backup } => {
+                    std::fs::rename(&backup, &path)?;
+                    continue;
+                }
+                Undo::Replace {
+                    backup: Some(backup),
+                } => {
+                    std::fs::rename(&backup, &path)?;
+                    continue;
+                }
+                Undo::Replace { backup: None } => {
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+                _ => {}
+            }
             let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
                 continue; // removed since: nothing left to undo
             };
             match undo {
                 Undo::Bytes { offset, old } => file.write_all_at(&old, offset)?,
                 Undo::Len(len) => file.set_len(len)?,
+                Undo::Unlink { .. } | Undo::Replace { .. } => unreachable!("handled above"),
             }
         }
         *state = JournalState::default();
@@ -223,6 +266,11 @@ impl CrashJournal {
     fn count(state: &mut JournalState) -> std::io::Result<()> {
         if state.crashed {
             return Err(power_went());
+        }
+        if state.fail_once_at == Some(state.ops) {
+            state.fail_once_at = None;
+            state.ops += 1;
+            return Err(std::io::Error::other("simulated I/O error"));
         }
         if let Some(left) = state.ops_left.as_mut() {
             if *left == 0 {
@@ -285,6 +333,65 @@ impl CrashJournal {
     }
 
     pub(crate) fn synced(&self, path: &std::path::Path) {
-        self.state.lock().unwrap().undo.retain(|(p, _)| p != path);
+        self.state.lock().unwrap().undo.retain(|(p, undo)| {
+            p != path || matches!(undo, Undo::Unlink { .. } | Undo::Replace { .. })
+        });
+    }
+
+    /// A hard link keeping `path`'s file alive, named so no listing of the
+    /// store takes it for one of its files.
+    fn backup_of(state: &JournalState, path: &std::path::Path) -> std::path::PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".journal-{}", state.ops));
+        name.into()
+    }
+
+    /// `path` is about to be unlinked: until the directory is synced, power
+    /// loss brings it back.
+    pub(crate) fn before_unlink(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let mut state = self.state.lock().unwrap();
+        Self::count(&mut state)?;
+        if path.exists() {
+            let backup = Self::backup_of(&state, path);
+            std::fs::hard_link(path, &backup)?;
+            state
+                .undo
+                .push((path.to_path_buf(), Undo::Unlink { backup }));
+        }
+        Ok(())
+    }
+
+    /// A file is about to be renamed over `path`: until the directory is
+    /// synced, power loss brings back what was there (or nothing).
+    pub(crate) fn before_rename(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let mut state = self.state.lock().unwrap();
+        Self::count(&mut state)?;
+        let backup = if path.exists() {
+            let backup = Self::backup_of(&state, path);
+            std::fs::hard_link(path, &backup)?;
+            Some(backup)
+        } else {
+            None
+        };
+        state
+            .undo
+            .push((path.to_path_buf(), Undo::Replace { backup }));
+        Ok(())
+    }
+
+    /// The directory was synced: its unlinks and renames are durable.
+    pub(crate) fn dir_synced(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.undo.retain(|(_, undo)| match undo {
+            Undo::Unlink { backup }
+            | Undo::Replace {
+                backup: Some(backup),
+            } => {
+                let _ = std::fs::remove_file(backup);
+                false
+            }
+            Undo::Replace { backup: None } => false,
+            _ => true,
+        });
     }
 }

@@ -139,7 +139,9 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
         child.kill().unwrap();
         child.wait().unwrap();
 
-        let mut rolling = false;
+        // While `rolling K`, blocks above K may be gone or still there, but
+        // every acknowledged block at or below K must be there, unchanged.
+        let mut rolling: Option<u64> = None;
         let mut wrote = false;
         let text = std::fs::read_to_string(&lines_path).unwrap();
         // Only whole lines count: what follows the last newline was cut.
@@ -151,11 +153,11 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
                     wrote = true;
                     model.insert(h.parse().unwrap(), f.parse().unwrap());
                 }
-                ["rolling", _] => rolling = true,
+                ["rolling", k] => rolling = Some(k.parse().unwrap()),
                 ["rollback", k] => {
                     let keep: u64 = k.parse().unwrap();
                     model.retain(|h, _| *h <= keep);
-                    rolling = false;
+                    rolling = None;
                 }
                 _ => panic!("round {round}: unexpected line {line:?}"),
             }
@@ -166,18 +168,21 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
             .unwrap_or_else(|e| panic!("round {round}: open failed: {e}"));
         let reader = store.reader();
         let stats = reader.stats();
+        let must_keep = match rolling {
+            Some(keep) => model.range(..=keep).next_back().map(|(h, _)| *h),
+            None => model.keys().next_back().copied(),
+        };
         let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
             assert!(
-                model.is_empty() || rolling,
-                "round {round}: store empty but {} blocks acknowledged",
-                model.len()
+                must_keep.is_none(),
+                "round {round}: store empty but blocks through {must_keep:?} acknowledged (rolling {rolling:?})",
             );
             continue;
         };
-        if let Some(acked) = model.keys().next_back() {
+        if let Some(acked) = must_keep {
             assert!(
-                max >= *acked || rolling,
-                "round {round}: acknowledged {acked} lost (store ends at {max})"
+                max >= acked,
+                "round {round}: acknowledged {acked} lost (store ends at {max}, rolling {rolling:?})"
             );
         }
         // Every stored height is intact and chains to the one below.
@@ -202,7 +207,9 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
                 &block.full()[..],
                 &SyntheticBlock::new(fork, height, TXS, 300).full[..]
             );
-            if !rolling && let Some(acked_fork) = model.get(&height) {
+            if rolling.is_none_or(|keep| height <= keep)
+                && let Some(acked_fork) = model.get(&height)
+            {
                 assert_eq!(
                     fork, *acked_fork,
                     "round {round}: height {height} changed fork"
