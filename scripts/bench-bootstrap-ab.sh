@@ -4,6 +4,9 @@
 #
 #   scripts/bench-bootstrap-ab.sh OTHER_NEVE [BLOCKS [TPS [ROUNDS]]]
 #   scripts/bench-bootstrap-ab.sh /path/to/old/neve 600 2100 4
+#   SIDE=source scripts/bench-bootstrap-ab.sh /path/to/old/neve   # the two
+#     builds serve /blocks (each its own store of the chain); the current
+#     build mirrors from each in turn
 set -euo pipefail
 other=$(realpath "${1:?usage: $0 OTHER_NEVE [BLOCKS [TPS [ROUNDS]]]}")
 BLOCKS=${2:-600}
@@ -18,11 +21,26 @@ AP=$(free_port); BP=$(free_port)
 "$neve" serve --upstream "$geth_url" --ws-url none --floor 0 --listen "127.0.0.1:$AP" --data-dir "$work/a" >"$work/a.log" 2>&1 &
 pids+=($!)
 until [ "$(stored_height "http://127.0.0.1:$AP")" -ge "$chain" ]; do sleep 0.1; done
+OP=$AP
+if [ "${SIDE:-mirror}" = source ]; then
+  OP=$(free_port)
+  "$other" serve --upstream "$geth_url" --ws-url none --floor 0 --listen "127.0.0.1:$OP" --data-dir "$work/o" >"$work/o.log" 2>&1 &
+  pids+=($!)
+  until [ "$(stored_height "http://127.0.0.1:$OP")" -ge "$chain" ]; do sleep 0.1; done
+fi
 
 for _ in $(seq "$ROUNDS"); do
   for bin in "$other" "$neve"; do
     rm -rf "$work/b"
-    "$bin" serve --mirror-from "http://127.0.0.1:$AP" --floor 0 --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
+    if [ "${SIDE:-mirror}" = source ]; then
+      # The current build mirrors; the sources differ.
+      source_port=$([ "$bin" = "$neve" ] && echo "$AP" || echo "$OP")
+      mirror_bin=$neve
+    else
+      source_port=$AP
+      mirror_bin=$bin
+    fi
+    "$mirror_bin" serve --mirror-from "http://127.0.0.1:$source_port" --floor 0 --listen "127.0.0.1:$BP" --data-dir "$work/b" >"$work/b.log" 2>&1 &
     mirror=$!; pids+=("$mirror")
     # Each mirror times itself: wait for its log line rather than poll it.
     wait_for_log "$work/b.log" 'bootstrapped from /blocks'

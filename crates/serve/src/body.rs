@@ -6,7 +6,9 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::fmt::Write;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Frame, SizeHint};
@@ -18,8 +20,61 @@ pub struct Chunks(Inner);
 enum Inner {
     /// Known chunks, known length.
     Fixed { chunks: VecDeque<Bytes>, len: u64 },
-    /// NDJSON export of stored blocks `next..=to`, produced as it is sent.
-    Blocks { reader: Reader, next: u64, to: u64 },
+    /// NDJSON export of stored blocks, produced as it is sent.
+    Blocks(Box<Export>),
+}
+
+/// Charges a client for `bytes` of export sent; `Some(wait)` while the
+/// client is in debt, which holds the next frame that long.
+pub(crate) type Meter = Arc<dyn Fn(usize) -> Option<Duration> + Send + Sync>;
+
+/// Longest hold between two frames of an export whose client is in debt
+/// (then it is looked at again). Default is 1 s.
+pub(crate) const EXPORT_HOLD: Duration = Duration::from_secs(1);
+
+/// An export in flight: the next frame is read from the store (records'
+/// CRCs checked, bytes copied) on the blocking pool, never on an async
+/// worker, while the frame before it is being sent.
+pub(crate) struct Export {
+    reader: Reader,
+    next: u64,
+    to: u64,
+    job: Option<tokio::task::JoinHandle<(Bytes, u64)>>,
+    meter: Option<Meter>,
+    hold: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The export's place among those allowed at once.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Export {
+    fn start_next(&mut self) {
+        let (reader, next, to) = (self.reader.clone(), self.next, self.to);
+        self.job = Some(tokio::task::spawn_blocking(move || {
+            export_frame(&reader, next, to)
+        }));
+    }
+}
+
+/// The lines of `next..=to` that fit one frame, and the height after them
+/// (past `to` when the export is over).
+fn export_frame(reader: &Reader, mut next: u64, to: u64) -> (Bytes, u64) {
+    let mut frame = BytesMut::new();
+    while next <= to && frame.len() < EXPORT_FRAME_BYTES {
+        // A pruned or damaged height ends the export early; the client
+        // sees where it stopped from the last line.
+        let Some(block) = reader.block(next) else {
+            return (frame.freeze(), to + 1);
+        };
+        let fields = record_fields(&block);
+        frame.reserve(fields.iter().map(Bytes::len).sum::<usize>() + 32);
+        write!(frame, "{{\"number\":\"0x{next:x}\",").expect("BytesMut grows");
+        for field in fields {
+            frame.extend_from_slice(&field);
+        }
+        frame.extend_from_slice(b"}\n");
+        next += 1;
+    }
+    (frame.freeze(), next)
 }
 
 /// The export's frames gather whole lines up to about this size: one
@@ -54,13 +109,24 @@ impl Chunks {
         Chunks::new(Vec::new())
     }
 
-    /// The NDJSON export of stored blocks `from..=to`.
-    pub(crate) fn blocks(reader: Reader, from: u64, to: u64) -> Self {
-        Chunks(Inner::Blocks {
+    /// The NDJSON export of stored blocks `from..=to`, charged to its
+    /// client through `meter` and holding `slot` until it ends.
+    pub(crate) fn blocks(
+        reader: Reader,
+        from: u64,
+        to: u64,
+        meter: Option<Meter>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Self {
+        Chunks(Inner::Blocks(Box::new(Export {
             reader,
             next: from,
             to,
-        })
+            job: None,
+            meter,
+            hold: None,
+            _slot: slot,
+        })))
     }
 }
 
@@ -93,7 +159,7 @@ impl Body for Chunks {
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match &mut self.get_mut().0 {
             Inner::Fixed { chunks, len } => {
@@ -124,25 +190,33 @@ impl Body for Chunks {
                 *len -= frame.len() as u64;
                 Poll::Ready(Some(Ok(Frame::data(frame))))
             }
-            Inner::Blocks { reader, next, to } => {
-                let mut frame = BytesMut::new();
-                while *next <= *to && frame.len() < EXPORT_FRAME_BYTES {
-                    // A pruned or damaged height ends the export early; the
-                    // client sees where it stopped from the last line.
-                    let Some(block) = reader.block(*next) else {
-                        *next = *to + 1;
-                        break;
-                    };
-                    let fields = record_fields(&block);
-                    frame.reserve(fields.iter().map(Bytes::len).sum::<usize>() + 32);
-                    write!(frame, "{{\"number\":\"0x{:x}\",", *next).expect("BytesMut grows");
-                    for field in fields {
-                        frame.extend_from_slice(&field);
-                    }
-                    frame.extend_from_slice(b"}\n");
-                    *next += 1;
+            Inner::Blocks(export) => {
+                if let Some(hold) = export.hold.as_mut() {
+                    ready!(hold.as_mut().poll(cx));
+                    export.hold = None;
                 }
-                Poll::Ready((!frame.is_empty()).then(|| Ok(Frame::data(frame.freeze()))))
+                if export.job.is_none() {
+                    if export.next > export.to {
+                        return Poll::Ready(None);
+                    }
+                    export.start_next();
+                }
+                let job = export.job.as_mut().expect("started above");
+                let (frame, next) = ready!(Pin::new(job).poll(cx)).expect("an export frame");
+                export.job = None;
+                export.next = next;
+                if frame.is_empty() {
+                    return Poll::Ready(None);
+                }
+                let wait = export.meter.as_ref().and_then(|meter| meter(frame.len()));
+                if let Some(wait) = wait.filter(|_| export.next <= export.to) {
+                    export.hold = Some(Box::pin(tokio::time::sleep(wait.min(EXPORT_HOLD))));
+                }
+                // The next frame is read while this one is sent.
+                if export.next <= export.to && export.hold.is_none() {
+                    export.start_next();
+                }
+                Poll::Ready(Some(Ok(Frame::data(frame))))
             }
         }
     }
@@ -150,14 +224,14 @@ impl Body for Chunks {
     fn is_end_stream(&self) -> bool {
         match &self.0 {
             Inner::Fixed { chunks, .. } => chunks.is_empty(),
-            Inner::Blocks { next, to, .. } => next > to,
+            Inner::Blocks(export) => export.job.is_none() && export.next > export.to,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.0 {
             Inner::Fixed { len, .. } => SizeHint::with_exact(*len),
-            Inner::Blocks { .. } => SizeHint::default(),
+            Inner::Blocks(_) => SizeHint::default(),
         }
     }
 }
@@ -230,7 +304,7 @@ mod tests {
             .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
             .unwrap();
 
-        let mut body = Chunks::blocks(store.reader(), 3, 197);
+        let mut body = Chunks::blocks(store.reader(), 3, 197, None, None);
         let mut frames = Vec::new();
         while let Some(frame) = body.frame().await {
             frames.push(frame.unwrap().into_data().unwrap());

@@ -110,6 +110,8 @@ struct Server {
     fetch: Option<Arc<dyn neve_state::Fetch>>,
     /// Per-address work budgets, when `--client-rate` is set.
     clients: Option<clients::ClientBudget>,
+    /// Places for `/blocks` exports in flight ([`export::MAX_EXPORTS`]).
+    exports: Arc<tokio::sync::Semaphore>,
     started: Instant,
 }
 
@@ -349,7 +351,7 @@ impl Server {
                     Chunks::new(vec![Bytes::from(text)]),
                 )
             }
-            (&Method::GET, "/blocks") => self.export(request.uri().query().unwrap_or("")),
+            (&Method::GET, "/blocks") => self.export(request.uri().query().unwrap_or(""), client),
             (_, "/") => json_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 error_element(ErrorCode::InvalidRequest, "JSON-RPC requests are POSTed"),

@@ -81,6 +81,7 @@ pub async fn serve(
         stopping: shutdown.clone(),
         fallback,
         clients,
+        exports: Arc::new(tokio::sync::Semaphore::new(crate::export::MAX_EXPORTS)),
         started: Instant::now(),
     });
     let stopped = until_stopped(shutdown);

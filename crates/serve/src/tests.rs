@@ -89,6 +89,7 @@ fn server_configured(
         },
         fallback: None,
         fetch: None,
+        exports: Arc::new(tokio::sync::Semaphore::new(crate::export::MAX_EXPORTS)),
         started: Instant::now(),
     };
     std::mem::forget(store); // keep the writer (and its lock) for the reader's lifetime
@@ -353,6 +354,46 @@ fn the_batch_answer_cap_holds_after_a_deferred_element() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum();
     assert!(built <= 1, "{built} blocks built past the cap:\n{metrics}");
+}
+
+#[test]
+fn exports_are_bounded_and_charged_by_the_bytes_they_send() {
+    let (server, _dir) = server();
+    let mut server = server;
+    // One unit a second: a few KiB of export puts the client in debt.
+    server.clients = clients::ClientBudget::new(1);
+    let server = Arc::new(server);
+    let runtime = runtime();
+    let client: std::net::IpAddr = "127.0.0.7".parse().unwrap();
+    let _entered = runtime.enter();
+    let held: Vec<_> = (0..export::MAX_EXPORTS)
+        .map(|_| server.export("from=0&to=9", client))
+        .collect();
+    assert!(held.iter().all(|r| r.status() == 200));
+    let refused = server.export("", client);
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    drop(held);
+    let export = server.export("from=0&to=9", client);
+    assert_eq!(export.status(), 200);
+    let body = runtime
+        .block_on(export.into_body().collect())
+        .unwrap()
+        .to_bytes();
+    assert_eq!(
+        body.split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        10
+    );
+    assert!(body.len() > 2 * clients::BYTES_PER_UNIT, "{}", body.len());
+    // The bytes sent were charged: the client is in debt.
+    let in_debt = server
+        .clients
+        .as_ref()
+        .unwrap()
+        .admit(client, Instant::now());
+    assert!(in_debt.is_err());
 }
 
 #[test]
