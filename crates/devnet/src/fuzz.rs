@@ -72,13 +72,26 @@ pub fn run(
     seeds: &[Vec<u8>],
     dictionary: &[&[u8]],
     max_len: usize,
+    target: impl FnMut(&[u8]),
+) -> Report {
+    run_defaulting_to(DEFAULT_INPUTS, name, seeds, dictionary, max_len, target)
+}
+
+/// [`run`] for a target whose inputs are slow (file system work): without
+/// `NEVE_FUZZ_INPUTS` it gets `inputs` rather than [`DEFAULT_INPUTS`].
+pub fn run_defaulting_to(
+    inputs: u64,
+    name: &str,
+    seeds: &[Vec<u8>],
+    dictionary: &[&[u8]],
+    max_len: usize,
     mut target: impl FnMut(&[u8]),
 ) -> Report {
     assert!(!seeds.is_empty(), "{name}: no seeds");
     let inputs = std::env::var("NEVE_FUZZ_INPUTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_INPUTS);
+        .unwrap_or(inputs);
     let seed = std::env::var("NEVE_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())

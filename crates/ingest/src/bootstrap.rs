@@ -123,6 +123,15 @@ pub(crate) struct NeveHealth {
 }
 
 pub(crate) async fn neve_health(client: &RpcClient) -> Result<NeveHealth, IngestError> {
+    let (status, body) = client
+        .get("/health")
+        .await
+        .map_err(rpc("reading /health"))?;
+    read_health(status.as_u16(), &body)
+}
+
+/// Another neve's `/health` document, as received.
+fn read_health(status: u16, body: &[u8]) -> Result<NeveHealth, IngestError> {
     #[derive(Deserialize)]
     struct Blocks {
         max_contiguous_height: Option<u64>,
@@ -135,11 +144,7 @@ pub(crate) async fn neve_health(client: &RpcClient) -> Result<NeveHealth, Ingest
         genesis_hash: String,
         blocks: Blocks,
     }
-    let (status, body) = client
-        .get("/health")
-        .await
-        .map_err(rpc("reading /health"))?;
-    let health: Health = serde_json::from_slice(&body).map_err(|e| IngestError::Refused {
+    let health: Health = serde_json::from_slice(body).map_err(|e| IngestError::Refused {
         height: 0,
         reason: format!("/health answered {status} with no neve health document: {e}"),
     })?;
@@ -383,5 +388,35 @@ mod tests {
                 }
             });
         eprintln!("/blocks reader: {report}");
+    }
+
+    /// Fuzz target: a mirror source's `/health`: any body is read as the
+    /// chain's identity and heights or refused, never a panic.
+    #[test]
+    fn fuzz_a_sources_health_document() {
+        let seed = br#"{"status":"ok","chain_id":1337,"genesis_hash":"0x3c0d00000000000000000000000000000000000000000000000000000000a1b2","version":"0.1.0","uptime_seconds":3,"blocks":{"min_height":0,"max_contiguous_height":41,"high_water":41,"safe":33,"finalized":9,"behind":0},"upstream":{"url":"http://127.0.0.1:8545","connected":true}}"#;
+        let health = read_health(200, seed).unwrap();
+        assert_eq!(
+            (health.chain_id, health.max, health.safe),
+            (1337, Some(41), Some(33))
+        );
+        let dictionary: [&[u8]; 6] = [
+            b"null",
+            b"18446744073709551616",
+            b"-1",
+            b"\"0x\"",
+            b"{}",
+            b"1e400",
+        ];
+        let report = neve_devnet::fuzz::run(
+            "/health",
+            &[seed.to_vec()],
+            &dictionary,
+            16 << 10,
+            |input| {
+                let _ = read_health(200, input);
+            },
+        );
+        eprintln!("/health: {report}");
     }
 }

@@ -157,13 +157,6 @@ where
         + futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
         + Unpin,
 {
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        /// Set on notifications (`eth_subscription`), never on answers.
-        method: Option<String>,
-        result: Option<String>,
-        error: Option<Box<serde_json::value::RawValue>>,
-    }
     let subscribe = r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
     let lost = |what: &str| SubscribeError::Lost(what.to_string());
     let answered = async {
@@ -178,29 +171,44 @@ where
                 Some(Ok(_)) => continue,
                 Some(Err(error)) => return Err(lost(&error.to_string())),
             };
-            let Ok(answer) = serde_json::from_str::<Answer>(text.as_str()) else {
-                return Err(SubscribeError::Refused(format!(
-                    "not JSON-RPC: {}",
-                    text.chars().take(120).collect::<String>()
-                )));
-            };
-            if answer.method.is_some() {
+            match read_answer(text.as_str()) {
                 // A notification ahead of the answer: a head all the same.
-                wake.notify_one();
-                continue;
+                None => wake.notify_one(),
+                Some(answer) => return answer,
             }
-            return match (answer.result, answer.error) {
-                (Some(id), None) => Ok(id),
-                (_, Some(error)) => Err(SubscribeError::Refused(
-                    error.get().chars().take(200).collect(),
-                )),
-                (None, None) => Err(SubscribeError::Refused("no subscription id".into())),
-            };
         }
     };
     tokio::time::timeout(within, answered)
         .await
         .unwrap_or_else(|_| Err(lost("no answer to eth_subscribe")))
+}
+
+/// What one frame on the socket says while the subscription's answer is
+/// awaited: `None` for a notification (a head), else the answer.
+fn read_answer(text: &str) -> Option<Result<String, SubscribeError>> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        /// Set on notifications (`eth_subscription`), never on answers.
+        method: Option<String>,
+        result: Option<String>,
+        error: Option<Box<serde_json::value::RawValue>>,
+    }
+    let Ok(answer) = serde_json::from_str::<Answer>(text) else {
+        return Some(Err(SubscribeError::Refused(format!(
+            "not JSON-RPC: {}",
+            text.chars().take(120).collect::<String>()
+        ))));
+    };
+    if answer.method.is_some() {
+        return None;
+    }
+    Some(match (answer.result, answer.error) {
+        (Some(id), None) => Ok(id),
+        (_, Some(error)) => Err(SubscribeError::Refused(
+            error.get().chars().take(200).collect(),
+        )),
+        (None, None) => Err(SubscribeError::Refused("no subscription id".into())),
+    })
 }
 
 #[cfg(test)]
@@ -314,5 +322,34 @@ mod tests {
             subscribe(&mut socket, &wake, WITHIN).await,
             Err(SubscribeError::Lost("no answer to eth_subscribe".into()))
         );
+    }
+
+    /// Fuzz target: `newHeads` frames (the subscription's answer and the
+    /// notifications around it): any text is a head, an id or a refusal,
+    /// never a panic.
+    #[test]
+    fn fuzz_newheads_frames() {
+        let seeds: Vec<Vec<u8>> = [
+            r#"{"jsonrpc":"2.0","id":1,"result":"0x9ce59a13059e417087c02d3236a0b1cc"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":{"number":"0x1b4","hash":"0x01"}}}"#,
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let dictionary: [&[u8]; 6] = [
+            b"\"method\"",
+            b"\"result\"",
+            b"\"error\"",
+            b"null",
+            b"{",
+            b"\\u0000",
+        ];
+        let report =
+            neve_devnet::fuzz::run("newHeads frames", &seeds, &dictionary, 16 << 10, |input| {
+                let text = String::from_utf8_lossy(input);
+                let _ = read_answer(&text);
+            });
+        eprintln!("newHeads frames: {report}");
     }
 }

@@ -27,6 +27,7 @@ use neve_state::{
 use neve_store::Reader;
 use neve_upstream::{RpcClient, RpcError};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, watch};
 
 /// Most fetches (fetch-through and prefetch together) under way at once; a
@@ -240,48 +241,60 @@ impl Inner {
         };
         counter.fetch_add(calls.len() as u64, Ordering::Relaxed);
         let mut answers = self.client.batch(&calls).await?.into_iter();
-        let proof: ProofAnswer = {
-            let raw = answers.next().expect("one answer per call")?;
-            serde_json::from_str(raw.get()).map_err(|e| FetchError::Shape(e.to_string()))?
-        };
-        let code: Option<Bytes> = match answers.next() {
-            Some(raw) => {
-                let text: String = serde_json::from_str(raw?.get())
-                    .map_err(|e| FetchError::Shape(e.to_string()))?;
-                Some(decode_hex(&text)?)
-            }
-            None => None,
-        };
-        let stated = proof.stated()?;
-        let account_nodes = proof
-            .account_proof
-            .iter()
-            .map(|n| decode_hex(n))
-            .collect::<Result<Vec<_>, _>>()?;
-        let storage_nodes = proof
-            .storage_proof
-            .iter()
-            .map(|s| s.proof.iter().map(|n| decode_hex(n)).collect())
-            .collect::<Result<Vec<Vec<Bytes>>, _>>()?;
-        // Hashing a proof of up to 1,024 slots is milliseconds of CPU, and
-        // an insert may free an evicted generation: off the async workers.
+        let proof = answers.next().expect("one answer per call")?;
+        let code = answers.next().transpose()?;
+        // Decoding and hashing a proof of up to 1,024 slots is milliseconds
+        // of CPU, and an insert may free an evicted generation: off the
+        // async workers.
         let request = request.clone();
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
-            let verified = verify_answer(
-                &request,
-                &stated,
-                &account_nodes,
-                &storage_nodes,
-                code.as_deref(),
-            )?;
+            let verified =
+                decode_and_verify(&request, proof.get(), code.as_deref().map(RawValue::get))?;
             state.insert(verified);
-            Ok::<_, ProofError>(())
+            Ok::<_, FetchError>(())
         })
         .await
         .map_err(|e| FetchError::Shape(format!("verification task: {e}")))??;
         Ok(())
     }
+}
+
+/// An upstream's `eth_getProof` answer (and `eth_getCode`'s, when asked
+/// for), as received, decoded and walked from the request's verified root.
+fn decode_and_verify(
+    request: &FetchRequest,
+    proof: &str,
+    code: Option<&str>,
+) -> Result<Verified, FetchError> {
+    let proof: ProofAnswer =
+        serde_json::from_str(proof).map_err(|e| FetchError::Shape(e.to_string()))?;
+    let code: Option<Bytes> = match code {
+        Some(raw) => {
+            let text: String =
+                serde_json::from_str(raw).map_err(|e| FetchError::Shape(e.to_string()))?;
+            Some(decode_hex(&text)?)
+        }
+        None => None,
+    };
+    let stated = proof.stated()?;
+    let account_nodes = proof
+        .account_proof
+        .iter()
+        .map(|n| decode_hex(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let storage_nodes = proof
+        .storage_proof
+        .iter()
+        .map(|s| s.proof.iter().map(|n| decode_hex(n)).collect())
+        .collect::<Result<Vec<Vec<Bytes>>, _>>()?;
+    Ok(verify_answer(
+        request,
+        &stated,
+        &account_nodes,
+        &storage_nodes,
+        code.as_deref(),
+    )?)
 }
 
 /// Walks an upstream's answer from the request's verified root; returns
@@ -448,4 +461,77 @@ fn answerable(state: &State, root: &Hash, address: &[u8; 20], slots: &[Hash]) ->
             Read::Found(_)
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// geth's `eth_getProof` answer from the execution-apis suite, as
+    /// received, and a request whose verified root it hashes up to.
+    fn fixture() -> (String, FetchRequest) {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/conformance/rpc-compat/eth_getProof/get-account-proof-latest.io"
+        );
+        let text =
+            std::fs::read_to_string(path).expect("the conformance fixtures beside the project");
+        let line = text.lines().find(|l| l.starts_with("<<")).unwrap();
+        let answer: serde_json::Value = serde_json::from_str(&line[3..]).unwrap();
+        let result = answer["result"].to_string();
+        let first = decode_hex(answer["result"]["accountProof"][0].as_str().unwrap()).unwrap();
+        let address = decode_hex(answer["result"]["address"].as_str().unwrap()).unwrap();
+        let request = FetchRequest {
+            block_hash: [1; 32],
+            state_root: keccak256(&first).0,
+            address: address[..].try_into().unwrap(),
+            slots: Vec::new(),
+            code: false,
+        };
+        (result, request)
+    }
+
+    #[test]
+    fn a_geth_answer_verifies_and_a_changed_one_is_refused() {
+        let (answer, request) = fixture();
+        assert!(decode_and_verify(&request, &answer, None).is_ok());
+        let lying = answer.replacen("\"balance\":\"0x76\"", "\"balance\":\"0x77\"", 1);
+        assert_ne!(lying, answer);
+        assert!(decode_and_verify(&request, &lying, None).is_err());
+    }
+
+    /// Fuzz target: an upstream's `eth_getProof` (and `eth_getCode`)
+    /// answer, decoded and walked from a verified root: anything but the
+    /// proof is refused, never a panic or a hang.
+    #[test]
+    fn fuzz_proof_answers_through_decoding_and_verification() {
+        let (answer, request) = fixture();
+        let with_slot = FetchRequest {
+            slots: vec![[0; 32]],
+            code: true,
+            ..request.clone()
+        };
+        let seeds = vec![answer.clone().into_bytes()];
+        let dictionary: [&[u8]; 10] = [
+            b"\"0x\"",
+            b"0x",
+            b"\"storageProof\":[{\"key\":\"0x0\",\"value\":\"0x1\",\"proof\":[]}]",
+            b"\"accountProof\":[]",
+            b"f90211",
+            b"80",
+            b"\"",
+            b"[",
+            b"null",
+            b"ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+        ];
+        let report =
+            neve_devnet::fuzz::run("proof answers", &seeds, &dictionary, 64 << 10, |input| {
+                let Ok(text) = std::str::from_utf8(input) else {
+                    return;
+                };
+                let _ = decode_and_verify(&request, text, None);
+                let _ = decode_and_verify(&with_slot, text, Some("\"0x6000\""));
+            });
+        eprintln!("proof answers: {report}");
+    }
 }

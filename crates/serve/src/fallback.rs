@@ -98,32 +98,38 @@ impl Fallback {
         }
         body.push(b']');
         let (_, answer) = self.forward(Bytes::from(body)).await?;
-        let answers: Vec<&RawValue> = serde_json::from_slice(&answer).ok()?;
-        #[derive(serde::Deserialize)]
-        struct Id<'a> {
-            #[serde(borrow)]
-            id: Option<&'a RawValue>,
-        }
-        let id_of = |raw: &RawValue| {
-            serde_json::from_str::<Id<'_>>(raw.get())
-                .ok()?
-                .id
-                .map(|id| id.get().to_string())
-        };
-        // Each answer is used once, so repeated ids get their own answers.
-        let mut unused: Vec<Option<&RawValue>> = answers.into_iter().map(Some).collect();
-        misses
-            .iter()
-            .map(|index| {
-                let wanted = id_of(elements[*index])?;
-                let slot = unused
-                    .iter_mut()
-                    .find(|a| a.is_some_and(|a| id_of(a).as_deref() == Some(wanted.as_str())))?;
-                slot.take()
-                    .map(|a| Bytes::copy_from_slice(a.get().as_bytes()))
-            })
-            .collect()
+        place_answers(&answer, elements, misses)
     }
+}
+
+/// The fallback's answer to the missed elements, matched to them by id;
+/// `None` when it is not a batch answer that answers each.
+fn place_answers(answer: &[u8], elements: &[&RawValue], misses: &[usize]) -> Option<Vec<Bytes>> {
+    let answers: Vec<&RawValue> = serde_json::from_slice(answer).ok()?;
+    #[derive(serde::Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+    }
+    let id_of = |raw: &RawValue| {
+        serde_json::from_str::<Id<'_>>(raw.get())
+            .ok()?
+            .id
+            .map(|id| id.get().to_string())
+    };
+    // Each answer is used once, so repeated ids get their own answers.
+    let mut unused: Vec<Option<&RawValue>> = answers.into_iter().map(Some).collect();
+    misses
+        .iter()
+        .map(|index| {
+            let wanted = id_of(elements[*index])?;
+            let slot = unused
+                .iter_mut()
+                .find(|a| a.is_some_and(|a| id_of(a).as_deref() == Some(wanted.as_str())))?;
+            slot.take()
+                .map(|a| Bytes::copy_from_slice(a.get().as_bytes()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -185,5 +191,37 @@ mod tests {
         let fallback = fallback("*");
         let _taken = fallback.slots.try_acquire().unwrap();
         assert!(fallback.forward(Bytes::from_static(b"{}")).await.is_none());
+    }
+
+    /// Fuzz target: a fallback node's answer to forwarded elements: matched
+    /// to them by id or refused, never a panic.
+    #[test]
+    fn fuzz_fallback_answers() {
+        let raw = |text: &str| RawValue::from_string(text.into()).unwrap();
+        let elements = [
+            raw(r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#),
+            raw(r#"{"jsonrpc":"2.0","id":"a","method":"eth_call","params":[]}"#),
+            raw(r#"{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}"#),
+        ];
+        let elements: Vec<&RawValue> = elements.iter().map(|e| &**e).collect();
+        let seed = br#"[{"jsonrpc":"2.0","id":"a","result":"0x"},{"jsonrpc":"2.0","id":1,"result":"0x1"},{"jsonrpc":"2.0","id":1,"error":{"code":3}}]"#;
+        let placed = place_answers(seed, &elements, &[0, 1, 2]).unwrap();
+        assert_eq!(
+            &placed[1][..],
+            br#"{"jsonrpc":"2.0","id":"a","result":"0x"}"#
+        );
+        let dictionary: [&[u8]; 5] = [b"\"id\":", b"null", b"[", b"{", b"\"a\""];
+        let report = neve_devnet::fuzz::run(
+            "fallback answers",
+            &[seed.to_vec()],
+            &dictionary,
+            16 << 10,
+            |input| {
+                if let Some(placed) = place_answers(input, &elements, &[0, 1, 2]) {
+                    assert_eq!(placed.len(), 3);
+                }
+            },
+        );
+        eprintln!("fallback answers: {report}");
     }
 }

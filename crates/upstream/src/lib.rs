@@ -835,4 +835,46 @@ mod tests {
         let limited = br#"{"id":null,"error":{"code":-32005,"message":"limit exceeded"}}"#;
         assert!(!refuses_batch(ok, limited, 2));
     }
+
+    /// Fuzz target: an upstream's answer to a batch of three calls (or to a
+    /// call sent alone): decoded into three items, refused as a whole, or
+    /// judged a refusal of the batch itself, never a panic.
+    #[test]
+    fn fuzz_batch_answers() {
+        let seeds: Vec<Vec<u8>> = [
+            r#"[{"jsonrpc":"2.0","id":7,"result":"0x1"},{"jsonrpc":"2.0","id":9,"result":{"a":[1]}},{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"no"}}]"#,
+            r#"[{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"batch too large"}}]"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":null}"#,
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let dictionary: [&[u8]; 7] = [
+            b"\"id\":",
+            b"18446744073709551615",
+            b"\"error\":",
+            b"\"result\":",
+            b"null",
+            b"[",
+            b"batch",
+        ];
+        let report =
+            neve_devnet::fuzz::run("batch answers", &seeds, &dictionary, 64 << 10, |input| {
+                let _ = refuses_batch(StatusCode::OK, input, 3);
+                for single in [false, true] {
+                    let answer = BatchAnswer {
+                        parts: vec![Part {
+                            bytes: Bytes::copy_from_slice(input),
+                            first: 7,
+                            count: if single { 1 } else { 3 },
+                            single,
+                        }],
+                    };
+                    if let Ok(items) = answer.items() {
+                        assert_eq!(items.len(), if single { 1 } else { 3 });
+                    }
+                }
+            });
+        eprintln!("batch answers: {report}");
+    }
 }
