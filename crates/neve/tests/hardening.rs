@@ -812,3 +812,74 @@ fn core_affinity_list() -> Vec<usize> {
         })
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn newblocks_notifications_are_charged_to_their_client() {
+    let (geth, top) = dev_chain_of(5).await;
+    let neve = Neve::start(
+        geth.http_url(),
+        &["--ws-url", geth.ws_url(), "--client-rate", "20"],
+        top,
+    )
+    .await;
+    let ws_url = neve.url.replacen("http://", "ws://", 1);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+    // 64 subscriptions to whole blocks on one socket: every block is 64
+    // copies, each charged to this address.
+    for id in 0..64 {
+        let subscribe = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_subscribe","params":["newBlocks"]}}"#
+        );
+        ws.send(Message::Text(subscribe.into())).await.unwrap();
+        let _ = ws.next().await.unwrap().unwrap();
+    }
+    let client = RpcClient::new(&neve.url).unwrap();
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+    // The subscriptions' own cost is paid off first: a plain call goes
+    // through again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.post(call.into()).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "never out of the subscriptions' debt"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for _ in 0..10 {
+        assert!(
+            client.post(call.into()).await.is_ok(),
+            "a paced call is refused"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Blocks keep coming while the socket reads its notifications; the
+    // address's plain calls are soon refused for the debt.
+    let mut load = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(6));
+    load.accounts = 2;
+    load.tps = Some(100);
+    let traffic = tokio::spawn(neve_load::run(load, |_| {}));
+    let reader = tokio::spawn(async move {
+        let mut bytes = 0usize;
+        while let Ok(Some(Ok(message))) =
+            tokio::time::timeout(Duration::from_secs(3), ws.next()).await
+        {
+            bytes += message.len();
+        }
+        bytes
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        match client.post(call.into()).await {
+            Err(neve_upstream::RpcError::Http { status: 429, .. }) => break true,
+            _ if Instant::now() > deadline => break false,
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let _ = traffic.await;
+    let received = reader.await.unwrap();
+    assert!(
+        received > 64 * 1000,
+        "notifications received: {received} bytes"
+    );
+    assert!(refused, "64 copies of every block were not charged");
+}

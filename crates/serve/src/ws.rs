@@ -199,9 +199,11 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                         return;
                     }
                 };
+                let mut bytes = 0;
                 let sent = tokio::time::timeout(SEND_TIMEOUT, async {
                     for (id, subscription) in &subscriptions {
                         for message in notifications(id, subscription, &event) {
+                            bytes += message.len();
                             ws.feed(message).await?;
                         }
                     }
@@ -211,6 +213,14 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 if !matches!(sent, Ok(Ok(()))) {
                     return;
                 }
+                // Notifications are copies made for this client: charged
+                // like answers, so 64 `newBlocks` subscriptions cost 64
+                // blocks' bytes (its next request waits out the debt).
+                let spent = crate::clients::Spent {
+                    bytes: bytes as u64,
+                    ..crate::clients::Spent::default()
+                };
+                let _ = server.charge(client, spent, 0.0);
             }
         }
     }
