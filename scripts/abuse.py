@@ -61,9 +61,16 @@ async def good_client(stop, latencies):
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
                            "params": [hex(rng.randint(0, HEAD)), False]}).encode()
         started = time.perf_counter()
-        writer.write(request(body))
-        await writer.drain()
-        status, _ = await read_response(reader)
+        try:
+            writer.write(request(body))
+            await writer.drain()
+            status, _ = await read_response(reader)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            # Its connection was closed under it: counted as a failed
+            # request (status 0), and it connects again.
+            status = 0
+            writer.close()
+            reader, writer = await asyncio.open_connection(HOST, PORT)
         latencies.append((time.perf_counter() - started, status))
     writer.close()
 
@@ -180,7 +187,10 @@ async def idle_connections(stop):
 async def one_shot(body: bytes):
     reader, writer = await abuser_connection()
     writer.write(request(body, keep_alive=False))
-    await writer.drain()
+    try:
+        await writer.drain()
+    except ConnectionError:
+        pass  # refused before the body was read: its answer may be there
     try:
         status, answer = await asyncio.wait_for(read_response(reader), 30)
     except (asyncio.IncompleteReadError, ConnectionError):
@@ -215,6 +225,51 @@ def bad_request(body: bytes):
 LOGS = {"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs",
         "params": [{"fromBlock": "0x0", "toBlock": hex(HEAD)}]}
 
+
+def contract_with_storage():
+    """A contract on the chain (neve load's token, whose balances are
+    storage): the first receipt that created one."""
+    import urllib.request
+    for height in range(HEAD + 1):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockReceipts",
+                           "params": [hex(height)]}).encode()
+        asked = urllib.request.Request(f"http://{HOST}:{PORT}/", data=body,
+                                       headers={"content-type": "application/json"})
+        with urllib.request.urlopen(asked) as answer:
+            for receipt in json.load(answer).get("result") or []:
+                if receipt.get("contractAddress"):
+                    return receipt["contractAddress"]
+    return "0x" + "00" * 19 + "01"
+
+
+CONTRACT = contract_with_storage()
+
+
+async def blocks_flood(stop):
+    """Rounds of 50 clients exporting the whole store at once over
+    /blocks, each reading slowly."""
+    async def one():
+        reader, writer = await abuser_connection()
+        writer.write(f"GET /blocks?from=0&to={HEAD} HTTP/1.1\r\nHost: neve\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        got = 0
+        while chunk := await reader.read(64 * 1024):
+            got += len(chunk)
+            await asyncio.sleep(0.01)
+        writer.close()
+        return status, got
+    deadline = time.time() + SECONDS
+    statuses, read = {}, 0
+    while time.time() < deadline:
+        for result in await asyncio.gather(*[one() for _ in range(50)], return_exceptions=True):
+            if isinstance(result, tuple):
+                statuses[result[0]] = statuses.get(result[0], 0) + 1
+                read += result[1]
+    shown = ", ".join(f"{n} × {status}" for status, n in sorted(statuses.items()))
+    return f"{shown}; {read / 1e6:.1f} MB read"
+
 ABUSES = {
     "slowloris": slowloris,
     "never-reading clients": never_reading,
@@ -228,12 +283,22 @@ ABUSES = {
          "params": ["0x" + "f" * 5000, False]}).encode()),
     "100,000-digit id": bad_request(b'{"jsonrpc":"2.0","id":' + b"9" * 100_000 + b',"method":"eth_chainId"}'),
     "invalid UTF-8": bad_request(b'{"jsonrpc":"2.0","id":1,"method":"eth_\xff\xfe"}'),
+    # A log scan (deferred to the scan threads) and then 700 proofs naming
+    # one slot 1,024 times each: the batch answer cap must hold after it.
+    "eth_getLogs then 700 × 1,024-slot eth_getProof": bad_request(json.dumps(
+        [LOGS] + [{"jsonrpc": "2.0", "id": i, "method": "eth_getProof",
+                   "params": [CONTRACT, ["0x0"] * 1024, "latest"]} for i in range(700)]).encode()),
+    "/blocks floods (50 slow exports at once)": blocks_flood,
 }
 
 
 async def main():
     rows = [await measured("idle")]
+    only = os.environ.get("ONLY")
     for name in ABUSES:
+        if only and only not in name:
+            continue
+        print(f"abuse: {name}", file=sys.stderr, flush=True)
         rows.append(await measured(name))
         await asyncio.sleep(1)
     idle = rows[0][1]

@@ -8,6 +8,7 @@
 #   SECONDS_EACH=20 scripts/abuse.sh
 #   ABUSER_NICE=19 scripts/abuse.sh   # abusers yield the CPU, as if remote
 #   CLIENT_RATE=0 scripts/abuse.sh    # no per-client budget
+#   ONLY=blocks scripts/abuse.sh      # the abuses whose name holds the text
 #
 # Abusers connect from 127.0.0.2, the good client from 127.0.0.1, and neve
 # runs with --client-rate CLIENT_RATE (default 20,000 units a second per
@@ -27,4 +28,7 @@ P=$(free_port)
   --data-dir "$work/neve" --max-connections 16384 --client-rate "$CLIENT_RATE" >"$work/neve.log" 2>&1 &
 pid=$!; pids+=("$pid")
 until [ "$(stored_height "http://127.0.0.1:$P")" -ge "$chain" ]; do sleep 0.05; done
-python3 scripts/abuse.py "127.0.0.1:$P" "$pid" "$chain" "$SECONDS_EACH"
+python3 scripts/abuse.py "127.0.0.1:$P" "$pid" "$chain" "$SECONDS_EACH" || {
+  echo "abuse.py failed; neve $(kill -0 "$pid" 2>/dev/null && echo "still runs" || echo "is gone"); its log ends:" >&2
+  tail -20 "$work/neve.log" >&2; exit 1
+}

@@ -741,20 +741,32 @@ impl Server {
         started: Instant,
         over_ws: bool,
     ) -> (Vec<Bytes>, Outcome) {
-        let fetch = self.fetch.as_ref().expect("first_pass checked");
-        // Each fetch starts here and runs to its end even if nobody waits.
-        let waits: Vec<_> = requests.into_iter().map(|r| fetch.fetch(r)).collect();
-        let reply = match self.ctx.config.state_fetch_timeout {
-            Some(deadline) => {
-                let _ = tokio::time::timeout(deadline, futures_util::future::join_all(waits)).await;
-                match self.ctx.call(&call.method, call.params) {
-                    Reply::Fetch(_) => Reply::Miss,
-                    reply => reply,
-                }
-            }
-            None => Reply::Miss,
-        };
+        self.await_fetches(requests).await;
+        let reply = self.fetched_reply(&call);
         self.finish(&call, reply, started, over_ws, true)
+    }
+
+    /// Starts the fetches a state read needs and waits for them, at most
+    /// `--state-fetch-timeout-ms`; each runs to its end even if nobody
+    /// waits.
+    async fn await_fetches(&self, requests: Vec<neve_state::FetchRequest>) {
+        let fetch = self.fetch.as_ref().expect("first_pass checked");
+        let waits: Vec<_> = requests.into_iter().map(|r| fetch.fetch(r)).collect();
+        if let Some(deadline) = self.ctx.config.state_fetch_timeout {
+            let _ = tokio::time::timeout(deadline, futures_util::future::join_all(waits)).await;
+        }
+    }
+
+    /// A state read answered once its fetches are done: from the store,
+    /// or a miss when they did not bring what it needs in time.
+    fn fetched_reply(&self, call: &Call<'_>) -> Reply {
+        if self.ctx.config.state_fetch_timeout.is_none() {
+            return Reply::Miss;
+        }
+        match self.ctx.call(&call.method, call.params) {
+            Reply::Fetch(_) => Reply::Miss,
+            reply => reply,
+        }
     }
 
     /// The envelope of a reply, and the metrics: per method, and for a
@@ -841,6 +853,7 @@ impl Server {
         // need fetching wait, all at once.
         let mut answers = Vec::with_capacity(elements.len());
         let mut fetches = Vec::new();
+        let mut fetched = Vec::new();
         let mut scans = Vec::new();
         let mut budget = self.ctx.logs_budget();
         // Bytes of the answers built so far: every one counts as it is
@@ -870,12 +883,10 @@ impl Server {
                 FirstPass::Fetch(call, requests, started) => {
                     deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
-                    fetches.push(async move {
-                        (
-                            i,
-                            self.fetch_through(call, requests, started, over_ws).await,
-                        )
-                    });
+                    // Only the fetches run now; the answers are built below,
+                    // in order, each counted against the cap first.
+                    fetches.push(self.await_fetches(requests));
+                    fetched.push((i, call, started));
                 }
             }
         }
@@ -889,8 +900,23 @@ impl Server {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }
-        for (i, answer) in futures_util::future::join_all(fetches).await {
-            answers[i] = answer;
+        futures_util::future::join_all(fetches).await;
+        if !fetched.is_empty() {
+            let mut bytes = 0;
+            let mut fetched = fetched.into_iter().peekable();
+            for (i, raw) in elements.iter().enumerate() {
+                if let Some((_, call, started)) = fetched.next_if(|(at, ..)| *at == i) {
+                    answers[i] = if bytes > self.ctx.config.max_batch_answer_bytes {
+                        response_too_large(raw)
+                    } else {
+                        let reply = self.fetched_reply(&call);
+                        self.finish(&call, reply, started, over_ws, true)
+                    };
+                }
+                if bytes <= self.ctx.config.max_batch_answer_bytes {
+                    bytes += answer_len(&answers[i].0);
+                }
+            }
         }
         let misses: Vec<usize> = (0..answers.len())
             .filter(|i| answers[*i].1 == Outcome::Miss)
