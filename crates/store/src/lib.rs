@@ -975,6 +975,15 @@ pub fn stored_identity(dir: &Path) -> Option<Identity> {
     }
 }
 
+fn write_meta(dir: &Path, meta: &Meta, config: &StoreConfig) -> Result<(), StoreError> {
+    segment::write_atomically(
+        dir,
+        META_FILE,
+        &format::encode_meta(meta),
+        config.crash_journal.as_deref(),
+    )
+}
+
 fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Meta, StoreError> {
     let path = dir.join(META_FILE);
     match std::fs::read(&path) {
@@ -983,12 +992,7 @@ fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Met
                 // An older format's store is read as it is; from here on it
                 // gets records only this format's readers know.
                 if format::u32_at(&bytes, 8) < FORMAT_VERSION {
-                    segment::write_atomically(
-                        dir,
-                        META_FILE,
-                        &format::encode_meta(&meta),
-                        config.crash_journal.as_deref(),
-                    )?;
+                    write_meta(dir, &meta, config)?;
                 }
                 Ok(meta)
             }
@@ -1024,12 +1028,7 @@ fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Met
                 segment_blocks: config.segment_blocks,
                 segment_bytes: config.segment_bytes,
             };
-            segment::write_atomically(
-                dir,
-                META_FILE,
-                &format::encode_meta(&meta),
-                config.crash_journal.as_deref(),
-            )?;
+            write_meta(dir, &meta, config)?;
             Ok(meta)
         }
         Err(e) => Err(io_error(&path, "reading")(e)),

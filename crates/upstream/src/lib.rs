@@ -36,7 +36,7 @@ pub mod tls;
 pub mod ws;
 pub use capabilities::StateWindow;
 pub use endpoint::{Endpoint, MASK, RedactedUrl};
-pub use pacing::{Pacing, PacingStats, jitter, parse_retry_after};
+pub use pacing::{Pacing, PacingStats, jitter, parse_retry_after, retry_after_of};
 
 /// Most calls sent in one batch unless the endpoint's refusals teach fewer
 /// (geth's `--rpc.batch-request-limit` default). Default is 1,000.
@@ -235,7 +235,6 @@ pub struct RpcClient {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
     max_response_bytes: usize,
-    authorization: Option<hyper::header::HeaderValue>,
     next_id: Arc<AtomicU64>,
     pacing: Arc<Pacing>,
     max_batch: Arc<AtomicUsize>,
@@ -308,7 +307,6 @@ impl RpcClient {
             http,
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            authorization: None,
             next_id: Default::default(),
             pacing: Arc::new(Pacing::new(0.0)),
             max_batch: Arc::new(AtomicUsize::new(DEFAULT_MAX_BATCH)),
@@ -368,7 +366,13 @@ impl RpcClient {
     /// The same client sending `Authorization: Bearer <token>` (the engine
     /// API's JWT) with every request.
     pub fn with_bearer_token(mut self, token: &str) -> Self {
-        self.authorization = hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).ok();
+        if let Ok(endpoint) = self
+            .endpoint
+            .clone()
+            .with_header(&format!("Authorization: Bearer {token}"))
+        {
+            self.endpoint = endpoint;
+        }
         self
     }
 
@@ -470,7 +474,7 @@ impl RpcClient {
                             url = %self.endpoint,
                             calls = chunk.len(),
                             now = fewer,
-                            answer = %snippet(&self.endpoint.scrub(&String::from_utf8_lossy(&bytes)).into_bytes()),
+                            answer = %self.endpoint.scrub(&snippet(&bytes)),
                             "the upstream refused a batch; sending smaller batches"
                         );
                     }
@@ -498,9 +502,6 @@ impl RpcClient {
         for (name, value) in self.endpoint.headers() {
             request = request.header(name, value.clone());
         }
-        if let Some(value) = &self.authorization {
-            request = request.header(header::AUTHORIZATION, value.clone());
-        }
         let request = request.body(Full::new(body)).expect("request builds");
         self.pacing.admit().await;
         let exchange = async {
@@ -510,20 +511,12 @@ impl RpcClient {
                 .await
                 .map_err(|e| self.transport(&e))?;
             let status = response.status();
-            let retry_after = response
-                .headers()
-                .get(header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
+            let retry_after = retry_after_of(response.headers());
             let bytes = self.read_capped(response.into_body()).await?;
-            self.judge(status, retry_after)
-                .map(|()| (status, bytes.clone()))
-                .map_err(|status| RpcError::Http {
-                    status,
-                    retry_after: retry_after.map(|d| d.as_secs_f64().ceil() as u64),
-                    url: self.endpoint.shown().clone(),
-                    snippet: self.endpoint.scrub(&snippet(&bytes)),
-                })
+            match self.judge(status, retry_after) {
+                Ok(()) => Ok((status, bytes)),
+                Err(code) => Err(self.refusal(code, retry_after, &bytes)),
+            }
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
@@ -531,6 +524,16 @@ impl RpcClient {
                 url: self.endpoint.shown().clone(),
                 timeout: self.timeout,
             })?
+    }
+
+    /// [`RpcError::Http`] for a status [`RpcClient::judge`] refused.
+    fn refusal(&self, status: u16, retry_after: Option<Duration>, body: &[u8]) -> RpcError {
+        RpcError::Http {
+            status,
+            retry_after: retry_after.map(|d| d.as_secs_f64().ceil() as u64),
+            url: self.endpoint.shown().clone(),
+            snippet: self.endpoint.scrub(&snippet(body)),
+        }
     }
 
     /// Whether an answer's status is one a JSON-RPC server answers with
@@ -584,20 +587,11 @@ impl RpcClient {
             })?
             .map_err(|e| self.transport(&e))?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let retry_after = retry_after_of(response.headers());
         // A 5xx is the caller's to judge (another neve's /health answers
         // 503 with a body worth reading); a refused key or 429 is not.
         if let Err(code @ (401 | 403 | 407 | 429)) = self.judge(status, retry_after) {
-            return Err(RpcError::Http {
-                status: code,
-                retry_after: retry_after.map(|d| d.as_secs_f64().ceil() as u64),
-                url: self.endpoint.shown().clone(),
-                snippet: String::new(),
-            });
+            return Err(self.refusal(code, retry_after, b""));
         }
         Ok((
             status,
@@ -674,6 +668,10 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     out
 }
 
+/// Largest answer [`refuses_batch`] reads as a possible refusal of the
+/// batch itself. Default is 64 KiB.
+const REFUSAL_BYTES: usize = 64 << 10;
+
 /// Whether an answer to a batch of `calls` calls refuses the batch as such
 /// (too many calls, or batches not offered), not the calls in it: HTTP
 /// 413; one error object instead of an array; or, as geth answers past
@@ -682,6 +680,11 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 fn refuses_batch(status: StatusCode, bytes: &[u8], calls: usize) -> bool {
     if status == StatusCode::PAYLOAD_TOO_LARGE {
         return true;
+    }
+    // A refusal is a few hundred bytes; a large body is calls answered, and
+    // parsing it here would decode it twice (and on the async worker).
+    if bytes.len() > REFUSAL_BYTES {
+        return false;
     }
     let about_batch = |response: &ResponseObject<'_>| {
         response.error.as_ref().is_some_and(|error| {

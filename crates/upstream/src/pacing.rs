@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -45,7 +45,6 @@ pub struct Pacing {
     refusals: AtomicU64,
     waited_micros: AtomicU64,
     requests: AtomicU64,
-    paused_until_unix_ms: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -164,11 +163,6 @@ impl Pacing {
         let until = now + pause;
         if schedule.paused_until.is_none_or(|current| current < until) {
             schedule.paused_until = Some(until);
-            let unix = SystemTime::now()
-                .checked_add(pause)
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_millis() as u64);
-            self.paused_until_unix_ms.store(unix, Ordering::Relaxed);
         }
     }
 
@@ -187,17 +181,21 @@ impl Pacing {
 
     /// What has been counted so far.
     pub fn stats(&self) -> PacingStats {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let until = self.paused_until_unix_ms.load(Ordering::Relaxed);
-        let learnt = self.schedule.lock().expect("pacing lock").learnt;
+        let (learnt, paused_for) = {
+            let schedule = self.schedule.lock().expect("pacing lock");
+            let now = Instant::now();
+            let paused_for = schedule
+                .paused_until
+                .filter(|until| *until > now)
+                .map(|until| (until - now).as_secs_f64());
+            (schedule.learnt, paused_for)
+        };
         PacingStats {
             learnt_spacing_seconds: learnt.as_secs_f64(),
             requests: self.requests.load(Ordering::Relaxed),
             refusals: self.refusals.load(Ordering::Relaxed),
             waited_seconds: self.waited_micros.load(Ordering::Relaxed) as f64 / 1e6,
-            paused_for_seconds: (until > now_ms).then(|| (until - now_ms) as f64 / 1000.0),
+            paused_for_seconds: paused_for,
             budget_per_second: self.per_second,
         }
     }
@@ -214,6 +212,14 @@ pub fn jitter(max: Duration) -> Duration {
     hasher.write_u128(Instant::now().elapsed().as_nanos());
     let nanos = hasher.finish() % max.as_nanos().min(u64::MAX as u128) as u64;
     Duration::from_nanos(nanos)
+}
+
+/// The `Retry-After` of an answer's headers, if it has a readable one.
+pub fn retry_after_of(headers: &hyper::HeaderMap) -> Option<std::time::Duration> {
+    headers
+        .get(hyper::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
 }
 
 /// A `Retry-After` value: seconds, or an HTTP date (RFC 9110).

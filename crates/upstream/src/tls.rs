@@ -79,12 +79,18 @@ pub(crate) fn client_config() -> Result<Arc<rustls::ClientConfig>, String> {
 /// A configuration that trusts nothing, for a plain-HTTP client on a
 /// machine without roots: it never makes a TLS connection.
 pub(crate) fn untrusting() -> Arc<rustls::ClientConfig> {
+    trusting(rustls::RootCertStore::empty())
+}
+
+/// A client configuration (ring, the default protocol versions) that
+/// trusts `roots`.
+fn trusting(roots: rustls::RootCertStore) -> Arc<rustls::ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Arc::new(
         rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("ring supports the default protocol versions")
-            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_root_certificates(roots)
             .with_no_client_auth(),
     )
 }
@@ -117,13 +123,7 @@ fn build(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, TlsError> 
                 .into(),
         ));
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+    Ok(trusting(roots))
 }
 
 /// What to do about a TLS failure, appended to its message: the usual

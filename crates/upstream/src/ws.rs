@@ -51,11 +51,7 @@ pub async fn connect(endpoint: &Endpoint, within: Duration) -> Result<Socket, Rp
             Ok((socket, _)) => Ok(socket),
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(RpcError::Http {
                 status: response.status().as_u16(),
-                retry_after: response
-                    .headers()
-                    .get(hyper::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(crate::parse_retry_after)
+                retry_after: crate::retry_after_of(response.headers())
                     .map(|d| d.as_secs_f64().ceil() as u64),
                 url: shown.clone(),
                 snippet: String::new(),
