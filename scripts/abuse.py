@@ -119,7 +119,13 @@ async def measured(name):
     stop.set()
     await good
     await sampler
-    bad = sum(1 for _, s in latencies if s != 200)
+    # Which failures: 429 is the good client over its own --client-rate
+    # (the connection closes with it), 0 a connection closed under it.
+    failures = {}
+    for _, s in latencies:
+        if s != 200:
+            failures[s] = failures.get(s, 0) + 1
+    bad = ", ".join(f"{n} × {s or 'closed'}" for s, n in sorted(failures.items())) or "0"
     return name, p99(latencies), len(latencies), bad, peak[0], outcome
 
 

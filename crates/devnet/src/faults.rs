@@ -100,6 +100,72 @@ pub enum StateTamper {
     CodeByte,
 }
 
+/// A lie about a field of a block answer (block, receipts and raw parts,
+/// as ingest fetches them in one batch) that no hash covers, told once in
+/// the next answer that carries full transactions and the text it changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldLie {
+    /// The last digit of a string changed (`0` to `1`, anything else to
+    /// `0`): the value of the first `"field":"…"` after `after`, or, with
+    /// `field` empty, the string `after` ends inside.
+    Digit {
+        /// Where to start looking.
+        after: &'static str,
+        /// The key whose value changes.
+        field: &'static str,
+    },
+    /// As `Digit`, for the last `"field":"…"` before the first `before`
+    /// (a field of the object that holds `before` further on).
+    DigitBefore {
+        /// Where to look back from.
+        before: &'static str,
+        /// The key whose value changes.
+        field: &'static str,
+    },
+    /// The first `from` replaced by `to`.
+    Replace {
+        /// Text to find.
+        from: &'static str,
+        /// What it becomes.
+        to: &'static str,
+    },
+}
+
+impl FieldLie {
+    /// `body` with the lie told, or `None` when it does not carry the field.
+    pub fn tell(self, body: &[u8]) -> Option<Vec<u8>> {
+        let text = std::str::from_utf8(body).ok()?;
+        if !text.contains("\"transactions\":[{") {
+            return None;
+        }
+        let change_string_at = |at: usize| {
+            let end = at + text[at..].find('"')?;
+            let digit = end.checked_sub(1).filter(|d| *d >= at)?;
+            let mut bytes = body.to_vec();
+            bytes[digit] = if bytes[digit] == b'0' { b'1' } else { b'0' };
+            Some(bytes)
+        };
+        match self {
+            FieldLie::Digit { after, field } => {
+                let mut at = text.find(after)? + after.len();
+                if !field.is_empty() {
+                    let key = format!("\"{field}\":\"");
+                    at += text[at..].find(&key)? + key.len();
+                }
+                change_string_at(at)
+            }
+            FieldLie::DigitBefore { before, field } => {
+                let key = format!("\"{field}\":\"");
+                let end = text.find(before)?;
+                change_string_at(text[..end].rfind(&key)? + key.len())
+            }
+            FieldLie::Replace { from, to } => text
+                .contains(from)
+                .then(|| text.replacen(from, to, 1).into_bytes()),
+        }
+    }
+}
+
 /// The proxy's switches.
 #[derive(Debug, Default)]
 pub struct Control {
@@ -117,6 +183,8 @@ pub struct Control {
     tampered: AtomicU64,
     sender_armed: AtomicBool,
     senders_tampered: AtomicU64,
+    field_lie: std::sync::Mutex<Option<FieldLie>>,
+    field_lies: AtomicU64,
 }
 
 impl Control {
@@ -150,6 +218,16 @@ impl Control {
     /// hash covers.
     pub fn tamper_sender(&self) {
         self.sender_armed.store(true, Ordering::Relaxed);
+    }
+
+    /// Tells `lie` in the next answer that carries what it changes.
+    pub fn tell(&self, lie: FieldLie) {
+        *self.field_lie.lock().unwrap() = Some(lie);
+    }
+
+    /// Field lies told so far.
+    pub fn field_lies(&self) -> u64 {
+        self.field_lies.load(Ordering::Relaxed)
     }
 
     /// How many answers had a sender changed.
@@ -449,6 +527,16 @@ async fn handle(
         forwarded = tampered;
         control.senders_tampered.fetch_add(1, Ordering::Relaxed);
     }
+    let field_lie = *control.field_lie.lock().unwrap();
+    if clean
+        && !lied
+        && let Some(lie) = field_lie
+        && let Some(told) = lie.tell(&forwarded)
+        && control.field_lie.lock().unwrap().take().is_some()
+    {
+        forwarded = told;
+        control.field_lies.fetch_add(1, Ordering::Relaxed);
+    }
     let armed = *control.state_tamper.lock().unwrap();
     if let Some(kind) = armed
         && let Some(tampered) = tamper_state(&forwarded, kind)
@@ -720,6 +808,37 @@ impl CuttingProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn field_lies_change_the_named_value_only_in_block_answers() {
+        let body = br#"[{"result":{"size":"0x10","transactions":[{"gas":"0x5"}]}},{"result":[{"cumulativeGasUsed":"0x5","gasUsed":"0x5"}]},{"result":["0x02f0"]}]"#;
+        let told = |lie: FieldLie| String::from_utf8(lie.tell(body).unwrap()).unwrap();
+        let gas_used = told(FieldLie::Digit {
+            after: "cumulativeGasUsed",
+            field: "gasUsed",
+        });
+        assert!(gas_used.contains(r#""cumulativeGasUsed":"0x5","gasUsed":"0x0""#));
+        let raw = told(FieldLie::Digit {
+            after: r#""result":["0x"#,
+            field: "",
+        });
+        assert!(raw.contains(r#"["0x02f1"]"#));
+        let size = told(FieldLie::Digit {
+            after: "",
+            field: "size",
+        });
+        let gas = told(FieldLie::DigitBefore {
+            before: "cumulativeGasUsed",
+            field: "gas",
+        });
+        assert!(gas.contains(r#""gas":"0x0""#));
+        assert!(size.contains(r#""size":"0x11""#));
+        assert_eq!(
+            FieldLie::Replace { from: "x", to: "y" }.tell(br#"{"result":"0x1"}"#),
+            None,
+            "no block, no lie"
+        );
+    }
 
     #[test]
     fn tampering_keeps_json_valid_and_changes_a_value() {

@@ -4,7 +4,7 @@
 //! probing the upstream (chain id, genesis, which methods it has), fetching
 //! a block with its receipts and raw RLP in one batch, preparing the record
 //! ([`prepare`]: bytes as received plus spans), verifying it ([`verify`]:
-//! header hash, transaction hashes and roots) and appending it in order;
+//! header hash, transaction hashes and roots, then every served field) and appending it in order;
 //! backfill with concurrent fetches, parent-hash continuity, and rollback to
 //! the common ancestor on a reorg. It never serves and knows nothing of HTTP
 //! serving; serving reads what it wrote through the store.
@@ -19,12 +19,14 @@ pub mod bootstrap;
 pub mod cpu;
 mod error;
 pub mod fetch;
+mod fields;
 pub mod follow;
 pub mod heads;
 pub mod prepare;
 pub mod rawrlp;
 pub mod state_fetch;
 mod status;
+mod strict_json;
 pub mod supervise;
 pub mod verify;
 

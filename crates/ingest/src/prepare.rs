@@ -89,6 +89,16 @@ impl PreparedBlock {
         &self.raw_header
     }
 
+    /// The raw block as the JSON string the upstream sent, or empty.
+    pub fn raw_block_json(&self) -> &[u8] {
+        &self.raw_block
+    }
+
+    /// The raw receipts as the JSON array the upstream sent, or empty.
+    pub fn raw_receipts_json(&self) -> &[u8] {
+        &self.raw_receipts
+    }
+
     /// Bytes this block will take in the store, roughly.
     pub fn size(&self) -> usize {
         self.full.len() + self.hashes_only.len() + self.receipts.len() + self.raw_block.len()

@@ -1,5 +1,7 @@
 //! Finding each transaction's EIP-2718 encoding inside a raw RLP block, so
-//! `debug_getRawTransaction` can be served as a slice of the stored block.
+//! `debug_getRawTransaction` can be served as a slice of the stored block,
+//! and the block's items (header, transactions, uncles, …) for checking it
+//! against the verified block.
 
 use alloy_rlp::Header;
 use neve_store::Span;
@@ -24,6 +26,28 @@ pub fn header_item(block: &[u8]) -> Result<&[u8], String> {
     }
     let end = offset(block, items) + header.payload_length;
     Ok(&block[start..end])
+}
+
+/// The items of an RLP list, each whole (its own RLP header included).
+/// Nothing may follow the list.
+pub fn list_items(list: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let rlp_error = |e: alloy_rlp::Error| e.to_string();
+    let mut rest = list;
+    let outer = Header::decode(&mut rest).map_err(rlp_error)?;
+    if !outer.list || outer.payload_length != rest.len() {
+        return Err("not one RLP list".into());
+    }
+    let mut items = Vec::new();
+    while !rest.is_empty() {
+        let start = offset(list, rest);
+        let item = Header::decode(&mut rest).map_err(rlp_error)?;
+        if item.payload_length > rest.len() {
+            return Err("an item runs past the list".into());
+        }
+        rest = &rest[item.payload_length..];
+        items.push(&list[start..offset(list, rest)]);
+    }
+    Ok(items)
 }
 
 /// Spans of the transactions of an RLP block `[header, [txs…], …]`: a legacy
@@ -107,7 +131,18 @@ mod tests {
     }
 
     #[test]
+    fn list_items_are_whole_and_nothing_may_follow() {
+        // [ [0x01], "\x02\xaa", 0x05 ]
+        let list = [0xc6, 0xc1, 0x01, 0x82, 0x02, 0xaa, 0x05];
+        let items = list_items(&list).unwrap();
+        assert_eq!(items, vec![&[0xc1, 0x01][..], &[0x82, 0x02, 0xaa], &[0x05]]);
+        assert!(list_items(&[0xc6, 0xc1, 0x01, 0x82, 0x02, 0xaa, 0x05, 0x00]).is_err());
+        assert!(list_items(&[0xc2, 0x82, 0x02]).is_err());
+    }
+
+    #[test]
     fn garbage_is_an_error_not_a_panic() {
+        assert!(list_items(&[]).is_err());
         assert!(transaction_spans(&[]).is_err());
         assert!(transaction_spans(&[0xc5, 0x01]).is_err());
         assert!(transaction_spans(&[0x82, 0x01, 0x02]).is_err());

@@ -4,7 +4,8 @@
 //! raw header (when given) hashes to it too, every transaction re-encodes to
 //! its hash, the transactions and receipts rebuild the header's roots, and
 //! every transaction's `from` is the signer its signature recovers to (the
-//! one field of a block no hash covers).
+//! one field of a block no hash covers), and then every other served field
+//! is what the verified parts give ([`crate::fields`]).
 
 use alloy_consensus::proofs::{calculate_receipt_root, calculate_transaction_root};
 use alloy_consensus::transaction::SignerRecoverable;
@@ -12,8 +13,9 @@ use alloy_consensus::{Header, ReceiptEnvelope, TxEnvelope};
 use alloy_eips::eip2718::Encodable2718;
 use alloy_primitives::{Address, B64, B256, Bloom, Bytes, Log, U64, U256, keccak256};
 use alloy_rlp::Encodable;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+use crate::fields::{self, HeaderFacts, Verified};
 use crate::prepare::PreparedBlock;
 
 /// Why a block failed verification. Such a block is never stored.
@@ -76,12 +78,24 @@ pub enum VerifyError {
         /// In the header.
         expected: B256,
     },
+    /// A served field is not what the verified block gives, is given twice,
+    /// or is one nothing verifies.
+    #[error("{object}: {field} {reason}")]
+    Field {
+        /// Which object (`block`, `transaction 3`, `receipt 0`, `log 7`,
+        /// `raw block`, `raw receipts`).
+        object: String,
+        /// Its key.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// The C-chain header of avalanchego (coreth): Ethereum's fields through the
 /// nonce, then `extDataHash`, then optional fields in this order (the last
 /// two arrived with avalanchego 1.14's Granite upgrade).
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct AvalancheHeader {
     parent_hash: B256,
@@ -100,18 +114,26 @@ struct AvalancheHeader {
     mix_hash: B256,
     nonce: B64,
     ext_data_hash: B256,
+    #[serde(skip_serializing_if = "Option::is_none")]
     base_fee_per_gas: Option<U256>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     ext_data_gas_used: Option<U256>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     block_gas_cost: Option<U256>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     blob_gas_used: Option<U64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     excess_blob_gas: Option<U64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     parent_beacon_block_root: Option<B256>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     timestamp_milliseconds: Option<U64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     min_delay_excess: Option<U64>,
 }
 
 impl AvalancheHeader {
-    fn hash(&self) -> B256 {
+    fn rlp(&self) -> Vec<u8> {
         let mut fields: Vec<u8> = Vec::new();
         self.parent_hash.encode(&mut fields);
         self.sha3_uncles.encode(&mut fields);
@@ -164,7 +186,7 @@ impl AvalancheHeader {
         }
         .encode(&mut out);
         out.extend_from_slice(&fields);
-        keccak256(out)
+        out
     }
 }
 
@@ -179,7 +201,7 @@ pub const PARALLEL_RECOVERY_MIN_TXS: usize = 128;
 /// transaction and every mirror downstream would repeat it. Part of
 /// [`verify`]; on its own for measuring its cost.
 pub fn check_senders(block: &PreparedBlock) -> Result<(), VerifyError> {
-    check_senders_split(&transactions(block)?, block, PARALLEL_RECOVERY_MIN_TXS)
+    check_senders_split(&transactions(block)?, block, PARALLEL_RECOVERY_MIN_TXS).map(drop)
 }
 
 /// Each transaction decoded from its own span: the spans are what serving
@@ -200,17 +222,18 @@ fn transactions(block: &PreparedBlock) -> Result<Vec<TxEnvelope>, VerifyError> {
         .collect()
 }
 
+/// The senders, each checked against its `from`.
 fn check_senders_split(
     transactions: &[TxEnvelope],
     block: &PreparedBlock,
     parallel_from: usize,
-) -> Result<(), VerifyError> {
+) -> Result<Vec<Address>, VerifyError> {
     #[derive(Deserialize)]
     struct From {
         from: Address,
     }
     let full = block.full_json();
-    let check = |index: usize| -> Result<(), VerifyError> {
+    let check = |index: usize| -> Result<Address, VerifyError> {
         let entry = &block.transactions()[index];
         let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
         let claimed = full
@@ -226,12 +249,12 @@ fn check_senders_split(
                 claimed,
             });
         }
-        Ok(())
+        Ok(recovered)
     };
     let count = transactions.len();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if count < parallel_from || threads < 2 {
-        return (0..count).try_for_each(check);
+        return (0..count).map(check).collect();
     }
     let chunk = count.div_ceil(threads);
     std::thread::scope(|scope| {
@@ -239,12 +262,18 @@ fn check_senders_split(
             .step_by(chunk)
             .map(|start| {
                 let check = &check;
-                scope.spawn(move || (start..(start + chunk).min(count)).try_for_each(check))
+                scope.spawn(move || {
+                    (start..(start + chunk).min(count))
+                        .map(check)
+                        .collect::<Result<Vec<_>, _>>()
+                })
             })
             .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().expect("recovery does not panic"))
+        let mut senders = Vec::with_capacity(count);
+        for worker in workers {
+            senders.extend(worker.join().expect("recovery does not panic")?);
+        }
+        Ok(senders)
     })
 }
 
@@ -255,23 +284,41 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
     let header_json = block.hashes_only_json();
     let claimed = B256::from(block.hash);
     let is_avalanche = header_json.contains("\"extDataHash\"");
-    let (computed, transactions_root, receipts_root) = if is_avalanche {
-        let header: AvalancheHeader =
-            serde_json::from_str(header_json).map_err(|e| VerifyError::Header(e.to_string()))?;
-        (
-            header.hash(),
-            header.transactions_root,
-            header.receipts_root,
-        )
+    let header_error = |e: serde_json::Error| VerifyError::Header(e.to_string());
+    let (facts, transactions_root, receipts_root) = if is_avalanche {
+        let header: AvalancheHeader = serde_json::from_str(header_json).map_err(header_error)?;
+        let facts = HeaderFacts {
+            fields: header_fields(&header)?,
+            rlp: header.rlp(),
+            timestamp: header.timestamp.to(),
+            base_fee: header.base_fee_per_gas.map(|fee| fee.saturating_to()),
+            excess_blob_gas: header.excess_blob_gas.map(|gas| gas.to()),
+            ommers_hash: header.sha3_uncles,
+            withdrawals_root: None,
+            ext_data_hash: Some(header.ext_data_hash),
+            // The C-chain's rules fix every block's difficulty at 1 after a
+            // genesis of 0, so its total difficulty is its height.
+            total_difficulty: (header.difficulty
+                == U256::from(u64::from(header.number > U256::ZERO)))
+            .then_some(header.number),
+        };
+        (facts, header.transactions_root, header.receipts_root)
     } else {
-        let header: Header =
-            serde_json::from_str(header_json).map_err(|e| VerifyError::Header(e.to_string()))?;
-        (
-            header.hash_slow(),
-            header.transactions_root,
-            header.receipts_root,
-        )
+        let header: Header = serde_json::from_str(header_json).map_err(header_error)?;
+        let facts = HeaderFacts {
+            fields: header_fields(&header)?,
+            rlp: alloy_rlp::encode(&header),
+            timestamp: header.timestamp,
+            base_fee: header.base_fee_per_gas,
+            excess_blob_gas: header.excess_blob_gas,
+            ommers_hash: header.ommers_hash,
+            withdrawals_root: header.withdrawals_root,
+            ext_data_hash: None,
+            total_difficulty: None,
+        };
+        (facts, header.transactions_root, header.receipts_root)
     };
+    let computed = keccak256(&facts.rlp);
     if computed != claimed {
         return Err(VerifyError::BlockHash { computed, claimed });
     }
@@ -296,7 +343,7 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
             });
         }
     }
-    check_senders_split(&transactions, block, PARALLEL_RECOVERY_MIN_TXS)?;
+    let senders = check_senders_split(&transactions, block, PARALLEL_RECOVERY_MIN_TXS)?;
     let computed = calculate_transaction_root(&transactions);
     if computed != transactions_root {
         return Err(VerifyError::TransactionsRoot {
@@ -314,7 +361,27 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
             expected: receipts_root,
         });
     }
-    Ok(())
+    fields::check(
+        block,
+        &Verified {
+            header: &facts,
+            transactions: &transactions,
+            senders: &senders,
+            receipts: &receipts,
+        },
+    )
+}
+
+/// A verified header's fields as JSON, to compare the served ones with.
+fn header_fields(
+    header: &impl Serialize,
+) -> Result<serde_json::Map<String, serde_json::Value>, VerifyError> {
+    match serde_json::to_value(header) {
+        Ok(serde_json::Value::Object(fields)) => Ok(fields),
+        _ => Err(VerifyError::Header(
+            "does not serialise to an object".into(),
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -4,14 +4,15 @@
 //! and a tampered sender, the upstream down for a while (a restart), and
 //! the upstream's head behind neve's; a WebSocket that drops every two
 //! seconds, geth itself killed and restarted, and an upstream without
-//! `eth_getBlockReceipts`. neve recovers, fills every gap, refuses the
-//! tampered blocks, and never stores a wrong one.
+//! `eth_getBlockReceipts`; a lie about each served field no hash covers.
+//! neve recovers, fills every gap, refuses the tampered blocks, and never
+//! stores a wrong one.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use neve_devnet::faults::{CuttingProxy, Fault, FaultProxy};
+use neve_devnet::faults::{CuttingProxy, Fault, FaultProxy, FieldLie};
 use neve_devnet::{GethDev, GethDevOptions};
 use neve_upstream::RpcClient;
 use support::*;
@@ -123,6 +124,127 @@ async fn ingest_recovers_from_every_fault_and_stores_only_verified_blocks() {
         "the changed sender was refused: {}",
         neve.log()
     );
+}
+
+fn refused_blocks(neve: &Neve) -> u64 {
+    let (_, metrics) = neve.get("/metrics").unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("neve_ingest_refused_blocks_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Issue 24 item 5: each served field that no hash covers (a receipt's
+/// `gasUsed`, `effectiveGasPrice`, `from`, `to`, `contractAddress`; the
+/// block's `size`, `uncles`, `withdrawals`; a typed transaction's
+/// `gasPrice`; `debug_getRawReceipts`), a field nothing verifies and a key
+/// given twice: each lie told by the upstream is refused, counted and
+/// named in the log, and every stored block is geth's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lie_in_any_served_field_is_refused_and_counted() {
+    let geth = GethDev::start(GethDevOptions {
+        period: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
+    blocks_for(&geth, 1).await;
+    let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
+    let neve = Neve::start(proxy.url(), &["--floor", "0", "--ws-url", "none"], 1).await;
+    let mut trickle = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(120));
+    trickle.accounts = 4;
+    trickle.tps = Some(10);
+    let load = tokio::spawn(neve_load::run(trickle, |_| {}));
+
+    let receipt = |field| FieldLie::Digit {
+        after: "\"cumulativeGasUsed\"",
+        field,
+    };
+    let lies = [
+        (receipt("gasUsed"), "gasUsed is"),
+        (receipt("effectiveGasPrice"), "effectiveGasPrice is"),
+        (receipt("from"), "from is"),
+        (receipt("to"), "to is"),
+        (
+            FieldLie::Replace {
+                from: "\"contractAddress\":null",
+                to: "\"contractAddress\":\"0x0000000000000000000000000000000000000001\"",
+            },
+            "contractAddress is",
+        ),
+        (
+            FieldLie::Digit {
+                after: "",
+                field: "size",
+            },
+            "size is",
+        ),
+        (
+            FieldLie::Replace {
+                from: "\"uncles\":[]",
+                to: "\"uncles\":[\"0x1111111111111111111111111111111111111111111111111111111111111111\"]",
+            },
+            "uncles is",
+        ),
+        (
+            FieldLie::Replace {
+                from: "\"withdrawals\":[]",
+                to: "\"withdrawals\":[{\"index\":\"0x0\",\"validatorIndex\":\"0x0\",\"address\":\"0x0000000000000000000000000000000000000001\",\"amount\":\"0x1\"}]",
+            },
+            "withdrawals do not hash",
+        ),
+        (
+            // A dynamic-fee transaction's: the price it paid.
+            FieldLie::DigitBefore {
+                before: "\"maxPriorityFeePerGas\"",
+                field: "gasPrice",
+            },
+            "gasPrice is",
+        ),
+        (
+            FieldLie::Digit {
+                after: "\"result\":[\"0x",
+                field: "",
+            },
+            "raw receipts",
+        ),
+        (
+            FieldLie::Replace {
+                from: "\"transactions\":[{",
+                to: "\"transactions\":[{\"neveUnchecked\":\"0x1\",",
+            },
+            "neveUnchecked is not verified",
+        ),
+        (
+            FieldLie::Replace {
+                from: "\"cumulativeGasUsed\":",
+                to: "\"gasUsed\":\"0x0\",\"cumulativeGasUsed\":",
+            },
+            "appears twice",
+        ),
+    ];
+    for (lie, named) in lies {
+        let (told, refused) = (proxy.control().field_lies(), refused_blocks(&neve));
+        proxy.control().tell(lie);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while proxy.control().field_lies() == told || refused_blocks(&neve) == refused {
+            assert!(
+                Instant::now() < deadline,
+                "{lie:?} was not told or not refused"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let log = neve.log();
+        assert!(log.contains(named), "{lie:?} refused as {named:?}:\n{log}");
+    }
+    load.abort();
+
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    let head = head(&geth_client).await;
+    neve.wait_for_height(head, Duration::from_secs(60)).await;
+    let neve_client = RpcClient::new(&neve.url).unwrap();
+    assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
 }
 
 /// Blocks at 20 tx/s for `seconds`, sent to geth directly.
