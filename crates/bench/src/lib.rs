@@ -401,6 +401,7 @@ async fn measure(plan: &Plan, schedule: Schedule, pids: &[u32], seed: u64) -> Po
         client_timer_lag_ms: measured.mean_timer_lag.map(|d| d.as_secs_f64() * 1000.0),
         target_rss_bytes: target_after.map(|s| s.rss_bytes),
         target_rss_anon_bytes: target_after.map(|s| s.rss_anon_bytes),
+        target_rss_file_bytes: target_after.map(|s| s.rss_file_bytes),
         reject_path: measured.outcomes.reject_summary(),
         outcomes: measured.outcomes,
     }

@@ -17,6 +17,9 @@ pub struct Sample {
     /// Anonymous resident memory, bytes (the heap; excludes page-cache pages
     /// of mapped files, which the kernel can reclaim).
     pub rss_anon_bytes: u64,
+    /// File-backed resident memory, bytes: mapped files' pages in the page
+    /// cache (a mapped store's records, the binary).
+    pub rss_file_bytes: u64,
 }
 
 impl Sample {
@@ -24,6 +27,7 @@ impl Sample {
         self.cpu_ticks += other.cpu_ticks;
         self.rss_bytes += other.rss_bytes;
         self.rss_anon_bytes += other.rss_anon_bytes;
+        self.rss_file_bytes += other.rss_file_bytes;
     }
 }
 
@@ -35,6 +39,7 @@ pub fn sample(pid: u32) -> Option<Sample> {
         cpu_ticks: cpu_ticks_from_stat(&stat)?,
         rss_bytes: kib_field(&status, "VmRSS:")? * 1024,
         rss_anon_bytes: kib_field(&status, "RssAnon:").unwrap_or(0) * 1024,
+        rss_file_bytes: kib_field(&status, "RssFile:").unwrap_or(0) * 1024,
     })
 }
 

@@ -39,6 +39,9 @@ pub struct Point {
     pub target_rss_bytes: Option<u64>,
     /// Of that, anonymous memory (excludes page cache of mapped files).
     pub target_rss_anon_bytes: Option<u64>,
+    /// Of that, file-backed memory (mapped files' pages in the page cache:
+    /// for neve, the part of its store in memory).
+    pub target_rss_file_bytes: Option<u64>,
     /// Set when anything but a real answer came back: the run measured the
     /// reject path.
     pub reject_path: Option<String>,
@@ -94,6 +97,13 @@ impl TargetRun {
     fn max_rss(&self) -> Option<u64> {
         self.points.iter().filter_map(|p| p.target_rss_bytes).max()
     }
+
+    fn max_rss_anon(&self) -> Option<u64> {
+        self.points
+            .iter()
+            .filter_map(|p| p.target_rss_anon_bytes)
+            .max()
+    }
 }
 
 /// One workload across all targets.
@@ -120,8 +130,12 @@ pub struct Verdict {
     pub peak_ratio: Option<f64>,
     /// Baseline's c1 median ÷ target's (how many times faster one request is).
     pub c1_latency_ratio: Option<f64>,
-    /// Baseline's RSS ÷ target's (how many times less memory).
+    /// Baseline's RSS ÷ target's (how many times less memory), counting
+    /// mapped files' cached pages (a mapped store's) as memory.
     pub rss_ratio: Option<f64>,
+    /// Baseline's anonymous memory ÷ target's: the heap alone, which the
+    /// kernel cannot reclaim.
+    pub anon_rss_ratio: Option<f64>,
     /// Target's req/s per core of CPU it used at its peak ÷ the baseline's:
     /// on a box where the load generator shares the cores, a target that
     /// answers faster also leaves itself less CPU, and the peak ratio
@@ -201,6 +215,10 @@ impl Results {
                     (Some(t), Some(b)) => ratio(b as f64, t as f64),
                     _ => None,
                 };
+                let anon_rss = match (t.max_rss_anon(), b.max_rss_anon()) {
+                    (Some(t), Some(b)) => ratio(b as f64, t as f64),
+                    _ => None,
+                };
                 let per_core = match (t.peak_per_core(), b.peak_per_core()) {
                     (Some(t), Some(b)) => ratio(t, b),
                     _ => None,
@@ -217,6 +235,7 @@ impl Results {
                     peak_ratio: ratio(t.peak(), b.peak()),
                     c1_latency_ratio: c1,
                     rss_ratio: rss,
+                    anon_rss_ratio: anon_rss,
                     per_core_ratio: per_core,
                     flagged,
                 });
@@ -278,13 +297,13 @@ impl Results {
         }
         if !self.verdicts.is_empty() {
             out.push_str("### Side by side\n\n");
-            out.push_str("| workload | target vs baseline | peak req/s ratio | req/s per CPU core ratio | c1 p50 latency ratio | RSS ratio |\n");
-            out.push_str("|---|---|---|---|---|---|\n");
+            out.push_str("| workload | target vs baseline | peak req/s ratio | req/s per CPU core ratio | c1 p50 latency ratio | anonymous memory ratio | RSS ratio |\n");
+            out.push_str("|---|---|---|---|---|---|---|\n");
             for v in &self.verdicts {
                 let x = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}×"));
                 let _ = writeln!(
                     out,
-                    "| {} | {} vs {}{} | {} | {} | {} | {} |",
+                    "| {} | {} vs {}{} | {} | {} | {} | {} | {} |",
                     v.workload,
                     v.target,
                     v.baseline,
@@ -292,11 +311,12 @@ impl Results {
                     x(v.peak_ratio),
                     x(v.per_core_ratio),
                     x(v.c1_latency_ratio),
+                    x(v.anon_rss_ratio),
                     x(v.rss_ratio)
                 );
             }
             out.push_str(
-                "\npeak ratio > 1: the target serves more; per-core ratio > 1: each answer costs the target less CPU; latency and RSS ratios > 1: the target is that many times faster / smaller (RSS is VmRSS, which counts a mapped store's cached pages).\n",
+                "\npeak ratio > 1: the target serves more; per-core ratio > 1: each answer costs the target less CPU; latency and memory ratios > 1: the target is that many times faster / smaller. Anonymous memory is the heap, which the kernel cannot reclaim; RSS (VmRSS) also counts mapped files' pages in the page cache, for neve the part of its store in memory, which the kernel reclaims under pressure.\n",
             );
         }
         let flags = self.flags();
@@ -325,18 +345,21 @@ fn render_sweep(run: &TargetRun) -> String {
     let mut out = String::new();
     let open = run.points.iter().any(|p| p.rate.is_some());
     out.push_str(if open {
-        "| rate | conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | target CPU | client CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| rate | conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | target CPU | client CPU | RSS MiB (anon + file) | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     } else {
-        "| conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | Little's law | target CPU | client CPU | RSS MiB | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| conns | req/s | p50 ms | p99 ms | p90 ms | p99.9 ms | max ms | Little's law | target CPU | client CPU | RSS MiB (anon + file) | rejects |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     });
     for p in &run.points {
         let l = &p.latency;
         let percent =
             |cores: Option<f64>| cores.map_or("-".into(), |c| format!("{:.0} %", c * 100.0));
         let (cpu, client) = (percent(p.target_cpu_cores), percent(p.client_cpu_cores));
-        let rss = p
-            .target_rss_bytes
-            .map_or("-".into(), |b| format!("{}", b / (1 << 20)));
+        let rss = match (p.target_rss_anon_bytes, p.target_rss_file_bytes) {
+            (Some(anon), Some(file)) => format!("{} + {}", anon >> 20, file >> 20),
+            _ => p
+                .target_rss_bytes
+                .map_or("-".into(), |b| format!("{}", b >> 20)),
+        };
         let rejects = match p.outcomes.rejected() {
             0 => "0".to_owned(),
             n => format!("**{n}**"),
@@ -392,7 +415,8 @@ mod tests {
             client_cpu_cores: None,
             client_timer_lag_ms: None,
             target_rss_bytes: Some(rss),
-            target_rss_anon_bytes: None,
+            target_rss_anon_bytes: Some(rss / 4),
+            target_rss_file_bytes: Some(rss - rss / 4),
         }
     }
 
@@ -452,17 +476,18 @@ mod tests {
         assert!((v.peak_ratio.unwrap() - 10.0).abs() < 1e-9);
         assert!((v.c1_latency_ratio.unwrap() - 5.0).abs() < 1e-9);
         assert!((v.rss_ratio.unwrap() - 5.5).abs() < 1e-9);
+        assert!((v.anon_rss_ratio.unwrap() - 5.5).abs() < 1e-9);
         assert!((v.per_core_ratio.unwrap() - 20.0).abs() < 1e-9);
         assert!(v.flagged, "geth c16 answered 421s");
         let text = results.render();
         assert!(text.contains("| 16 | 50000 | 0.300 |"), "{text}");
         assert!(
-            text.contains("| 90 % | - | 120 | 0 |"),
+            text.contains("| 90 % | - | 30 + 90 | 0 |"),
             "target and client CPU: {text}"
         );
         assert!(text.contains("knee (95 % of peak) at c16"), "{text}");
         assert!(
-            text.contains("neve vs geth (FLAGGED) | 10.00× | 20.00× | 5.00× | 5.50×"),
+            text.contains("neve vs geth (FLAGGED) | 10.00× | 20.00× | 5.00× | 5.50× | 5.50× |"),
             "{text}"
         );
         assert!(text.contains("!!! REJECT PATH MEASURED"), "{text}");

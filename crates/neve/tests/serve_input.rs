@@ -236,6 +236,11 @@ async fn health_readiness_metrics_and_export_tell_the_truth() {
     assert_eq!(health["blocks"]["behind"], 0);
     assert_eq!(health["upstream"]["connected"], true);
     assert!(health["memory"]["rss_bytes"].as_u64().unwrap() > 0);
+    // The heap apart from the mapped store's cached pages (issue 23).
+    assert!(health["memory"]["anonymous_bytes"].as_u64().unwrap() > 0);
+    assert!(health["memory"]["file_bytes"].is_u64());
+    assert!(health["storage"]["resident_fraction"].is_f64());
+    assert!(health["storage"]["resident_bytes"].is_u64());
     assert!(!health["upstream"]["url"].as_str().unwrap().is_empty());
 
     assert_eq!(neve.get("/health/ready").unwrap().0, 200);

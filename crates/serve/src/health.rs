@@ -165,6 +165,7 @@ impl Server {
 
     pub(crate) fn health(&self) -> String {
         let stats = self.ctx.reader.stats();
+        let memory = Memory::now();
         let upstream = self.ctx.chain.upstream_health();
         let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
         let optf = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
@@ -191,8 +192,8 @@ impl Server {
              \"blocks\":{{\"min_height\":{},\"max_contiguous_height\":{},\"high_water\":{},\"safe\":{},\"finalized\":{},\"behind\":{}}},\
              \"upstream\":{{\"url\":{},\"connected\":{},\"head\":{},\"last_contact_age_seconds\":{},\"last_block_age_seconds\":{},\"last_error\":{},\"raw_data\":{},\"waiting\":{}}},\
              \"follower\":{{\"running\":{},\"restarts\":{}}},\
-             \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{},\"write_error\":{}}},\
-             \"state\":{},\"memory\":{{\"rss_bytes\":{}}}}}",
+             \"storage\":{{\"bytes\":{},\"segments\":{},\"retain_blocks\":{},\"corrupt_reads\":{},\"write_error\":{},\"resident_bytes\":{},\"resident_fraction\":{:.3}}},\
+             \"state\":{},\"memory\":{{\"rss_bytes\":{},\"anonymous_bytes\":{},\"file_bytes\":{}}}}}",
             self.ctx.genesis_hash,
             env!("CARGO_PKG_VERSION"),
             self.started.elapsed().as_secs_f64(),
@@ -217,15 +218,44 @@ impl Server {
             opt(self.ctx.config.retain_blocks),
             stats.corrupt_reads,
             serde_json::to_string(&self.ctx.chain.store_write_error()).expect("strings serialise"),
+            self.metrics.store_resident_bytes.load(Ordering::Relaxed),
+            self.metrics.store_resident_ppm.load(Ordering::Relaxed) as f64 / 1e6,
             self.state_health(),
-            opt(rss_bytes()),
+            opt(memory.rss),
+            opt(memory.anonymous),
+            opt(memory.file),
         )
     }
 }
 
-/// Resident set size from `/proc/self/statm` (one small read).
-fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
+/// This process's resident memory, from `/proc/self/status` (one small
+/// read): anonymous (the heap) apart from file-backed (the mapped store's
+/// pages in the page cache, which the kernel can reclaim).
+struct Memory {
+    rss: Option<u64>,
+    anonymous: Option<u64>,
+    file: Option<u64>,
+}
+
+impl Memory {
+    fn now() -> Memory {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            status.lines().find_map(|line| {
+                let kib: u64 = line
+                    .strip_prefix(name)?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse()
+                    .ok()?;
+                Some(kib * 1024)
+            })
+        };
+        Memory {
+            rss: field("VmRSS:"),
+            anonymous: field("RssAnon:"),
+            file: field("RssFile:"),
+        }
+    }
 }

@@ -45,6 +45,7 @@ mod logs;
 mod metrics;
 pub mod params;
 mod prescan;
+mod residency;
 mod rpc;
 mod stall;
 mod state;
@@ -101,6 +102,8 @@ struct Server {
     /// Threads for long `eth_getLogs` scans (see [`scan_pool`]); more
     /// wait their turn rather than crowd out serving.
     scans: neve_store::background::Pool,
+    /// Reads of stored pages not in memory ([`IO_THREADS`]).
+    io: neve_store::background::Pool,
     events: tokio::sync::broadcast::Sender<events::Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
@@ -121,6 +124,20 @@ const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 /// workers that answer (and on the background CPUs when they are set), so
 /// a flood of them takes only the CPU serving leaves; at most half the
 /// background cores (at least one) scan at once.
+/// Threads that read stored pages not in memory for requests. Each mostly
+/// waits for the disk, so there are more than cores: the device's queue,
+/// not the CPU, bounds them.
+pub(crate) const IO_THREADS: usize = 16;
+
+/// Requests' cold reads waiting for or running on the I/O threads; past
+/// this, a cold read is a miss (421) at once, counted, so a flood of them
+/// queues nowhere unbounded.
+pub(crate) const MAX_QUEUED_COLD_READS: u64 = 256;
+
+fn io_pool() -> neve_store::background::Pool {
+    neve_store::background::Pool::new("neve-io", IO_THREADS)
+}
+
 fn scan_pool() -> neve_store::background::Pool {
     let cores = neve_store::background::background_threads();
     neve_store::background::Pool::new("neve-scan", (cores / 2).max(1))
@@ -232,8 +249,9 @@ fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
             chunks.push(Bytes::from_static(b"}"));
             chunks
         }
-        // A fetch not done in time is a miss like any other.
-        Reply::Miss | Reply::Fetch(_) => {
+        // A fetch not done in time is a miss like any other (and a cold
+        // read never gets here: it is answered on the I/O threads).
+        Reply::Miss | Reply::Fetch(_) | Reply::Cold => {
             head.extend_from_slice(b",\"result\":null}");
             vec![head.freeze()]
         }
@@ -619,6 +637,11 @@ impl Server {
             FirstPass::Fetch(call, requests, started) => {
                 self.fetch_through(call, requests, started, over_ws).await
             }
+            FirstPass::Cold(call, started) => {
+                let reply = self.read_cold(vec![call.to_owned_call()]).await.pop();
+                let reply = reply.expect("one reply per call");
+                self.finish(&call, reply, started, over_ws, false)
+            }
         }
     }
 
@@ -659,7 +682,9 @@ impl Server {
                 Ok(plan) => {
                     match budget.charge_blocks(plan.blocks(), self.ctx.config.logs_budget_blocks) {
                         Err(reply) => reply,
-                        Ok(()) if budget.take_inline(plan.blocks()) => {
+                        Ok(())
+                            if plan.in_memory(&self.ctx) && budget.take_inline(plan.blocks()) =>
+                        {
                             logs::scan(&self.ctx, &plan, budget)
                         }
                         Ok(()) => return FirstPass::Scan(call, plan, started),
@@ -669,15 +694,57 @@ impl Server {
             let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
             return FirstPass::Done(chunks, outcome);
         }
-        match self.ctx.call(&call.method, call.params) {
+        match self
+            .ctx
+            .call(&call.method, call.params, rpc::Reads::InMemory)
+        {
             Reply::Fetch(requests) if self.fetch.is_some() => {
                 FirstPass::Fetch(call, requests, started)
             }
+            Reply::Cold => FirstPass::Cold(call, started),
             reply => {
                 let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
                 FirstPass::Done(chunks, outcome)
             }
         }
+    }
+
+    /// Answers calls that need stored pages not in memory on the I/O
+    /// threads, in order, so no async worker waits for the disk; past
+    /// [`MAX_QUEUED_COLD_READS`] they are misses at once.
+    async fn read_cold(&self, calls: Vec<(String, Option<Box<RawValue>>)>) -> Vec<Reply> {
+        let count = calls.len() as u64;
+        let queued = &self.metrics.cold_reads_queued;
+        if queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_COLD_READS {
+            queued.fetch_sub(1, Ordering::Relaxed);
+            self.metrics
+                .cold_reads_refused
+                .fetch_add(count, Ordering::Relaxed);
+            return calls.iter().map(|_| Reply::Miss).collect();
+        }
+        self.metrics.cold_reads.fetch_add(count, Ordering::Relaxed);
+        let ctx = self.ctx.clone();
+        let metrics = self.metrics.clone();
+        let read = self
+            .io
+            .run(move || {
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    calls
+                        .iter()
+                        .map(|(method, params)| {
+                            ctx.call(method, params.as_deref(), rpc::Reads::MayWait)
+                        })
+                        .collect::<Vec<_>>()
+                }));
+                metrics.cold_reads_queued.fetch_sub(1, Ordering::Relaxed);
+                read.map_err(|_| calls.len())
+            })
+            .await;
+        read.unwrap_or_else(|count| {
+            (0..count)
+                .map(|_| Reply::Error(ErrorCode::Internal, "internal error while reading".into()))
+                .collect()
+        })
     }
 
     /// Scans log queries in order on a scan thread, so a long scan never
@@ -763,8 +830,11 @@ impl Server {
         if self.ctx.config.state_fetch_timeout.is_none() {
             return Reply::Miss;
         }
-        match self.ctx.call(&call.method, call.params) {
-            Reply::Fetch(_) => Reply::Miss,
+        match self
+            .ctx
+            .call(&call.method, call.params, rpc::Reads::InMemory)
+        {
+            Reply::Fetch(_) | Reply::Cold => Reply::Miss,
             reply => reply,
         }
     }
@@ -855,6 +925,7 @@ impl Server {
         let mut fetches = Vec::new();
         let mut fetched = Vec::new();
         let mut scans = Vec::new();
+        let mut colds = Vec::new();
         let mut budget = self.ctx.logs_budget();
         // Bytes of the answers built so far: every one counts as it is
         // built, deferred ones (a log scan, a state fetch; their sizes not
@@ -888,6 +959,21 @@ impl Server {
                     fetches.push(self.await_fetches(requests));
                     fetched.push((i, call, started));
                 }
+                FirstPass::Cold(call, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    colds.push((i, call, started));
+                }
+            }
+        }
+        if !colds.is_empty() {
+            let owned = colds
+                .iter()
+                .map(|(_, call, _)| call.to_owned_call())
+                .collect();
+            let replies = self.read_cold(owned).await;
+            for ((i, call, started), reply) in colds.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }
         if !scans.is_empty() {
@@ -986,6 +1072,9 @@ enum FirstPass<'a> {
     Scan(Call<'a>, logs::Plan, Instant),
     /// A state read that needs fetching first.
     Fetch(Call<'a>, Vec<neve_state::FetchRequest>, Instant),
+    /// A read of stored pages that are not in memory: answered on the I/O
+    /// threads.
+    Cold(Call<'a>, Instant),
 }
 
 fn is_websocket_upgrade(request: &Request<Incoming>) -> bool {

@@ -17,8 +17,8 @@ use tokio::net::TcpListener;
 
 use crate::rpc::Context;
 use crate::{
-    ChainView, Metrics, ServeConfig, ServeError, Server, StateAccess, clients, events, scan_pool,
-    stall,
+    ChainView, Metrics, ServeConfig, ServeError, Server, StateAccess, clients, events, io_pool,
+    scan_pool, stall,
 };
 
 /// Serves until `shutdown` turns true, then drains: stops accepting,
@@ -55,6 +55,7 @@ pub async fn serve(
         events.clone(),
         metrics.clone(),
     ));
+    tokio::spawn(crate::residency::watch(reader.clone(), metrics.clone()));
     let fetch = state.as_ref().and_then(|s| s.fetch.clone());
     let clients = clients::ClientBudget::new(config.client_rate);
     let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
@@ -62,6 +63,7 @@ pub async fn serve(
         events,
         fetch,
         scans: scan_pool(),
+        io: io_pool(),
         ctx: Arc::new(Context {
             reader,
             chain,

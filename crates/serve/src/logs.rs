@@ -309,6 +309,13 @@ impl Plan {
     pub(crate) fn blocks(&self) -> u64 {
         self.to - self.from + 1
     }
+
+    /// Whether scanning it touches only records in memory (for a short
+    /// query on an async worker; one that is not goes to the scan threads).
+    pub(crate) fn in_memory(&self, ctx: &Context) -> bool {
+        self.by_hash.is_some()
+            || (self.from..=self.to).all(|height| ctx.reader.in_memory().block(height).is_ok())
+    }
 }
 
 /// Parses and resolves a filter, checks the range limit; the reply is the

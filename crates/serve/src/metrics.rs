@@ -42,6 +42,17 @@ pub struct Metrics {
     pub(crate) scans_queued: AtomicU64,
     /// Log queries refused because [`crate::logs::MAX_QUEUED_SCANS`] were queued.
     pub(crate) scans_refused: AtomicU64,
+    /// Calls answered on the I/O threads: their records were not in memory.
+    pub(crate) cold_reads: AtomicU64,
+    /// Cold reads answered 421 at once: [`crate::MAX_QUEUED_COLD_READS`] were queued.
+    pub(crate) cold_reads_refused: AtomicU64,
+    /// Requests' cold reads waiting for or running on the I/O threads.
+    pub(crate) cold_reads_queued: AtomicU64,
+    /// The store's records in memory, bytes, from the last sample
+    /// ([`crate::residency`]).
+    pub(crate) store_resident_bytes: AtomicU64,
+    /// Of the last sample's pages, parts per million in memory.
+    pub(crate) store_resident_ppm: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -58,6 +69,11 @@ impl Default for Metrics {
             shed: AtomicU64::new(0),
             scans_queued: AtomicU64::new(0),
             scans_refused: AtomicU64::new(0),
+            cold_reads: AtomicU64::new(0),
+            cold_reads_refused: AtomicU64::new(0),
+            cold_reads_queued: AtomicU64::new(0),
+            store_resident_bytes: AtomicU64::new(0),
+            store_resident_ppm: AtomicU64::new(0),
         }
     }
 }
@@ -183,6 +199,30 @@ impl Metrics {
                 &self.connections,
             ),
             (
+                "neve_store_cold_reads_total",
+                "Calls answered on the I/O threads because the records they read were not in memory.",
+                "counter",
+                &self.cold_reads,
+            ),
+            (
+                "neve_store_cold_reads_refused_total",
+                "Cold reads answered 421 at once: the I/O threads' queue was full.",
+                "counter",
+                &self.cold_reads_refused,
+            ),
+            (
+                "neve_store_cold_reads_queued",
+                "Requests' cold reads waiting for or running on the I/O threads.",
+                "gauge",
+                &self.cold_reads_queued,
+            ),
+            (
+                "neve_store_resident_bytes",
+                "Bytes of stored records in memory (the page cache), estimated from a sample of their pages every 10 s.",
+                "gauge",
+                &self.store_resident_bytes,
+            ),
+            (
                 "neve_events_watcher_restarts_total",
                 "Chain-event watchers (subscriptions' source) restarted after a panic.",
                 "counter",
@@ -195,5 +235,10 @@ impl Metrics {
                 value.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP neve_store_resident_ratio Fraction of the stored records in memory, from the last sample.\n# TYPE neve_store_resident_ratio gauge\nneve_store_resident_ratio {}",
+            self.store_resident_ppm.load(Ordering::Relaxed) as f64 / 1e6
+        );
     }
 }

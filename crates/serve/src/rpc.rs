@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use neve_store::{Block, Reader};
+use neve_store::{Block, Cold, Reader};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -37,6 +37,35 @@ pub(crate) enum Reply {
     /// A state read that needs nodes neve does not hold: fetch these, then
     /// read again (a miss if that cannot be done in time).
     Fetch(Vec<neve_state::FetchRequest>),
+    /// Answering needs stored pages that are not in memory: answer again
+    /// where waiting for the disk is allowed ([`Reads::MayWait`]).
+    Cold,
+}
+
+/// Whether a call may wait for the disk: never on an async worker, which
+/// answers [`Reply::Cold`] instead and hands the call to the I/O threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reads {
+    InMemory,
+    MayWait,
+}
+
+/// Why dispatching stopped short of a reply.
+enum Stop {
+    Param(ParamError),
+    Cold,
+}
+
+impl From<ParamError> for Stop {
+    fn from(error: ParamError) -> Self {
+        Stop::Param(error)
+    }
+}
+
+impl From<Cold> for Stop {
+    fn from(_: Cold) -> Self {
+        Stop::Cold
+    }
 }
 
 impl Reply {
@@ -51,7 +80,7 @@ impl Reply {
     pub(crate) fn outcome(&self) -> Outcome {
         match self {
             Reply::Result(_) => Outcome::Ok,
-            Reply::Miss | Reply::Unsupported | Reply::Fetch(_) => Outcome::Miss,
+            Reply::Miss | Reply::Unsupported | Reply::Fetch(_) | Reply::Cold => Outcome::Miss,
             Reply::Error(..) => Outcome::Error,
         }
     }
@@ -116,6 +145,11 @@ pub(crate) enum Validity {
 }
 
 impl Call<'_> {
+    /// Its method and parameters, owned, to answer on another thread.
+    pub(crate) fn to_owned_call(&self) -> (String, Option<Box<RawValue>>) {
+        (self.method.to_string(), self.params.map(RawValue::to_owned))
+    }
+
     /// JSON-RPC 2.0's rules as geth applies them: `jsonrpc` is exactly
     /// "2.0", a method is named, and an id, if any, is not an object or
     /// an array.
@@ -244,10 +278,23 @@ impl Context {
         (min..=max).contains(&height).then_some(height)
     }
 
-    fn block(&self, reference: BlockRef) -> Option<Block> {
-        match reference {
-            BlockRef::Tag(tag) => self.reader.block(self.resolve(tag)?),
-            BlockRef::Hash(hash) => self.reader.block_by_hash(&hash),
+    fn block(&self, reference: BlockRef, reads: Reads) -> Result<Option<Block>, Cold> {
+        let memory = self.reader.in_memory();
+        match (reference, reads) {
+            (BlockRef::Tag(tag), reads) => match (self.resolve(tag), reads) {
+                (None, _) => Ok(None),
+                (Some(height), Reads::InMemory) => memory.block(height),
+                (Some(height), Reads::MayWait) => Ok(self.reader.block(height)),
+            },
+            (BlockRef::Hash(hash), Reads::InMemory) => memory.block_by_hash(&hash),
+            (BlockRef::Hash(hash), Reads::MayWait) => Ok(self.reader.block_by_hash(&hash)),
+        }
+    }
+
+    fn transaction(&self, hash: &[u8; 32], reads: Reads) -> Result<Option<(Block, u32)>, Cold> {
+        match reads {
+            Reads::InMemory => self.reader.in_memory().transaction(hash),
+            Reads::MayWait => Ok(self.reader.transaction(hash)),
         }
     }
 
@@ -267,8 +314,9 @@ impl Context {
         logs::plan(self, params.object(0)?)
     }
 
-    /// Answers one call.
-    pub(crate) fn call(&self, method: &str, params: Option<&RawValue>) -> Reply {
+    /// Answers one call; with [`Reads::InMemory`], [`Reply::Cold`] when
+    /// that needs a page that is not in memory.
+    pub(crate) fn call(&self, method: &str, params: Option<&RawValue>, reads: Reads) -> Reply {
         let params = match Params::new(params) {
             Ok(params) => params,
             Err(error) => return error.into(),
@@ -280,13 +328,16 @@ impl Context {
         {
             return error.into();
         }
-        match self.dispatch(method, &params) {
+        match self.dispatch(method, &params, reads) {
             Ok(reply) => reply,
-            Err(error) => error.into(),
+            Err(Stop::Param(error)) => error.into(),
+            Err(Stop::Cold) => Reply::Cold,
         }
     }
 
-    fn dispatch(&self, method: &str, p: &Params<'_>) -> Result<Reply, ParamError> {
+    fn dispatch(&self, method: &str, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+        let block = |reference: BlockRef| self.block(reference, reads);
+        let transaction = |hash: [u8; 32]| self.transaction(&hash, reads);
         Ok(match method {
             "eth_chainId" => Reply::bytes(self.chain_id.clone()),
             "net_version" => Reply::bytes(self.net_version.clone()),
@@ -299,62 +350,61 @@ impl Context {
             },
             "eth_getBlockByNumber" => {
                 let full = p.bool_or(1, false)?;
-                self.block_reply(self.block(BlockRef::Tag(p.block_tag(0)?)), full)
+                self.block_reply(block(BlockRef::Tag(p.block_tag(0)?))?, full)
             }
             "eth_getBlockByHash" => {
                 let full = p.bool_or(1, false)?;
-                self.block_reply(self.block(BlockRef::Hash(p.hash(0)?)), full)
+                self.block_reply(block(BlockRef::Hash(p.hash(0)?))?, full)
             }
             "eth_getBlockTransactionCountByNumber" => {
-                count(self.block(BlockRef::Tag(p.block_tag(0)?)), Block::tx_count)
+                count(block(BlockRef::Tag(p.block_tag(0)?))?, Block::tx_count)
             }
             "eth_getBlockTransactionCountByHash" => {
-                count(self.block(BlockRef::Hash(p.hash(0)?)), Block::tx_count)
+                count(block(BlockRef::Hash(p.hash(0)?))?, Block::tx_count)
             }
-            "eth_getUncleCountByBlockNumber" => count(
-                uncle_free(self.block(BlockRef::Tag(p.block_tag(0)?))),
-                |_| 0,
-            ),
+            "eth_getUncleCountByBlockNumber" => {
+                count(uncle_free(block(BlockRef::Tag(p.block_tag(0)?))?), |_| 0)
+            }
             "eth_getUncleCountByBlockHash" => {
-                count(uncle_free(self.block(BlockRef::Hash(p.hash(0)?))), |_| 0)
+                count(uncle_free(block(BlockRef::Hash(p.hash(0)?))?), |_| 0)
             }
             "eth_getUncleByBlockNumberAndIndex" => {
-                let block = uncle_free(self.block(BlockRef::Tag(p.block_tag(0)?)));
+                let block = uncle_free(block(BlockRef::Tag(p.block_tag(0)?))?);
                 p.quantity(1)?;
                 block.map_or(Reply::Miss, |_| Reply::json("null"))
             }
             "eth_getUncleByBlockHashAndIndex" => {
-                let block = uncle_free(self.block(BlockRef::Hash(p.hash(0)?)));
+                let block = uncle_free(block(BlockRef::Hash(p.hash(0)?))?);
                 p.quantity(1)?;
                 block.map_or(Reply::Miss, |_| Reply::json("null"))
             }
             "eth_getTransactionByBlockNumberAndIndex" => {
-                let block = self.block(BlockRef::Tag(p.block_tag(0)?));
+                let block = block(BlockRef::Tag(p.block_tag(0)?))?;
                 by_index(block, p.quantity(1)?, Block::transaction)
             }
             "eth_getTransactionByBlockHashAndIndex" => {
-                let block = self.block(BlockRef::Hash(p.hash(0)?));
+                let block = block(BlockRef::Hash(p.hash(0)?))?;
                 by_index(block, p.quantity(1)?, Block::transaction)
             }
-            "eth_getTransactionByHash" => match self.reader.transaction(&p.hash(0)?) {
+            "eth_getTransactionByHash" => match transaction(p.hash(0)?)? {
                 Some((block, index)) => block.transaction(index).map_or(Reply::Miss, Reply::bytes),
                 None => Reply::Miss,
             },
-            "eth_getTransactionReceipt" => match self.reader.transaction(&p.hash(0)?) {
+            "eth_getTransactionReceipt" => match transaction(p.hash(0)?)? {
                 Some((block, index)) => block.receipt(index).map_or(Reply::Miss, Reply::bytes),
                 None => Reply::Miss,
             },
-            "eth_getBlockReceipts" => self
-                .block(p.block_ref(0)?)
-                .map_or(Reply::Miss, |b| Reply::bytes(b.receipts())),
+            "eth_getBlockReceipts" => {
+                block(p.block_ref(0)?)?.map_or(Reply::Miss, |b| Reply::bytes(b.receipts()))
+            }
             "eth_getLogs" => match logs::plan(self, p.object(0)?) {
                 Ok(plan) => logs::scan(self, &plan, &mut self.logs_budget()),
                 Err(reply) => reply,
             },
-            "debug_getRawHeader" => raw(self.block(p.block_ref(0)?), Block::raw_header),
-            "debug_getRawBlock" => raw(self.block(p.block_ref(0)?), Block::raw_block),
-            "debug_getRawReceipts" => raw(self.block(p.block_ref(0)?), Block::raw_receipts),
-            "debug_getRawTransaction" => match self.reader.transaction(&p.hash(0)?) {
+            "debug_getRawHeader" => raw(block(p.block_ref(0)?)?, Block::raw_header),
+            "debug_getRawBlock" => raw(block(p.block_ref(0)?)?, Block::raw_block),
+            "debug_getRawReceipts" => raw(block(p.block_ref(0)?)?, Block::raw_receipts),
+            "debug_getRawTransaction" => match transaction(p.hash(0)?)? {
                 Some((block, index)) => match block.raw_transaction(index) {
                     Some(hex) if !hex.is_empty() => Reply::Result(vec![
                         Bytes::from_static(b"\"0x"),

@@ -61,6 +61,7 @@ fn server_configured(
     let server = Server {
         events: tokio::sync::broadcast::channel(4).0,
         scans: scan_pool(),
+        io: io_pool(),
         ctx: Arc::new(Context {
             reader: store.reader(),
             chain,
@@ -723,4 +724,62 @@ fn log_scans_past_the_queue_bound_are_refused_at_once_and_change_nothing() {
         0,
         "the scan's place is freed"
     );
+}
+
+/// Polls `future` once.
+async fn poll_once<F: std::future::Future>(
+    mut future: std::pin::Pin<&mut F>,
+) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(move |cx| std::task::Poll::Ready(future.as_mut().poll(cx))).await
+}
+
+/// Issue 23: a call whose records are not in memory is answered on the I/O
+/// threads, never on an async worker, and a call that needs no disk is
+/// answered while it waits there.
+#[test]
+fn cold_reads_go_to_the_io_threads_and_others_are_answered_meanwhile() {
+    let (server, _dir) = server();
+    let runtime = runtime();
+    let expected = server.ctx.reader.block(3).unwrap().full();
+    if !neve_store::testing::page_out(&server.ctx.reader) {
+        eprintln!("MADV_PAGEOUT unsupported here: nothing to show");
+        return;
+    }
+    // Every I/O thread held until the gate opens: cold reads stay in flight.
+    let gate = Arc::new(std::sync::RwLock::new(()));
+    let closed = gate.write().unwrap();
+    runtime.block_on(async {
+        let holds = futures_util::future::join_all((0..IO_THREADS).map(|_| {
+            let gate = gate.clone();
+            server.io.run(move || drop(gate.read()))
+        }));
+        tokio::pin!(holds);
+        assert!(poll_once(holds.as_mut()).await.is_pending());
+        let body = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x3",true]}"#,
+        );
+        let cold = server.respond(&body);
+        tokio::pin!(cold);
+        assert!(
+            poll_once(cold.as_mut()).await.is_pending(),
+            "waits for an I/O thread"
+        );
+        assert_eq!(server.metrics.cold_reads.load(Ordering::Relaxed), 1);
+
+        let chain_id = Bytes::from_static(br#"{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}"#);
+        let answer = server.respond(&chain_id).await;
+        assert_eq!(answer.status(), 200, "answered while the cold read waits");
+
+        drop(closed);
+        let answer = cold.await;
+        assert_eq!(answer.status(), 200);
+        let bytes = answer.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        assert!(
+            text.contains(std::str::from_utf8(&expected).unwrap()),
+            "{text}"
+        );
+        holds.await;
+    });
+    assert_eq!(server.metrics.cold_reads_queued.load(Ordering::Relaxed), 0);
 }

@@ -89,12 +89,23 @@ impl HashTable {
     }
 
     fn slot(&self, i: u64) -> (u64, u64) {
-        let map = self.map.as_deref().unwrap_or_default();
-        let at = HEADER_LEN + i as usize * SLOT_LEN;
-        match map.get(at..at + SLOT_LEN) {
+        match self.slot_bytes(i) {
             Some(slot) => (u64_at(slot, 0), u64_at(slot, 8)),
             None => (0, 0),
         }
+    }
+
+    fn slot_bytes(&self, i: u64) -> Option<&[u8]> {
+        let map = self.map.as_deref().unwrap_or_default();
+        let at = HEADER_LEN + i as usize * SLOT_LEN;
+        map.get(at..at + SLOT_LEN)
+    }
+
+    /// Whether the slot a search for `hash` starts at is in memory (a
+    /// search that probes on past its page may still touch another).
+    pub(crate) fn home_in_memory(&self, hash: &Hash) -> bool {
+        let i = self.home(stored_key(format::prefix(hash)));
+        self.slot_bytes(i).is_none_or(crate::resident::in_memory)
     }
 
     /// Values stored under the prefix of `hash` (callers check the record).

@@ -32,6 +32,7 @@ mod format;
 mod hashes;
 mod io;
 mod reader;
+mod resident;
 mod segment;
 #[doc(hidden)]
 pub mod testing;
@@ -48,7 +49,7 @@ pub use bytes::Bytes;
 
 pub use block::{Block, EmitterRun, Log, LogKey};
 pub use format::FORMAT_VERSION;
-pub use reader::{Reader, Stats};
+pub use reader::{Cold, InMemory, Reader, Residency, Stats};
 use reader::{Shared, State};
 use segment::{Segment, index_file_name, segment_file_name};
 

@@ -28,6 +28,32 @@ pub struct Stats {
     pub corrupt_reads: u64,
 }
 
+/// How much of the stored records is in memory (the page cache), from a
+/// sample of their pages: what an operator sizes memory by, since a read of
+/// a page that is not waits for the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// Pages looked at, spread evenly over the records.
+    pub sampled_pages: u64,
+    /// Of those, the ones in memory.
+    pub resident_pages: u64,
+    /// Bytes of records the sample stands for.
+    pub bytes: u64,
+}
+
+impl Residency {
+    /// The fraction of the records in memory; `None` before any record.
+    pub fn fraction(&self) -> Option<f64> {
+        (self.sampled_pages > 0).then(|| self.resident_pages as f64 / self.sampled_pages as f64)
+    }
+
+    /// Bytes of records in memory, estimated from the sample.
+    pub fn resident_bytes(&self) -> u64 {
+        self.fraction()
+            .map_or(0, |f| (f * self.bytes as f64) as u64)
+    }
+}
+
 /// What readers see: an immutable snapshot swapped in by the writer.
 #[derive(Clone, Default)]
 pub(crate) struct State {
@@ -99,54 +125,185 @@ impl Reader {
         }
     }
 
+    /// Asks the kernel (`mincore`) which of at most `max_pages` pages of the
+    /// stored records are in memory, the pages spread over the segments by
+    /// their size. A system call a page (about a microsecond each): call it
+    /// off the async workers.
+    pub fn residency(&self, max_pages: usize) -> Residency {
+        let state = self.shared.state.load();
+        let sealed: u64 = state.segments.iter().filter_map(|s| s.sealed_len()).sum();
+        let used = |s: &Segment| s.sealed_len().unwrap_or(state.bytes.saturating_sub(sealed));
+        let mut residency = Residency {
+            bytes: state.bytes,
+            ..Residency::default()
+        };
+        if state.bytes == 0 {
+            return residency;
+        }
+        for segment in &state.segments {
+            let bytes = used(segment);
+            let pages = (max_pages as u128 * bytes as u128 / state.bytes as u128).max(1) as usize;
+            let (sampled, resident) = segment.resident_pages(bytes as usize, pages);
+            residency.sampled_pages += sampled;
+            residency.resident_pages += resident;
+        }
+        residency
+    }
+
     /// The block at `height`, or `None` when it is not stored (or damaged:
     /// see [`Stats::corrupt_reads`]).
     pub fn block(&self, height: u64) -> Option<Block> {
-        let state = self.shared.state.load();
-        self.read(&state, height)
-    }
-
-    fn read(&self, state: &State, height: u64) -> Option<Block> {
-        let segment = state.segment_for(height)?;
-        match segment.read(height) {
-            Ok(block) => block,
-            Err(damage) => {
-                self.shared.corrupt_reads.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(height, %damage, "corrupt record answered as a miss");
-                None
-            }
-        }
+        self.block_in(height, Pages::MayWait).unwrap_or_default()
     }
 
     /// The block with hash `hash`.
     pub fn block_by_hash(&self, hash: &Hash) -> Option<Block> {
-        let state = self.shared.state.load();
-        let read = |height| self.read(&state, height).filter(|b| b.hash() == *hash);
-        state
-            .uncovered()
-            .find_map(|segment| segment.block_candidates(hash).into_iter().find_map(read))
-            .or_else(|| {
-                state
-                    .covered(hash)
-                    .filter(|(_, tx)| tx.is_none())
-                    .find_map(|(height, _)| read(height))
-            })
+        self.block_by_hash_in(hash, Pages::MayWait)
+            .unwrap_or_default()
     }
 
     /// The block holding transaction `hash`, and the transaction's index.
     pub fn transaction(&self, hash: &Hash) -> Option<(Block, u32)> {
+        self.transaction_in(hash, Pages::MayWait)
+            .unwrap_or_default()
+    }
+
+    /// Reads that never wait for the disk, for an async worker: each
+    /// answers [`Cold`] instead of touching a page that is not in memory
+    /// (the record, its index entry, the hash table's slot), so the caller
+    /// can hand the read to a thread that may wait.
+    pub fn in_memory(&self) -> InMemory<'_> {
+        InMemory(self)
+    }
+
+    /// Drops every stored record's pages from memory, as memory pressure
+    /// would (`sync`, then `MADV_PAGEOUT`); whether the kernel did. For
+    /// tests and benchmarks of cold reads ([`crate::testing::page_out`]).
+    pub(crate) fn page_out(&self) -> bool {
+        // SAFETY: sync has no preconditions; dirty pages cannot be dropped.
+        unsafe { libc::sync() };
         let state = self.shared.state.load();
-        let read = |(height, index): (u64, u32)| {
-            let block = self.read(&state, height)?;
-            (index < block.tx_count() && block.tx_hash(index) == *hash).then_some((block, index))
+        state.segments.iter().all(|segment| segment.page_out())
+    }
+
+    fn read(&self, state: &State, height: u64, pages: Pages) -> Result<Option<Block>, Cold> {
+        let Some(segment) = state.segment_for(height) else {
+            return Ok(None);
         };
-        state
-            .uncovered()
-            .find_map(|segment| segment.tx_candidates(hash).into_iter().find_map(read))
-            .or_else(|| {
-                state
-                    .covered(hash)
-                    .find_map(|(height, tx)| read((height, tx?)))
-            })
+        if pages == Pages::InMemory && !segment.in_memory(height) {
+            return Err(Cold);
+        }
+        match segment.read(height) {
+            Ok(block) => Ok(block),
+            Err(damage) => {
+                self.shared.corrupt_reads.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(height, %damage, "corrupt record answered as a miss");
+                Ok(None)
+            }
+        }
+    }
+
+    fn block_in(&self, height: u64, pages: Pages) -> Result<Option<Block>, Cold> {
+        let state = self.shared.state.load();
+        self.read(&state, height, pages)
+    }
+
+    /// The heights (with transaction indexes when `transactions`) the
+    /// indexes give for `hash`: the newest segments' first, then the
+    /// store-wide table's.
+    fn candidates(
+        state: &State,
+        hash: &Hash,
+        transactions: bool,
+        pages: Pages,
+    ) -> Result<Vec<(u64, Option<u32>)>, Cold> {
+        let mut found = Vec::new();
+        for segment in state.uncovered() {
+            if pages == Pages::InMemory && !segment.hash_index_in_memory() {
+                return Err(Cold);
+            }
+            if transactions {
+                found.extend(
+                    segment
+                        .tx_candidates(hash)
+                        .into_iter()
+                        .map(|(h, t)| (h, Some(t))),
+                );
+            } else {
+                found.extend(
+                    segment
+                        .block_candidates(hash)
+                        .into_iter()
+                        .map(|h| (h, None)),
+                );
+            }
+        }
+        if let Some(table) = &state.hashes
+            && pages == Pages::InMemory
+            && !table.home_in_memory(hash)
+        {
+            return Err(Cold);
+        }
+        found.extend(state.covered(hash));
+        Ok(found)
+    }
+
+    fn block_by_hash_in(&self, hash: &Hash, pages: Pages) -> Result<Option<Block>, Cold> {
+        let state = self.shared.state.load();
+        for (height, tx) in Self::candidates(&state, hash, false, pages)? {
+            if tx.is_none()
+                && let Some(block) = self.read(&state, height, pages)?
+                && block.hash() == *hash
+            {
+                return Ok(Some(block));
+            }
+        }
+        Ok(None)
+    }
+
+    fn transaction_in(&self, hash: &Hash, pages: Pages) -> Result<Option<(Block, u32)>, Cold> {
+        let state = self.shared.state.load();
+        for (height, tx) in Self::candidates(&state, hash, true, pages)? {
+            if let Some(index) = tx
+                && let Some(block) = self.read(&state, height, pages)?
+                && index < block.tx_count()
+                && block.tx_hash(index) == *hash
+            {
+                return Ok(Some((block, index)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether a read may wait for the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pages {
+    MayWait,
+    InMemory,
+}
+
+/// A read that would have touched a page not in memory, and so was not
+/// done: do it where waiting for the disk is allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cold;
+
+/// [`Reader`]'s reads that never wait for the disk ([`Reader::in_memory`]).
+pub struct InMemory<'r>(&'r Reader);
+
+impl InMemory<'_> {
+    /// [`Reader::block`], or [`Cold`].
+    pub fn block(&self, height: u64) -> Result<Option<Block>, Cold> {
+        self.0.block_in(height, Pages::InMemory)
+    }
+
+    /// [`Reader::block_by_hash`], or [`Cold`].
+    pub fn block_by_hash(&self, hash: &Hash) -> Result<Option<Block>, Cold> {
+        self.0.block_by_hash_in(hash, Pages::InMemory)
+    }
+
+    /// [`Reader::transaction`], or [`Cold`].
+    pub fn transaction(&self, hash: &Hash) -> Result<Option<(Block, u32)>, Cold> {
+        self.0.transaction_in(hash, Pages::InMemory)
     }
 }

@@ -331,6 +331,97 @@ impl Segment {
         matches!(self.index, SegmentIndex::Sealed { .. }).then_some(self.data.len() as u64)
     }
 
+    /// Of `pages` pages spread evenly over the first `used` bytes, how many
+    /// were looked at and how many are in memory (`mincore`).
+    pub(crate) fn resident_pages(&self, used: usize, pages: usize) -> (u64, u64) {
+        let page = crate::resident::page_size();
+        let used = used.min(self.data.len());
+        let base = self.data.as_ptr() as usize;
+        if used == 0 || !base.is_multiple_of(page) {
+            return (0, 0);
+        }
+        let in_use = used.div_ceil(page);
+        let step = (in_use / pages.max(1)).max(1);
+        let (mut sampled, mut resident) = (0, 0);
+        for index in (0..in_use).step_by(step).take(pages) {
+            let mut vector = 0u8;
+            // SAFETY: the page lies inside this segment's mapping, which
+            // `self.data` keeps alive; mincore writes one byte for one page.
+            let answered = unsafe {
+                libc::mincore(
+                    (base + index * page) as *mut libc::c_void,
+                    page,
+                    &mut vector,
+                )
+            };
+            if answered == 0 {
+                sampled += 1;
+                resident += u64::from(vector & 1);
+            }
+        }
+        (sampled, resident)
+    }
+
+    /// Whether reading `height` now touches only pages in memory: its
+    /// index entry and its whole record (a miss touches nothing more).
+    pub(crate) fn in_memory(&self, height: u64) -> bool {
+        use crate::resident::in_memory;
+        let i = (height - self.first_height) as usize;
+        if let SegmentIndex::Sealed { index, count, .. } = &self.index
+            && i < *count
+        {
+            let at = INDEX_HEADER_LEN + 8 * i;
+            if !in_memory(index.get(at..at + 8).unwrap_or_default()) {
+                return false;
+            }
+        }
+        let Some(offset) = self.offset(i).map(|o| o as usize) else {
+            return true;
+        };
+        let head = offset..(offset + format::RECORD_HEADER_LEN).min(self.data.len());
+        if !in_memory(self.data.get(head).unwrap_or_default()) {
+            return false;
+        }
+        let Some(header) = format::read_header(self.data.get(offset..).unwrap_or_default()) else {
+            return true;
+        };
+        let end = (offset + header.total_len()).min(self.data.len());
+        in_memory(self.data.get(offset..end).unwrap_or_default())
+    }
+
+    /// Whether a search of this segment's hash index touches only pages in
+    /// memory: the active segment's are on the heap; a sealed one's are its
+    /// mapped `.idx`, searched by bisection, so all of it.
+    pub(crate) fn hash_index_in_memory(&self) -> bool {
+        match &self.index {
+            SegmentIndex::Active { .. } => true,
+            SegmentIndex::Sealed { index, .. } => crate::resident::in_memory(index),
+        }
+    }
+
+    /// Asks the kernel to drop this segment's pages from memory (a test's
+    /// way to make records cold while they are mapped); whether it did.
+    /// `MADV_PAGEOUT` drops the pages this process has touched through the
+    /// mapping; `POSIX_FADV_DONTNEED` the cached ones it has not (written,
+    /// never read back), which the first cannot see.
+    pub(crate) fn page_out(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the range is this segment's mapping, kept alive by
+        // `self.data`; MADV_PAGEOUT only drops pages, never their contents.
+        let mapped = unsafe {
+            libc::madvise(
+                self.data.as_ptr() as *mut libc::c_void,
+                self.data.len(),
+                libc::MADV_PAGEOUT,
+            ) == 0
+        };
+        let cached = File::open(&self.path).is_ok_and(|file| {
+            // SAFETY: the descriptor is open for the call's duration.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) == 0 }
+        });
+        mapped && cached
+    }
+
     /// The number of heights a sealed segment holds.
     pub(crate) fn sealed_count(&self) -> Option<usize> {
         match &self.index {

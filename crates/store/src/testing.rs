@@ -4,6 +4,13 @@
 
 use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
 
+/// Drops every record `reader` can read from memory, as memory pressure
+/// would, so the next read of each waits for the disk; whether the kernel
+/// did (it needs Linux 5.4's `MADV_PAGEOUT`).
+pub fn page_out(reader: &crate::Reader) -> bool {
+    reader.page_out()
+}
+
 /// An owned block whose [`SyntheticBlock::as_new`] borrows it.
 #[derive(Clone, Debug)]
 pub struct SyntheticBlock {

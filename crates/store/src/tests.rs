@@ -131,6 +131,64 @@ fn appended_blocks_read_back_by_number_hash_and_transaction() {
     );
 }
 
+/// Issue 23: how much of the store is in memory, sampled with `mincore`.
+#[test]
+fn residency_counts_the_pages_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(8)).unwrap();
+    assert_eq!(
+        store.reader().residency(64).fraction(),
+        None,
+        "nothing stored"
+    );
+    for start in (0..64).step_by(8) {
+        append_range(&mut store, 0, start..=start + 7);
+    }
+    let reader = store.reader();
+    let fresh = reader.residency(64);
+    assert!(fresh.sampled_pages >= 8, "{fresh:?}");
+    assert!(
+        fresh.sampled_pages <= 64 + 8,
+        "about the pages asked for: {fresh:?}"
+    );
+    assert_eq!(fresh.bytes, reader.stats().bytes);
+    assert_eq!(fresh.fraction(), Some(1.0), "just written: {fresh:?}");
+    assert_eq!(fresh.resident_bytes(), fresh.bytes);
+
+    if testing::page_out(&reader) {
+        let cold = reader.residency(64);
+        assert!(cold.fraction().unwrap() < 0.5, "paged out: {cold:?}");
+        // Reads that must not wait for the disk say so instead.
+        let memory = reader.in_memory();
+        assert_eq!(memory.block(5).map(|b| b.is_some()), Err(Cold));
+        assert_eq!(
+            memory.block_by_hash(&block_hash(0, 6)).map(|b| b.is_some()),
+            Err(Cold)
+        );
+        assert!(
+            memory
+                .transaction(&reader.block(7).unwrap().tx_hash(0))
+                .is_ok(),
+            "read just now"
+        );
+        assert_block(&reader, 0, 5);
+        assert_eq!(
+            memory.block(5).map(|b| b.map(|b| b.height())),
+            Ok(Some(5)),
+            "in memory again"
+        );
+        assert_eq!(
+            memory.block(1000).map(|b| b.is_some()),
+            Ok(false),
+            "a miss touches nothing"
+        );
+        assert!(
+            reader.residency(64).resident_pages > cold.resident_pages,
+            "a read brings its pages back"
+        );
+    }
+}
+
 #[test]
 fn reopening_keeps_everything_and_continues() {
     let dir = tempfile::tempdir().unwrap();
