@@ -27,9 +27,9 @@ port=$(free_port)
 "$neve" serve --upstream "$geth_url" --ws-url none --floor 0 --listen "127.0.0.1:$port" --data-dir "$work/store" >"$work/ingest.log" 2>&1 &
 ingest=$!; pids+=("$ingest")
 until [ "$(stored_height "http://127.0.0.1:$port")" -ge "$chain" ]; do sleep 0.2; done
+store_bytes=$(curl -s "http://127.0.0.1:$port/health" | grep -o '"storage":{"bytes":[0-9]*' | grep -o '[0-9]*$')
 kill "$ingest"; wait "$ingest" 2>/dev/null || true
-store_bytes=$(du -sb "$work/store" | cut -f1)
-echo "store: $chain blocks, $((store_bytes >> 20)) MiB; memory limit for cold rounds: $LIMIT_MIB MiB" >&2
+echo "store: $chain blocks, $((store_bytes >> 20)) MiB of records; memory limit for cold rounds: $LIMIT_MIB MiB" >&2
 
 cat >"$work/full.lua" <<LUA
 math.randomseed(11)
@@ -71,6 +71,7 @@ echo "device: $device_rate random reads/s of $((record >> 10)) KiB (O_DIRECT, 16
 p99_of() { awk '/ 99%/ {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; printf "%.3f", v}'; }
 p50_of() { awk '/ 50%/ {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; printf "%.3f", v}'; }
 rate_of() { awk '/^Requests\/sec/ {printf "%.1f", $2}'; }
+non2xx_of() { awk '/Non-2xx/ {n=$NF} END {print n+0}'; }
 
 # one BINARY MODE: serves the store (in a fresh memory cgroup when MODE is
 # cold), then full blocks at c16 beside eth_chainId at c1.
@@ -107,9 +108,9 @@ for f in os.listdir(sys.argv[1]):
   cold_reads=$(curl -s "http://127.0.0.1:$serve_port/metrics" | awk '/^neve_store_cold_reads_total / {print $2}')
   kill "$pid"; wait "$pid" 2>/dev/null || true
   [ -n "$group" ] && rmdir "$group"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+  printf '| %s | %s | %s (%s non-2xx) | %s | %s | %s | %s | %s |\n' \
     "$([ "$bin" = "$neve" ] && echo current || echo other)" "$mode" \
-    "$(rate_of <"$work/full.out")" "$(p99_of <"$work/full.out")" \
+    "$(rate_of <"$work/full.out")" "$(non2xx_of <"$work/full.out")" "$(p99_of <"$work/full.out")" \
     "$(rate_of <"$work/chainid.out")" "$(p50_of <"$work/chainid.out")" "$(p99_of <"$work/chainid.out")" \
     "${cold_reads:--}"
 }

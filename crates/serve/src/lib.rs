@@ -135,7 +135,7 @@ pub(crate) const IO_THREADS: usize = 16;
 pub(crate) const MAX_QUEUED_COLD_READS: u64 = 256;
 
 fn io_pool() -> neve_store::background::Pool {
-    neve_store::background::Pool::new("neve-io", IO_THREADS)
+    neve_store::background::Pool::serving("neve-io", IO_THREADS)
 }
 
 fn scan_pool() -> neve_store::background::Pool {
@@ -732,7 +732,7 @@ impl Server {
                     calls
                         .iter()
                         .map(|(method, params)| {
-                            ctx.call(method, params.as_deref(), rpc::Reads::MayWait)
+                            ctx.call(method, params.as_deref(), rpc::Reads::FromDisk)
                         })
                         .collect::<Vec<_>>()
                 }));

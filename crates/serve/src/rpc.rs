@@ -38,16 +38,17 @@ pub(crate) enum Reply {
     /// read again (a miss if that cannot be done in time).
     Fetch(Vec<neve_state::FetchRequest>),
     /// Answering needs stored pages that are not in memory: answer again
-    /// where waiting for the disk is allowed ([`Reads::MayWait`]).
+    /// where waiting for the disk is allowed ([`Reads::FromDisk`]).
     Cold,
 }
 
 /// Whether a call may wait for the disk: never on an async worker, which
-/// answers [`Reply::Cold`] instead and hands the call to the I/O threads.
+/// answers [`Reply::Cold`] instead and hands the call to the I/O threads;
+/// there records are read into memory of their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reads {
     InMemory,
-    MayWait,
+    FromDisk,
 }
 
 /// Why dispatching stopped short of a reply.
@@ -284,17 +285,19 @@ impl Context {
             (BlockRef::Tag(tag), reads) => match (self.resolve(tag), reads) {
                 (None, _) => Ok(None),
                 (Some(height), Reads::InMemory) => memory.block(height),
-                (Some(height), Reads::MayWait) => Ok(self.reader.block(height)),
+                (Some(height), Reads::FromDisk) => Ok(self.reader.from_disk().block(height)),
             },
             (BlockRef::Hash(hash), Reads::InMemory) => memory.block_by_hash(&hash),
-            (BlockRef::Hash(hash), Reads::MayWait) => Ok(self.reader.block_by_hash(&hash)),
+            (BlockRef::Hash(hash), Reads::FromDisk) => {
+                Ok(self.reader.from_disk().block_by_hash(&hash))
+            }
         }
     }
 
     fn transaction(&self, hash: &[u8; 32], reads: Reads) -> Result<Option<(Block, u32)>, Cold> {
         match reads {
             Reads::InMemory => self.reader.in_memory().transaction(hash),
-            Reads::MayWait => Ok(self.reader.transaction(hash)),
+            Reads::FromDisk => Ok(self.reader.from_disk().transaction(hash)),
         }
     }
 

@@ -23,22 +23,36 @@ pub const BACKGROUND_NICE: i32 = 10;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A fixed set of threads at [`BACKGROUND_NICE`] taking jobs in order.
+/// A fixed set of threads taking jobs in order: at [`BACKGROUND_NICE`] on
+/// the background CPUs ([`Pool::new`]), or as the threads that answer
+/// requests ([`Pool::serving`]).
 pub struct Pool {
     jobs: Mutex<Sender<Job>>,
 }
 
 impl Pool {
-    /// Starts `threads` threads named `{name}-{i}`.
+    /// Starts `threads` background threads named `{name}-{i}`.
     pub fn new(name: &str, threads: usize) -> Pool {
+        Pool::start(name, threads, true)
+    }
+
+    /// Starts `threads` threads named `{name}-{i}` at the priority and on
+    /// the CPUs of the thread that starts them: work a request waits for
+    /// (a read from the disk) that must not block an async worker, and must
+    /// not wait behind ingest either.
+    pub fn serving(name: &str, threads: usize) -> Pool {
+        Pool::start(name, threads, false)
+    }
+
+    fn start(name: &str, threads: usize, background: bool) -> Pool {
         let (jobs, queue) = channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         for i in 0..threads.max(1) {
             let queue = queue.clone();
             std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || worker(&queue))
-                .expect("spawning a background thread");
+                .spawn(move || worker(&queue, background))
+                .expect("spawning a pool thread");
         }
         Pool {
             jobs: Mutex::new(jobs),
@@ -65,8 +79,10 @@ impl Pool {
     }
 }
 
-fn worker(queue: &Mutex<Receiver<Job>>) {
-    lower_priority();
+fn worker(queue: &Mutex<Receiver<Job>>, background: bool) {
+    if background {
+        lower_priority();
+    }
     loop {
         let job = match queue.lock() {
             Ok(queue) => queue.recv(),

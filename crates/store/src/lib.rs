@@ -49,7 +49,7 @@ pub use bytes::Bytes;
 
 pub use block::{Block, EmitterRun, Log, LogKey};
 pub use format::FORMAT_VERSION;
-pub use reader::{Cold, InMemory, Reader, Residency, Stats};
+pub use reader::{Cold, FromDisk, InMemory, Reader, Residency, Stats};
 use reader::{Shared, State};
 use segment::{Segment, index_file_name, segment_file_name};
 

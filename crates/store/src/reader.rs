@@ -168,6 +168,13 @@ impl Reader {
             .unwrap_or_default()
     }
 
+    /// Reads for records that are not in memory, on a thread that may wait:
+    /// each record is read whole into memory of its own (`pread`), not
+    /// faulted in through the mapping a page at a time.
+    pub fn from_disk(&self) -> FromDisk<'_> {
+        FromDisk(self)
+    }
+
     /// Reads that never wait for the disk, for an async worker: each
     /// answers [`Cold`] instead of touching a page that is not in memory
     /// (the record, its index entry, the hash table's slot), so the caller
@@ -193,7 +200,11 @@ impl Reader {
         if pages == Pages::InMemory && !segment.in_memory(height) {
             return Err(Cold);
         }
-        match segment.read(height) {
+        let read = match pages {
+            Pages::FromDisk => segment.read_copied(height),
+            Pages::InMemory | Pages::MayWait => segment.read(height),
+        };
+        match read {
             Ok(block) => Ok(block),
             Err(damage) => {
                 self.shared.corrupt_reads.fetch_add(1, Ordering::Relaxed);
@@ -276,11 +287,15 @@ impl Reader {
     }
 }
 
-/// Whether a read may wait for the disk.
+/// Whether a read may wait for the disk, and how it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pages {
+    /// Through the mapping, faulting pages in.
     MayWait,
+    /// Through the mapping, only pages in memory.
     InMemory,
+    /// Into memory of its own with `pread`.
+    FromDisk,
 }
 
 /// A read that would have touched a page not in memory, and so was not
@@ -305,5 +320,29 @@ impl InMemory<'_> {
     /// [`Reader::transaction`], or [`Cold`].
     pub fn transaction(&self, hash: &Hash) -> Result<Option<(Block, u32)>, Cold> {
         self.0.transaction_in(hash, Pages::InMemory)
+    }
+}
+
+/// [`Reader`]'s reads into memory of their own ([`Reader::from_disk`]).
+pub struct FromDisk<'r>(&'r Reader);
+
+impl FromDisk<'_> {
+    /// [`Reader::block`], read with `pread`.
+    pub fn block(&self, height: u64) -> Option<Block> {
+        self.0.block_in(height, Pages::FromDisk).unwrap_or_default()
+    }
+
+    /// [`Reader::block_by_hash`], read with `pread`.
+    pub fn block_by_hash(&self, hash: &Hash) -> Option<Block> {
+        self.0
+            .block_by_hash_in(hash, Pages::FromDisk)
+            .unwrap_or_default()
+    }
+
+    /// [`Reader::transaction`], read with `pread`.
+    pub fn transaction(&self, hash: &Hash) -> Option<(Block, u32)> {
+        self.0
+            .transaction_in(hash, Pages::FromDisk)
+            .unwrap_or_default()
     }
 }

@@ -36,6 +36,9 @@ pub(crate) struct Segment {
     verified: Box<[AtomicU64]>,
     index: SegmentIndex,
     pub(crate) path: PathBuf,
+    /// The file, for reading a record into memory of its own
+    /// ([`Segment::read_copied`]).
+    file: File,
 }
 
 enum SegmentIndex {
@@ -151,6 +154,7 @@ impl Segment {
                 offsets: (0..segment_blocks).map(|_| AtomicU64::new(0)).collect(),
                 hashes: RwLock::new(ActiveHashes::default()),
             },
+            file: file.try_clone().map_err(io_error(&path, "duplicating"))?,
             path,
         };
         for (i, offset) in offsets.iter().enumerate() {
@@ -201,6 +205,7 @@ impl Segment {
                 tx_count,
             },
             path,
+            file,
         }))
     }
 
@@ -460,6 +465,44 @@ impl Segment {
         Ok(Some(Block::new(
             height,
             self.data.slice(start..start + header.body_len),
+            header.kind,
+        )))
+    }
+
+    /// [`Segment::read`], but with `pread` into memory of its own rather
+    /// than through the mapping: for a record not in memory, one system call
+    /// reads it whole (the kernel's readahead with it) where faulting
+    /// through the mapping takes a page at a time, and the copy cannot be
+    /// evicted before a worker writes it out. Always checked: these are new
+    /// bytes.
+    pub(crate) fn read_copied(&self, height: u64) -> Result<Option<Block>, String> {
+        use std::os::unix::fs::FileExt;
+        let i = (height - self.first_height) as usize;
+        let Some(offset) = self.offset(i) else {
+            return Ok(None);
+        };
+        let header = format::read_header(self.data.get(offset as usize..).unwrap_or_default())
+            .filter(|h| format::is_block(h.kind) && h.height == height)
+            .ok_or_else(|| {
+                format!(
+                    "no record header for height {height} at offset {offset} of {}",
+                    self.path.display()
+                )
+            })?;
+        let mut record = vec![0u8; header.total_len()];
+        self.file
+            .read_exact_at(&mut record, offset)
+            .map_err(|e| format!("reading {}: {e}", self.path.display()))?;
+        if !format::verify_record(&record, &header) {
+            return Err(format!(
+                "checksum mismatch for height {height} in {}",
+                self.path.display()
+            ));
+        }
+        let body = format::RECORD_HEADER_LEN..format::RECORD_HEADER_LEN + header.body_len;
+        Ok(Some(Block::new(
+            height,
+            Bytes::from(record).slice(body),
             header.kind,
         )))
     }

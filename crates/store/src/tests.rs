@@ -171,6 +171,15 @@ fn residency_counts_the_pages_in_memory() {
                 .is_ok(),
             "read just now"
         );
+        // Read into memory of its own: the same bytes.
+        let copied = reader.from_disk().block(6).unwrap();
+        assert_eq!(
+            &copied.full()[..],
+            &SyntheticBlock::new(0, 6, TXS, 200).full[..]
+        );
+        let by_hash = reader.from_disk().block_by_hash(&block_hash(0, 6));
+        assert_eq!(by_hash.map(|b| b.height()), Some(6));
+        assert!(reader.from_disk().block(1000).is_none());
         assert_block(&reader, 0, 5);
         assert_eq!(
             memory.block(5).map(|b| b.map(|b| b.height())),
