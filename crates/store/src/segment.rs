@@ -17,6 +17,57 @@ use crate::io::StoreFile;
 use crate::testing::CrashJournal;
 use crate::{Block, Hash, StoreError, io_error};
 
+/// Alignment of `O_DIRECT` reads: offsets, lengths and buffers (a page,
+/// which covers every logical block size Linux file systems use).
+const DIRECT_ALIGN: usize = 4096;
+
+/// A heap buffer aligned for `O_DIRECT`.
+struct Aligned {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: it owns its allocation, like a Vec<u8>.
+unsafe impl Send for Aligned {}
+// SAFETY: shared access is read-only, like a Vec<u8>.
+unsafe impl Sync for Aligned {}
+
+impl Aligned {
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN).ok()
+    }
+
+    fn new(len: usize) -> Option<Aligned> {
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(Aligned::layout(len)?) };
+        Some(Aligned {
+            ptr: std::ptr::NonNull::new(ptr)?,
+            len,
+        })
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes were allocated and zeroed; `&mut self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsRef<[u8]> for Aligned {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `len` bytes were allocated and zeroed.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        if let Some(layout) = Aligned::layout(self.len) {
+            // SAFETY: allocated with this layout in `new`.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
 /// File name of the segment starting at `first_height`.
 pub(crate) fn segment_file_name(first_height: u64) -> String {
     format!("{first_height:020}.seg")
@@ -34,11 +85,20 @@ pub(crate) struct Segment {
     data: Bytes,
     /// Bit per height: the record's checksum was verified once already.
     verified: Box<[AtomicU64]>,
+    /// Per height, when its record was last found in memory
+    /// ([`resident::now`] ticks): a record found so within
+    /// [`resident::FRESH_TICKS`] is taken to be there still, which spares
+    /// the hot path a system call a read.
+    in_memory_at: Box<[std::sync::atomic::AtomicU32]>,
     index: SegmentIndex,
     pub(crate) path: PathBuf,
     /// The file, for reading a record into memory of its own
     /// ([`Segment::read_copied`]).
     file: File,
+    /// The file opened with `O_DIRECT` (once, when first needed; `None`
+    /// where the file system refuses it): such a read neither fills the
+    /// page cache nor pushes the hot part of the tail out of it.
+    direct: std::sync::OnceLock<Option<File>>,
 }
 
 enum SegmentIndex {
@@ -150,11 +210,13 @@ impl Segment {
             first_height,
             data,
             verified: bitmap(segment_blocks),
+            in_memory_at: (0..segment_blocks).map(|_| Default::default()).collect(),
             index: SegmentIndex::Active {
                 offsets: (0..segment_blocks).map(|_| AtomicU64::new(0)).collect(),
                 hashes: RwLock::new(ActiveHashes::default()),
             },
             file: file.try_clone().map_err(io_error(&path, "duplicating"))?,
+            direct: std::sync::OnceLock::new(),
             path,
         };
         for (i, offset) in offsets.iter().enumerate() {
@@ -199,6 +261,7 @@ impl Segment {
             first_height,
             data: map(&file, &path)?,
             verified: bitmap(segment_blocks),
+            in_memory_at: (0..segment_blocks).map(|_| Default::default()).collect(),
             index: SegmentIndex::Sealed {
                 index,
                 count,
@@ -206,6 +269,7 @@ impl Segment {
             },
             path,
             file,
+            direct: std::sync::OnceLock::new(),
         }))
     }
 
@@ -370,8 +434,16 @@ impl Segment {
     /// Whether reading `height` now touches only pages in memory: its
     /// index entry and its whole record (a miss touches nothing more).
     pub(crate) fn in_memory(&self, height: u64) -> bool {
-        use crate::resident::in_memory;
+        use crate::resident::{FRESH_TICKS, in_memory, now};
         let i = (height - self.first_height) as usize;
+        let now = now();
+        let seen = self
+            .in_memory_at
+            .get(i)
+            .map_or(0, |t| t.load(Ordering::Relaxed));
+        if seen != 0 && now.wrapping_sub(seen) < FRESH_TICKS {
+            return true;
+        }
         if let SegmentIndex::Sealed { index, count, .. } = &self.index
             && i < *count
         {
@@ -391,7 +463,19 @@ impl Segment {
             return true;
         };
         let end = (offset + header.total_len()).min(self.data.len());
-        in_memory(self.data.get(offset..end).unwrap_or_default())
+        let resident = in_memory(self.data.get(offset..end).unwrap_or_default());
+        if resident && let Some(t) = self.in_memory_at.get(i) {
+            t.store(now, Ordering::Relaxed);
+        }
+        resident
+    }
+
+    /// Forgets that records were found in memory (a test's pages were
+    /// dropped on purpose).
+    pub(crate) fn forget_in_memory(&self) {
+        for t in self.in_memory_at.iter() {
+            t.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Whether a search of this segment's hash index touches only pages in
@@ -411,6 +495,7 @@ impl Segment {
     /// never read back), which the first cannot see.
     pub(crate) fn page_out(&self) -> bool {
         use std::os::fd::AsRawFd;
+        self.forget_in_memory();
         // SAFETY: the range is this segment's mapping, kept alive by
         // `self.data`; MADV_PAGEOUT only drops pages, never their contents.
         let mapped = unsafe {
@@ -469,30 +554,36 @@ impl Segment {
         )))
     }
 
-    /// [`Segment::read`], but with `pread` into memory of its own rather
-    /// than through the mapping: for a record not in memory, one system call
-    /// reads it whole (the kernel's readahead with it) where faulting
-    /// through the mapping takes a page at a time, and the copy cannot be
-    /// evicted before a worker writes it out. Always checked: these are new
-    /// bytes.
+    /// [`Segment::read`], but read into memory of its own rather than
+    /// through the mapping: for a record not in memory, one `pread` reads it
+    /// whole where faulting through the mapping takes a page at a time, the
+    /// copy cannot be evicted before a worker writes it out, and with
+    /// `O_DIRECT` (where the file system allows) the read neither fills the
+    /// page cache nor pushes the hot part of the tail out of it. Always
+    /// checked: these are new bytes.
     pub(crate) fn read_copied(&self, height: u64) -> Result<Option<Block>, String> {
-        use std::os::unix::fs::FileExt;
         let i = (height - self.first_height) as usize;
         let Some(offset) = self.offset(i) else {
             return Ok(None);
         };
-        let header = format::read_header(self.data.get(offset as usize..).unwrap_or_default())
-            .filter(|h| format::is_block(h.kind) && h.height == height)
-            .ok_or_else(|| {
-                format!(
-                    "no record header for height {height} at offset {offset} of {}",
-                    self.path.display()
-                )
-            })?;
-        let mut record = vec![0u8; header.total_len()];
-        self.file
-            .read_exact_at(&mut record, offset)
-            .map_err(|e| format!("reading {}: {e}", self.path.display()))?;
+        let missing = || {
+            format!(
+                "no record header for height {height} at offset {offset} of {}",
+                self.path.display()
+            )
+        };
+        // The header says how long the record is; read it the same way, so
+        // nothing is faulted in through the mapping.
+        let head = self.read_uncached(offset, format::RECORD_HEADER_LEN)?;
+        let total =
+            format::RECORD_HEADER_LEN + format::u32_at(&head, format::header::BODY_LEN) as usize;
+        if total > self.data.len().saturating_sub(offset as usize) {
+            return Err(missing());
+        }
+        let record = self.read_uncached(offset, total)?;
+        let header = format::read_header(&record)
+            .filter(|h| format::is_block(h.kind) && h.height == height && h.total_len() == total)
+            .ok_or_else(missing)?;
         if !format::verify_record(&record, &header) {
             return Err(format!(
                 "checksum mismatch for height {height} in {}",
@@ -500,11 +591,52 @@ impl Segment {
             ));
         }
         let body = format::RECORD_HEADER_LEN..format::RECORD_HEADER_LEN + header.body_len;
-        Ok(Some(Block::new(
-            height,
-            Bytes::from(record).slice(body),
-            header.kind,
-        )))
+        Ok(Some(Block::new(height, record.slice(body), header.kind)))
+    }
+
+    /// `len` bytes at `offset`, read with `O_DIRECT` where the file system
+    /// allows, else through the page cache.
+    fn read_uncached(&self, offset: u64, len: usize) -> Result<Bytes, String> {
+        use std::os::unix::fs::FileExt;
+        if let Some((span, at)) = self.read_direct(offset, len) {
+            return Ok(span.slice(at..at + len));
+        }
+        let mut bytes = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut bytes, offset)
+            .map_err(|e| format!("reading {}: {e}", self.path.display()))?;
+        Ok(Bytes::from(bytes))
+    }
+
+    /// Reads `len` bytes at `offset` with `O_DIRECT`: the aligned span that
+    /// holds them, and where they start in it. `None` when the file cannot
+    /// be read so (the caller reads it through the page cache).
+    fn read_direct(&self, offset: u64, len: usize) -> Option<(Bytes, usize)> {
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let file = self
+            .direct
+            .get_or_init(|| {
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&self.path)
+                    .ok()
+            })
+            .as_ref()?;
+        let align = DIRECT_ALIGN as u64;
+        let start = offset / align * align;
+        let end = (offset + len as u64).div_ceil(align) * align;
+        let mut buffer = Aligned::new((end - start) as usize)?;
+        let needed = (offset - start) as usize + len;
+        let mut got = 0;
+        while got < needed {
+            // The file may end before the aligned span does: a short read.
+            match file.read_at(&mut buffer.as_mut()[got..], start + got as u64) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => got += n,
+            }
+        }
+        Some((Bytes::from_owner(buffer), (offset - start) as usize))
     }
 
     /// Reads a record the writer itself just wrote or scanned.

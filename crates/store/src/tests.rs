@@ -180,6 +180,13 @@ fn residency_counts_the_pages_in_memory() {
         let by_hash = reader.from_disk().block_by_hash(&block_hash(0, 6));
         assert_eq!(by_hash.map(|b| b.height()), Some(6));
         assert!(reader.from_disk().block(1000).is_none());
+        // The last record of a sealed segment ends where its file does,
+        // inside an O_DIRECT block.
+        let last = reader.from_disk().block(7).unwrap();
+        assert_eq!(
+            &last.full()[..],
+            &SyntheticBlock::new(0, 7, TXS, 200).full[..]
+        );
         assert_block(&reader, 0, 5);
         assert_eq!(
             memory.block(5).map(|b| b.map(|b| b.height())),
