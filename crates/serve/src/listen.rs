@@ -55,7 +55,6 @@ pub async fn serve(
         events.clone(),
         metrics.clone(),
     ));
-    tokio::spawn(crate::residency::watch(reader.clone(), metrics.clone()));
     let fetch = state.as_ref().and_then(|s| s.fetch.clone());
     let clients = clients::ClientBudget::new(config.client_rate);
     let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
@@ -86,6 +85,7 @@ pub async fn serve(
         exports: Arc::new(tokio::sync::Semaphore::new(crate::export::MAX_EXPORTS)),
         started: Instant::now(),
     });
+    tokio::spawn(crate::residency::watch(server.clone()));
     let stopped = until_stopped(shutdown);
     tokio::pin!(stopped);
     loop {

@@ -1,15 +1,12 @@
-//! How much of the store is in memory, sampled every [`EVERY`] on the
-//! blocking pool (a `mincore` a page) into the gauges `/metrics` and
-//! `/health` read, so an operator can size memory to the hot part of the
-//! tail.
+//! How much of the store is in memory, sampled every [`EVERY`] on the I/O
+//! threads (a `mincore` a page) into the gauges `/metrics` and `/health`
+//! read, so an operator can size memory to the hot part of the tail.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use neve_store::Reader;
-
-use crate::metrics::Metrics;
+use crate::Server;
 
 /// How often the store is sampled.
 pub(crate) const EVERY: Duration = Duration::from_secs(10);
@@ -18,16 +15,13 @@ pub(crate) const EVERY: Duration = Duration::from_secs(10);
 pub(crate) const SAMPLE_PAGES: usize = 1024;
 
 /// Samples the store now and every [`EVERY`] until the runtime stops.
-pub(crate) async fn watch(reader: Reader, metrics: Arc<Metrics>) {
+pub(crate) async fn watch(server: Arc<Server>) {
     let mut every = tokio::time::interval(EVERY);
     loop {
         every.tick().await;
-        let reader = reader.clone();
-        let Ok(residency) =
-            tokio::task::spawn_blocking(move || reader.residency(SAMPLE_PAGES)).await
-        else {
-            continue;
-        };
+        let reader = server.ctx.reader.clone();
+        let residency = server.io.run(move || reader.residency(SAMPLE_PAGES)).await;
+        let metrics = &server.metrics;
         metrics
             .store_resident_bytes
             .store(residency.resident_bytes(), Ordering::Relaxed);
