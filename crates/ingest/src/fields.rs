@@ -24,7 +24,6 @@ use serde_json::{Map, Value};
 use crate::prepare::{PreparedBlock, decode_hex_json};
 use crate::rawrlp;
 use crate::strict_json::Json;
-use crate::verify::VerifyError;
 
 /// The blob base fee update fractions of the forks that carry blobs
 /// (Cancun, Prague and Osaka, BPO1, BPO2): a receipt's `blobGasPrice` is the
@@ -58,12 +57,26 @@ pub(crate) struct Verified<'a> {
     pub receipts: &'a [ReceiptEnvelope<Log>],
 }
 
-fn parse<'a>(json: &'a [u8], object: &str) -> Result<Json<'a>, VerifyError> {
+/// A served field that is not what the verified block gives, is given
+/// twice, or is one nothing verifies.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{object}: {field} {reason}")]
+pub struct FieldError {
+    /// Which object (`block`, `transaction 3`, `receipt 0`, `log 7`,
+    /// `raw block`, `raw receipts`).
+    pub object: String,
+    /// Its key.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn parse<'a>(json: &'a [u8], object: &str) -> Result<Json<'a>, FieldError> {
     Json::parse(json).map_err(|e| mismatch(object, "(any)", e.to_string()))
 }
 
-fn mismatch(object: &str, field: &str, reason: impl Into<String>) -> VerifyError {
-    VerifyError::Field {
+fn mismatch(object: &str, field: &str, reason: impl Into<String>) -> FieldError {
+    FieldError {
         object: object.to_string(),
         field: field.to_string(),
         reason: reason.into(),
@@ -81,7 +94,7 @@ fn json(value: impl serde::Serialize) -> Value {
 
 type Entries<'v, 'a> = &'v [(std::borrow::Cow<'a, str>, Json<'a>)];
 
-fn object<'v, 'a>(value: &'v Json<'a>, what: &str) -> Result<Entries<'v, 'a>, VerifyError> {
+fn object<'v, 'a>(value: &'v Json<'a>, what: &str) -> Result<Entries<'v, 'a>, FieldError> {
     value
         .as_object()
         .ok_or_else(|| mismatch(what, "(any)", "is not an object"))
@@ -93,8 +106,8 @@ fn compare<'a>(
     what: &str,
     received: Entries<'_, 'a>,
     apart: &[&str],
-    mut expected: impl FnMut(&str, &Json<'a>) -> Result<Option<Value>, VerifyError>,
-) -> Result<(), VerifyError> {
+    mut expected: impl FnMut(&str, &Json<'a>) -> Result<Option<Value>, FieldError>,
+) -> Result<(), FieldError> {
     for (key, value) in received {
         if apart.contains(&key.as_ref()) {
             continue;
@@ -113,7 +126,7 @@ fn compare<'a>(
 
 /// Checks every served field of `block` (its JSON, receipts and raw RLP)
 /// against the verified parts.
-pub(crate) fn check(block: &PreparedBlock, verified: &Verified<'_>) -> Result<(), VerifyError> {
+pub(crate) fn check(block: &PreparedBlock, verified: &Verified<'_>) -> Result<(), FieldError> {
     let full = parse(block.full_json(), "block")?;
     let receipts = parse(block.receipts_json(), "receipts")?;
     let receipts = receipts
@@ -298,12 +311,15 @@ impl RawBlock {
         block: &PreparedBlock,
         verified: &Verified<'_>,
         full: &Json<'_>,
-    ) -> Result<RawBlock, VerifyError> {
+    ) -> Result<RawBlock, FieldError> {
         let facts = verified.header;
         let raw = if block.raw_block_json().is_empty() {
             None
         } else {
-            Some(decode_hex_json(block.raw_block_json()).map_err(VerifyError::Header)?)
+            Some(
+                decode_hex_json(block.raw_block_json())
+                    .map_err(|e| mismatch("raw block", "(any)", e))?,
+            )
         };
         let raw_items = raw
             .as_deref()
@@ -430,7 +446,7 @@ impl RawBlock {
 
 /// `debug_getRawReceipts`: each receipt's consensus encoding, which the
 /// receipts root covers.
-fn check_raw_receipts(block: &PreparedBlock, verified: &Verified<'_>) -> Result<(), VerifyError> {
+fn check_raw_receipts(block: &PreparedBlock, verified: &Verified<'_>) -> Result<(), FieldError> {
     let raw = block.raw_receipts_json();
     if raw.is_empty() {
         return Ok(());
@@ -454,6 +470,7 @@ fn check_raw_receipts(block: &PreparedBlock, verified: &Verified<'_>) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use super::FieldError;
     use crate::prepare::{RawParts, prepare};
     use crate::verify::{VerifyError, verify};
     use alloy_consensus::ReceiptEnvelope;
@@ -473,7 +490,9 @@ mod tests {
         let block = prepare(full, receipts, raw).expect("prepares");
         match verify(&block) {
             Ok(()) => None,
-            Err(VerifyError::Field { object, field, .. }) => Some(format!("{object}.{field}")),
+            Err(VerifyError::Field(FieldError { object, field, .. })) => {
+                Some(format!("{object}.{field}"))
+            }
             Err(other) => Some(other.to_string()),
         }
     }

@@ -15,6 +15,7 @@ use alloy_primitives::{Address, B64, B256, Bloom, Bytes, Log, U64, U256, keccak2
 use alloy_rlp::Encodable;
 use serde::{Deserialize, Serialize};
 
+pub use crate::fields::FieldError;
 use crate::fields::{self, HeaderFacts, Verified};
 use crate::prepare::PreparedBlock;
 
@@ -80,16 +81,8 @@ pub enum VerifyError {
     },
     /// A served field is not what the verified block gives, is given twice,
     /// or is one nothing verifies.
-    #[error("{object}: {field} {reason}")]
-    Field {
-        /// Which object (`block`, `transaction 3`, `receipt 0`, `log 7`,
-        /// `raw block`, `raw receipts`).
-        object: String,
-        /// Its key.
-        field: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    #[error(transparent)]
+    Field(#[from] FieldError),
 }
 
 /// The C-chain header of avalanchego (coreth): Ethereum's fields through the
@@ -369,7 +362,8 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
             senders: &senders,
             receipts: &receipts,
         },
-    )
+    )?;
+    Ok(())
 }
 
 /// A verified header's fields as JSON, to compare the served ones with.
