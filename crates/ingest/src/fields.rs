@@ -406,15 +406,7 @@ impl RawBlock {
         }
 
         let mut payload = facts.rlp.clone();
-        let transactions: usize = verified.transactions.iter().map(|tx| tx.length()).sum();
-        alloy_rlp::Header {
-            list: true,
-            payload_length: transactions,
-        }
-        .encode(&mut payload);
-        for tx in verified.transactions {
-            tx.encode(&mut payload);
-        }
+        alloy_rlp::encode_list(verified.transactions, &mut payload);
         payload.extend_from_slice(&uncles_item);
         if let Some(list) = &withdrawals {
             list.encode(&mut payload);
@@ -423,13 +415,7 @@ impl RawBlock {
             version.encode(&mut payload);
             ext_data.encode(&mut payload);
         }
-        let mut rebuilt = Vec::with_capacity(payload.len() + 9);
-        alloy_rlp::Header {
-            list: true,
-            payload_length: payload.len(),
-        }
-        .encode(&mut rebuilt);
-        rebuilt.extend_from_slice(&payload);
+        let rebuilt = rawrlp::rlp_list(&payload);
         if let Some(raw) = &raw
             && *raw != rebuilt
         {

@@ -12,20 +12,27 @@ fn offset(outer: &[u8], inner: &[u8]) -> usize {
 
 /// The header item (list header included) of an RLP block `[header, …]`.
 pub fn header_item(block: &[u8]) -> Result<&[u8], String> {
-    let rlp_error = |e: alloy_rlp::Error| e.to_string();
-    let mut rest = block;
-    let outer = Header::decode(&mut rest).map_err(rlp_error)?;
-    if !outer.list || outer.payload_length > rest.len() {
-        return Err("not an RLP list".into());
+    let items = list_items(block)?;
+    match items.first() {
+        Some(header) if is_list(header) => Ok(header),
+        _ => Err("first item is not a header list".into()),
     }
-    let start = offset(block, rest);
-    let mut items = &rest[..outer.payload_length];
-    let header = Header::decode(&mut items).map_err(rlp_error)?;
-    if !header.list || header.payload_length > items.len() {
-        return Err("first item is not a header list".into());
+}
+
+fn is_list(item: &[u8]) -> bool {
+    Header::decode(&mut &item[..]).is_ok_and(|h| h.list)
+}
+
+/// `payload` wrapped as an RLP list.
+pub fn rlp_list(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 9);
+    Header {
+        list: true,
+        payload_length: payload.len(),
     }
-    let end = offset(block, items) + header.payload_length;
-    Ok(&block[start..end])
+    .encode(&mut out);
+    out.extend_from_slice(payload);
+    out
 }
 
 /// The items of an RLP list, each whole (its own RLP header included).
@@ -55,43 +62,25 @@ pub fn list_items(list: &[u8]) -> Result<Vec<&[u8]>, String> {
 /// string that wraps it (type byte and payload: its EIP-2718 encoding).
 pub fn transaction_spans(block: &[u8]) -> Result<Vec<Span>, String> {
     let rlp_error = |e: alloy_rlp::Error| e.to_string();
-    let mut rest = block;
-    let outer = Header::decode(&mut rest).map_err(rlp_error)?;
-    if !outer.list || outer.payload_length > rest.len() {
-        return Err("not an RLP list".into());
-    }
-    let mut items = &rest[..outer.payload_length];
-    // Skip the header.
-    let header = Header::decode(&mut items).map_err(rlp_error)?;
-    if !header.list || header.payload_length > items.len() {
+    let items = list_items(block)?;
+    let (Some(header), Some(txs)) = (items.first(), items.get(1)) else {
+        return Err("not a block: no header or transaction list".into());
+    };
+    if !is_list(header) {
         return Err("first item is not a header list".into());
     }
-    items = &items[header.payload_length..];
-    let txs = Header::decode(&mut items).map_err(rlp_error)?;
-    if !txs.list || txs.payload_length > items.len() {
+    if !is_list(txs) {
         return Err("second item is not a transaction list".into());
     }
-    let mut list = &items[..txs.payload_length];
-    let mut spans = Vec::new();
-    while !list.is_empty() {
-        let item_start = offset(block, list);
-        let item = Header::decode(&mut list).map_err(rlp_error)?;
-        if item.payload_length > list.len() {
-            return Err("transaction runs past the list".into());
-        }
-        let payload_start = offset(block, list);
-        let span = if item.list {
-            Span::new(
-                item_start as u32,
-                (payload_start - item_start + item.payload_length) as u32,
-            )
-        } else {
-            Span::new(payload_start as u32, item.payload_length as u32)
-        };
-        spans.push(span);
-        list = &list[item.payload_length..];
-    }
-    Ok(spans)
+    list_items(txs)?
+        .into_iter()
+        .map(|item| {
+            let mut payload = item;
+            let header = Header::decode(&mut payload).map_err(rlp_error)?;
+            let tx = if header.list { item } else { payload };
+            Ok(Span::new(offset(block, tx) as u32, tx.len() as u32))
+        })
+        .collect()
 }
 
 #[cfg(test)]

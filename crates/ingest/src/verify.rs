@@ -172,14 +172,7 @@ impl AvalancheHeader {
                 fields.extend_from_slice(optionals[i].as_ref().unwrap_or(&zero[i]));
             }
         }
-        let mut out = Vec::with_capacity(fields.len() + 4);
-        alloy_rlp::Header {
-            list: true,
-            payload_length: fields.len(),
-        }
-        .encode(&mut out);
-        out.extend_from_slice(&fields);
-        out
+        crate::rawrlp::rlp_list(&fields)
     }
 }
 

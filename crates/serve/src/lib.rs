@@ -55,7 +55,7 @@ mod ws;
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -682,8 +682,11 @@ impl Server {
                 Ok(plan) => {
                     match budget.charge_blocks(plan.blocks(), self.ctx.config.logs_budget_blocks) {
                         Err(reply) => reply,
+                        // Only a short range is checked for being in memory.
                         Ok(())
-                            if plan.in_memory(&self.ctx) && budget.take_inline(plan.blocks()) =>
+                            if budget.fits_inline(plan.blocks())
+                                && plan.in_memory(&self.ctx)
+                                && budget.take_inline(plan.blocks()) =>
                         {
                             logs::scan(&self.ctx, &plan, budget)
                         }
@@ -713,38 +716,30 @@ impl Server {
     /// threads, in order, so no async worker waits for the disk; past
     /// [`MAX_QUEUED_COLD_READS`] they are misses at once.
     async fn read_cold(&self, calls: Vec<(String, Option<Box<RawValue>>)>) -> Vec<Reply> {
-        let count = calls.len() as u64;
-        let queued = &self.metrics.cold_reads_queued;
-        if queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_COLD_READS {
-            queued.fetch_sub(1, Ordering::Relaxed);
-            self.metrics
-                .cold_reads_refused
-                .fetch_add(count, Ordering::Relaxed);
-            return calls.iter().map(|_| Reply::Miss).collect();
-        }
-        self.metrics.cold_reads.fetch_add(count, Ordering::Relaxed);
+        let queue = OffWorkers {
+            pool: &self.io,
+            queued: |m| &m.cold_reads_queued,
+            refused: |m| &m.cold_reads_refused,
+            admitted: Some(|m| &m.cold_reads),
+            max_queued: MAX_QUEUED_COLD_READS,
+            what: "reading",
+        };
         let ctx = self.ctx.clone();
-        let metrics = self.metrics.clone();
-        let read = self
-            .io
-            .run(move || {
-                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    calls
-                        .iter()
-                        .map(|(method, params)| {
-                            ctx.call(method, params.as_deref(), rpc::Reads::FromDisk)
-                        })
-                        .collect::<Vec<_>>()
-                }));
-                metrics.cold_reads_queued.fetch_sub(1, Ordering::Relaxed);
-                read.map_err(|_| calls.len())
-            })
-            .await;
-        read.unwrap_or_else(|count| {
-            (0..count)
-                .map(|_| Reply::Error(ErrorCode::Internal, "internal error while reading".into()))
-                .collect()
-        })
+        let count = calls.len();
+        self.off_workers(
+            queue,
+            count,
+            || Reply::Miss,
+            move || {
+                calls
+                    .iter()
+                    .map(|(method, params)| {
+                        ctx.call(method, params.as_deref(), rpc::Reads::FromDisk)
+                    })
+                    .collect()
+            },
+        )
+        .await
     }
 
     /// Scans log queries in order on a scan thread, so a long scan never
@@ -755,46 +750,66 @@ impl Server {
         plans: Vec<logs::Plan>,
         mut budget: logs::Budget,
     ) -> Vec<Reply> {
-        let count = plans.len();
-        // Counted from here until the job ends on its thread, so a client
-        // that leaves does not free a place its scan still takes.
-        let queued = &self.metrics.scans_queued;
-        if queued.fetch_add(1, Ordering::Relaxed) >= logs::MAX_QUEUED_SCANS {
-            queued.fetch_sub(1, Ordering::Relaxed);
-            self.metrics
-                .scans_refused
-                .fetch_add(count as u64, Ordering::Relaxed);
-            let busy = format!(
-                "too many log scans queued (at most {}); try again",
-                logs::MAX_QUEUED_SCANS
-            );
-            return (0..count)
-                .map(|_| Reply::Error(ErrorCode::LimitExceeded, busy.clone()))
-                .collect();
-        }
+        let queue = OffWorkers {
+            pool: &self.scans,
+            queued: |m| &m.scans_queued,
+            refused: |m| &m.scans_refused,
+            admitted: None,
+            max_queued: logs::MAX_QUEUED_SCANS,
+            what: "scanning logs",
+        };
+        let busy = format!(
+            "too many log scans queued (at most {}); try again",
+            logs::MAX_QUEUED_SCANS
+        );
+        let refused = move || Reply::Error(ErrorCode::LimitExceeded, busy.clone());
         let ctx = self.ctx.clone();
+        let count = plans.len();
+        self.off_workers(queue, count, refused, move || {
+            plans
+                .iter()
+                .map(|plan| logs::scan(&ctx, plan, &mut budget))
+                .collect()
+        })
+        .await
+    }
+
+    /// Runs `work` (the replies to `count` calls) on `queue`'s pool. It is
+    /// counted as queued from here until it ends on its thread, so a client
+    /// that leaves does not free a place its work still takes; past the
+    /// queue's bound every call gets `refused()` at once, counted (and the
+    /// calls let in are counted in `admitted`). A panic
+    /// answers each call with an internal error.
+    async fn off_workers(
+        &self,
+        queue: OffWorkers<'_>,
+        count: usize,
+        refused: impl Fn() -> Reply,
+        work: impl FnOnce() -> Vec<Reply> + Send + 'static,
+    ) -> Vec<Reply> {
+        let queued = (queue.queued)(&self.metrics);
+        if queued.fetch_add(1, Ordering::Relaxed) >= queue.max_queued {
+            queued.fetch_sub(1, Ordering::Relaxed);
+            (queue.refused)(&self.metrics).fetch_add(count as u64, Ordering::Relaxed);
+            return (0..count).map(|_| refused()).collect();
+        }
+        if let Some(admitted) = queue.admitted {
+            admitted(&self.metrics).fetch_add(count as u64, Ordering::Relaxed);
+        }
         let metrics = self.metrics.clone();
-        let scanned = self
-            .scans
+        let gauge = queue.queued;
+        let done = queue
+            .pool
             .run(move || {
-                let scanned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    plans
-                        .iter()
-                        .map(|plan| logs::scan(&ctx, plan, &mut budget))
-                        .collect::<Vec<_>>()
-                }));
-                metrics.scans_queued.fetch_sub(1, Ordering::Relaxed);
-                scanned
+                let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+                gauge(&metrics).fetch_sub(1, Ordering::Relaxed);
+                done
             })
             .await;
-        scanned.unwrap_or_else(|_| {
+        done.unwrap_or_else(|_| {
+            let message = format!("internal error while {}", queue.what);
             (0..count)
-                .map(|_| {
-                    Reply::Error(
-                        ErrorCode::Internal,
-                        "internal error while scanning logs".into(),
-                    )
-                })
+                .map(|_| Reply::Error(ErrorCode::Internal, message.clone()))
                 .collect()
         })
     }
@@ -1060,6 +1075,19 @@ impl Server {
         self.mark_errors(&mut answer, errors);
         answer
     }
+}
+
+/// A pool for work a request waits on off the async workers, and the
+/// gauge, counter and bound of its queue.
+struct OffWorkers<'p> {
+    pool: &'p neve_store::background::Pool,
+    queued: fn(&Metrics) -> &AtomicU64,
+    refused: fn(&Metrics) -> &AtomicU64,
+    /// Counts the calls let in, if anything does.
+    admitted: Option<fn(&Metrics) -> &AtomicU64>,
+    max_queued: u64,
+    /// What the work does, for the message of a panic.
+    what: &'static str,
 }
 
 /// An element after the pass over what neve holds.

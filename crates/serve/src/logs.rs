@@ -265,10 +265,16 @@ impl Budget {
         }
     }
 
+    /// Whether a query of `blocks` is short enough to scan on the async
+    /// worker (books nothing).
+    pub(crate) fn fits_inline(&self, blocks: u64) -> bool {
+        blocks <= self.inline
+    }
+
     /// Whether a query of `blocks` may be scanned on the async worker; if
     /// so, books them.
     pub(crate) fn take_inline(&mut self, blocks: u64) -> bool {
-        if blocks > self.inline {
+        if !self.fits_inline(blocks) {
             return false;
         }
         self.inline -= blocks;

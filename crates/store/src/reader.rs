@@ -219,34 +219,40 @@ impl Reader {
         self.read(&state, height, pages)
     }
 
-    /// The heights (with transaction indexes when `transactions`) the
-    /// indexes give for `hash`: the newest segments' first, then the
-    /// store-wide table's.
-    fn candidates(
+    /// The first of the candidates the indexes give for `hash` that
+    /// `accept` takes: the newest segments' first, then the store-wide
+    /// table's (heights, with transaction indexes when `transactions`).
+    /// Stops at the first taken, as a lookup by hash is on the hot path.
+    fn find<T>(
         state: &State,
         hash: &Hash,
         transactions: bool,
         pages: Pages,
-    ) -> Result<Vec<(u64, Option<u32>)>, Cold> {
-        let mut found = Vec::new();
+        mut accept: impl FnMut(u64, Option<u32>) -> Result<Option<T>, Cold>,
+    ) -> Result<Option<T>, Cold> {
         for segment in state.uncovered() {
             if pages == Pages::InMemory && !segment.hash_index_in_memory() {
                 return Err(Cold);
             }
-            if transactions {
-                found.extend(
+            let found: Box<dyn Iterator<Item = (u64, Option<u32>)>> = if transactions {
+                Box::new(
                     segment
                         .tx_candidates(hash)
                         .into_iter()
                         .map(|(h, t)| (h, Some(t))),
-                );
+                )
             } else {
-                found.extend(
+                Box::new(
                     segment
                         .block_candidates(hash)
                         .into_iter()
                         .map(|h| (h, None)),
-                );
+                )
+            };
+            for (height, tx) in found {
+                if let Some(taken) = accept(height, tx)? {
+                    return Ok(Some(taken));
+                }
             }
         }
         if let Some(table) = &state.hashes
@@ -255,35 +261,36 @@ impl Reader {
         {
             return Err(Cold);
         }
-        found.extend(state.covered(hash));
-        Ok(found)
+        for (height, tx) in state.covered(hash) {
+            if let Some(taken) = accept(height, tx)? {
+                return Ok(Some(taken));
+            }
+        }
+        Ok(None)
     }
 
     fn block_by_hash_in(&self, hash: &Hash, pages: Pages) -> Result<Option<Block>, Cold> {
         let state = self.shared.state.load();
-        for (height, tx) in Self::candidates(&state, hash, false, pages)? {
-            if tx.is_none()
-                && let Some(block) = self.read(&state, height, pages)?
-                && block.hash() == *hash
-            {
-                return Ok(Some(block));
+        Self::find(&state, hash, false, pages, |height, tx| {
+            if tx.is_some() {
+                return Ok(None);
             }
-        }
-        Ok(None)
+            let block = self.read(&state, height, pages)?;
+            Ok(block.filter(|b| b.hash() == *hash))
+        })
     }
 
     fn transaction_in(&self, hash: &Hash, pages: Pages) -> Result<Option<(Block, u32)>, Cold> {
         let state = self.shared.state.load();
-        for (height, tx) in Self::candidates(&state, hash, true, pages)? {
-            if let Some(index) = tx
-                && let Some(block) = self.read(&state, height, pages)?
-                && index < block.tx_count()
-                && block.tx_hash(index) == *hash
-            {
-                return Ok(Some((block, index)));
-            }
-        }
-        Ok(None)
+        Self::find(&state, hash, true, pages, |height, tx| {
+            let Some(index) = tx else {
+                return Ok(None);
+            };
+            let block = self.read(&state, height, pages)?;
+            Ok(block
+                .filter(|b| index < b.tx_count() && b.tx_hash(index) == *hash)
+                .map(|b| (b, index)))
+        })
     }
 }
 
