@@ -5,7 +5,9 @@
 #   nginx-light — the static-file ceiling in benchmarks, and the front end
 #     (deploy/nginx) in the front-end test,
 #   fonts-dejavu-core — text in `neve bench`'s PNG plots,
-#   openssl — the CA and certificates the TLS tests make at test time.
+#   openssl — the CA and certificates the TLS tests make at test time,
+#   podman — builds the OCI image (deploy/oci) in the packaging test,
+#   chromium — the headless browser of the CORS test.
 #   ethers (npm) — the real client library in tests/clients.
 # Idempotent; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
@@ -21,6 +23,8 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -86,12 +86,13 @@ impl Follower {
         let seconds = started.elapsed().as_secs_f64().max(1e-6);
         tracing::info!(
             blocks = appended,
-            seconds = format!("{seconds:.3}"),
-            blocks_per_second = format!("{:.0}", appended as f64 / seconds),
-            mb_per_second = format!("{:.1}", bytes_read as f64 / seconds / 1e6),
-            reading_seconds = format!("{:.3}", reading.as_secs_f64()),
-            verify_wait_seconds = format!("{:.3}", verifying_wait.as_secs_f64()),
-            storing_seconds = format!("{:.3}", storing.as_secs_f64()),
+            // Numbers, not text: a JSON log line keeps them numbers.
+            seconds = round3(seconds),
+            blocks_per_second = (appended as f64 / seconds).round(),
+            mb_per_second = round3(bytes_read as f64 / seconds / 1e6),
+            reading_seconds = round3(reading.as_secs_f64()),
+            verify_wait_seconds = round3(verifying_wait.as_secs_f64()),
+            storing_seconds = round3(storing.as_secs_f64()),
             "bootstrapped from /blocks"
         );
         Ok(appended)
@@ -419,4 +420,9 @@ mod tests {
         );
         eprintln!("/health: {report}");
     }
+}
+
+/// `x` to three decimals, for log fields.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }

@@ -688,7 +688,7 @@ impl Follower {
                     // again in step.
                     let asked = error.retry_after().unwrap_or_default();
                     let pause = backoff.max(asked) + neve_upstream::jitter(backoff / 4);
-                    tracing::warn!(%error, retry_in = ?pause, "sync step failed");
+                    tracing::warn!(%error, retry_in_ms = pause.as_millis() as u64, "sync step failed");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     pause
                 }

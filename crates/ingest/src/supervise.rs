@@ -103,7 +103,7 @@ pub(crate) async fn keep_running<F, Fut>(
         if started.elapsed() >= RESTART_RESET_AFTER {
             wait = *backoff.start();
         }
-        tracing::error!(reason = %why, restart_in = ?wait, "the follower died; restarting it");
+        tracing::error!(reason = %why, restart_in_ms = wait.as_millis() as u64, "the follower died; restarting it");
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,

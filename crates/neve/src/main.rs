@@ -7,12 +7,19 @@ use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench_cmd;
+mod build;
 mod config;
 mod demo_cmd;
+mod logging;
 mod serve_cmd;
+mod units;
 
 #[derive(Parser)]
-#[command(name = "neve", version, about = "A read-only mirror for EVM chains")]
+#[command(
+    name = "neve",
+    version = build::VERSION_LINE,
+    about = "A read-only mirror for EVM chains"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -89,11 +96,12 @@ fn main() -> Result<()> {
         print!("{}", config::render(&command, settings, &from_file));
         return Ok(());
     }
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // Serve takes its log settings from flags, environment and file like
+    // every other setting; the other commands from RUST_LOG alone.
+    match &cli.command {
+        Command::Serve(args) => logging::init(&args.log)?,
+        _ => logging::init(&logging::LogArgs::default())?,
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Command::Serve(args) = &cli.command {
         serve_cmd::place_threads(args, &mut runtime)?;

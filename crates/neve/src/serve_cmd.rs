@@ -9,10 +9,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use neve_ingest::{Floor, Follower, IngestConfig, IngestStatus};
-use neve_serve::{ChainView, ServeConfig, UpstreamHealth};
+use neve_serve::{ChainView, Origins, ServeConfig, UpstreamHealth};
 use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
 use neve_upstream::{Endpoint, Pacing, RpcClient};
+
+use crate::logging::LogArgs;
+use crate::units::{Bytes, Millis, Secs};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum UpstreamKind {
@@ -28,185 +31,235 @@ pub struct ServeArgs {
     /// its NEVE_* environment variable wins over the file.
     #[arg(long)]
     config: Option<PathBuf>,
+
     /// The upstream node's URL (see --upstream-kind).
-    #[arg(long, required_unless_present = "mirror_from")]
+    #[arg(long, required_unless_present = "mirror_from", help_heading = UPSTREAM)]
     upstream: Option<String>,
-    /// Mirror another neve at this URL (its RPC, WebSocket, /health and /blocks).
-    #[arg(long, conflicts_with = "upstream")]
+    /// Mirror another neve at this URL (its RPC, WebSocket, /health and
+    /// /blocks: its --admin-listen address when it has one).
+    #[arg(long, conflicts_with = "upstream", help_heading = UPSTREAM)]
     mirror_from: Option<String>,
     /// The upstream's WebSocket URL for newHeads (default: derived from the RPC URL; `none` to poll only).
-    #[arg(long)]
+    #[arg(long, help_heading = UPSTREAM)]
     ws_url: Option<String>,
     /// How to read --upstream.
-    #[arg(long, value_enum, default_value_t = UpstreamKind::Evm)]
+    #[arg(long, value_enum, default_value_t = UpstreamKind::Evm, help_heading = UPSTREAM)]
     upstream_kind: UpstreamKind,
     /// A header sent with every request to the upstream (JSON-RPC,
     /// WebSocket, a mirror's /blocks), `Name: value` as curl's -H, e.g.
     /// `Authorization: Bearer KEY`; repeatable. Its value is never shown.
     /// Keep a key out of `ps` with NEVE_UPSTREAM_HEADER, the settings file
     /// or --upstream-header-file.
-    #[arg(long, value_name = "NAME: VALUE")]
+    #[arg(long, value_name = "NAME: VALUE", help_heading = UPSTREAM)]
     upstream_header: Vec<String>,
     /// A file of headers for the upstream, one `Name: value` a line (blank
     /// lines and `#` comments skipped).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = UPSTREAM)]
     upstream_header_file: Option<PathBuf>,
     /// A PEM file of CA certificates trusted for https:// and wss://
     /// upstreams, mirrors and --fallback, besides the system's roots
     /// (SSL_CERT_FILE and SSL_CERT_DIR are honoured as curl does).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = UPSTREAM)]
     ca_file: Option<PathBuf>,
     /// Requests per second neve may send its upstream, all together
     /// (backfill, live blocks, state fetch-through and prefetch); 0: no
     /// budget, for a node of your own. Set it under a provider's cap.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, help_heading = UPSTREAM)]
     upstream_rps: f64,
     /// Most calls in one batch sent to the upstream; an endpoint that
     /// refuses a batch as too large teaches neve to send fewer.
-    #[arg(long, default_value_t = neve_upstream::DEFAULT_MAX_BATCH)]
+    #[arg(long, default_value_t = neve_upstream::DEFAULT_MAX_BATCH, help_heading = UPSTREAM)]
     upstream_max_batch: usize,
+    /// How long one exchange with the upstream may take (a bare number is
+    /// milliseconds).
+    #[arg(long, value_name = "DURATION", default_value_t = Millis(neve_upstream::DEFAULT_TIMEOUT), help_heading = UPSTREAM)]
+    upstream_timeout_ms: Millis,
+    /// Largest answer body accepted from the upstream; a larger (or
+    /// endless) one is refused and the step retried.
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_upstream::DEFAULT_MAX_RESPONSE_BYTES as u64), help_heading = UPSTREAM)]
+    upstream_max_body_bytes: Bytes,
+    /// How often to ask the upstream for its head (a bare number is
+    /// milliseconds).
+    #[arg(long, value_name = "DURATION", default_value_t = Millis(Duration::from_millis(100)), help_heading = UPSTREAM)]
+    poll_ms: Millis,
+
     /// Where the store lives.
-    #[arg(long, default_value = "neve-data")]
+    #[arg(long, default_value = "neve-data", help_heading = STORE)]
     data_dir: PathBuf,
-    /// Address to serve JSON-RPC, health and metrics on.
-    #[arg(long, default_value = "127.0.0.1:8645")]
-    listen: SocketAddr,
     /// Where an empty store starts: a height, `tip`, or (default) the retention window back from the head.
-    #[arg(long)]
+    #[arg(long, help_heading = STORE)]
     floor: Option<String>,
     /// Keep at least this many newest blocks; 0 keeps everything (and, with
     /// the default floor, backfills from genesis).
-    #[arg(long, default_value_t = neve_store::DEFAULT_RETAIN_BLOCKS)]
+    #[arg(long, default_value_t = neve_store::DEFAULT_RETAIN_BLOCKS, help_heading = STORE)]
     retain_blocks: u64,
-    /// Keep the store under this many bytes (whole segments are dropped).
-    #[arg(long)]
-    retain_bytes: Option<u64>,
+    /// Keep the store under this size (whole segments are dropped), e.g.
+    /// `500GiB`.
+    #[arg(long, value_name = "SIZE", help_heading = STORE)]
+    retain_bytes: Option<Bytes>,
     /// Heights per segment file of a new store (retention drops whole
     /// segments; small ones suit small tails and tests).
-    #[arg(long, default_value_t = neve_store::DEFAULT_SEGMENT_BLOCKS)]
+    #[arg(long, default_value_t = neve_store::DEFAULT_SEGMENT_BLOCKS, help_heading = STORE)]
     segment_blocks: u32,
+    /// fsync every append (default) or leave durability to the OS (survives a crash of neve, not of the machine).
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync, help_heading = STORE)]
+    durability: DurabilityArg,
+
     /// Deepest reorg followed by rolling back.
-    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_MAX_REORG_DEPTH)]
+    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_MAX_REORG_DEPTH, help_heading = INGEST)]
     max_reorg_depth: u64,
     /// Blocks fetched at once while backfilling.
-    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_FETCH_CONCURRENCY)]
+    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_FETCH_CONCURRENCY, help_heading = INGEST)]
     fetch_concurrency: usize,
     /// Bytes of blocks ingest may hold at once (fetched, being verified,
     /// waiting to be appended).
-    #[arg(long, default_value_t = neve_ingest::follow::DEFAULT_INGEST_BUFFER_BYTES)]
-    ingest_buffer_bytes: usize,
-    /// How long one exchange with the upstream may take, in milliseconds.
-    #[arg(long, default_value_t = neve_upstream::DEFAULT_TIMEOUT.as_millis() as u64)]
-    upstream_timeout_ms: u64,
-    /// Largest answer body accepted from the upstream, in bytes; a larger
-    /// (or endless) one is refused and the step retried.
-    #[arg(long, default_value_t = neve_upstream::DEFAULT_MAX_RESPONSE_BYTES)]
-    upstream_max_body_bytes: usize,
-    /// How often to ask the upstream for its head, in milliseconds.
-    #[arg(long, default_value_t = 100)]
-    poll_ms: u64,
-    /// Seconds between backfill progress log lines (height, rate, ETA)
-    /// when stderr is not a terminal; a terminal gets a progress bar.
-    #[arg(long, default_value_t = 10)]
-    progress_interval_secs: u64,
-    /// fsync every append (default) or leave durability to the OS (survives a crash of neve, not of the machine).
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
-    durability: DurabilityArg,
-    /// Forward misses to this full node instead of answering 421.
-    #[arg(long)]
-    fallback: Option<String>,
-    /// Methods --fallback may forward, comma-separated: names, `prefix*`,
-    /// and `!pattern` to refuse what an earlier one allowed (the last that
-    /// matches decides); the rest are answered as without a fallback.
-    #[arg(long, default_value = neve_serve::DEFAULT_FALLBACK_METHODS)]
-    fallback_methods: String,
-    /// Forwards to --fallback in flight at once; past it, a miss is 421.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_FALLBACK_IN_FLIGHT)]
-    fallback_in_flight: usize,
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_ingest::follow::DEFAULT_INGEST_BUFFER_BYTES as u64), help_heading = INGEST)]
+    ingest_buffer_bytes: Bytes,
+    /// How often a backfill logs its progress (height, rate, ETA) when
+    /// stderr is not a terminal (a bare number is seconds); a terminal gets
+    /// a progress bar.
+    #[arg(long, value_name = "DURATION", default_value_t = Secs(Duration::from_secs(10)), help_heading = INGEST)]
+    progress_interval_secs: Secs,
+    /// CPUs ingest's threads (fetching, verifying, storing) and long log
+    /// scans run on (`4-5`). Apart from --serve-cpus, a backfill at full
+    /// speed never delays an answer: a lower priority alone does not stop
+    /// a busy thread slowing one that shares its CPU [default: every CPU].
+    #[arg(long, value_name = "LIST", help_heading = INGEST)]
+    ingest_cpus: Option<CpuSet>,
+
+    /// Address to serve JSON-RPC and WebSocket on (and, without
+    /// --admin-listen, /health, /metrics and /blocks).
+    #[arg(long, default_value = "127.0.0.1:8645", help_heading = LISTENERS)]
+    listen: SocketAddr,
+    /// A private address for /metrics, /health, /health/ready and /blocks
+    /// (and JSON-RPC, for mirrors and probes); with it, --listen answers
+    /// only JSON-RPC and WebSocket. Keep it off the internet.
+    #[arg(long, value_name = "ADDR", help_heading = LISTENERS)]
+    admin_listen: Option<SocketAddr>,
+    /// Origins whose pages may call neve from a browser
+    /// (`https://app.example`, comma-separated; `*` for any): preflights
+    /// answered, CORS headers sent. Default is none, as geth's
+    /// --http.corsdomain.
+    #[arg(long, value_name = "ORIGINS", value_delimiter = ',', help_heading = LISTENERS)]
+    cors_origins: Vec<String>,
+    /// Origins whose pages may open a WebSocket (comma-separated; `*` for
+    /// any), as geth's --ws.origins; an upgrade from another origin gets
+    /// 403, one without an Origin header (not a browser) is accepted.
+    /// Default is --cors-origins.
+    #[arg(long, value_name = "ORIGINS", value_delimiter = ',', help_heading = LISTENERS)]
+    ws_origins: Option<Vec<String>>,
+    /// CPUs the threads that answer requests run on, as Linux lists them
+    /// (`0-3`), one worker each [default: every CPU].
+    #[arg(long, value_name = "LIST", help_heading = LISTENERS)]
+    serve_cpus: Option<CpuSet>,
+    /// On SIGTERM, how long readiness answers 503 while everything is
+    /// still served, before the listeners close: a load balancer polling
+    /// /health/ready takes the instance out meanwhile (a bare number is
+    /// seconds). Default is 0s.
+    #[arg(long, value_name = "DURATION", default_value_t = Secs(Duration::ZERO), help_heading = LISTENERS)]
+    drain_delay: Secs,
+    /// Then, how long requests in flight (and WebSocket sessions) get to
+    /// finish before neve exits anyway (a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value_t = Secs(neve_serve::DEFAULT_DRAIN_TIMEOUT), help_heading = LISTENERS)]
+    drain_timeout: Secs,
+
     /// Blocks the stored tip may trail the upstream while `latest` is still answered.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = ANSWERS)]
     latest_lag: u64,
     /// /health/ready is 200 only within this many blocks of the upstream's head.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, help_heading = ANSWERS)]
     max_behind: u64,
     /// While more than --max-behind blocks behind the upstream (catching
     /// up), answer JSON-RPC 503 (Retry-After: 1) without reading it, so a
     /// front end with passive health checks (deploy/nginx) sends reads to
     /// mirrors that are caught up. Alone, leave it off: a mirror behind
     /// still answers its tail and 421s the rest.
-    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    #[arg(long, value_enum, default_value_t = Switch::Off, help_heading = ANSWERS)]
     shed_when_behind: Switch,
-    /// CPUs the threads that answer requests run on, as Linux lists them
-    /// (`0-3`), one worker each [default: every CPU].
-    #[arg(long, value_name = "LIST")]
-    serve_cpus: Option<CpuSet>,
-    /// CPUs ingest's threads (fetching, verifying, storing) and long log
-    /// scans run on (`4-5`). Apart from --serve-cpus, a backfill at full
-    /// speed never delays an answer: a lower priority alone does not stop
-    /// a busy thread slowing one that shares its CPU [default: every CPU].
-    #[arg(long, value_name = "LIST")]
-    ingest_cpus: Option<CpuSet>,
-    /// Largest request body in bytes.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BODY_BYTES)]
-    max_body_bytes: usize,
+    /// Forward misses to this full node instead of answering 421.
+    #[arg(long, help_heading = ANSWERS)]
+    fallback: Option<String>,
+    /// Methods --fallback may forward, comma-separated: names, `prefix*`,
+    /// and `!pattern` to refuse what an earlier one allowed (the last that
+    /// matches decides); the rest are answered as without a fallback.
+    #[arg(long, default_value = neve_serve::DEFAULT_FALLBACK_METHODS, help_heading = ANSWERS)]
+    fallback_methods: String,
+    /// Forwards to --fallback in flight at once; past it, a miss is 421.
+    #[arg(long, default_value_t = neve_serve::DEFAULT_FALLBACK_IN_FLIGHT, help_heading = ANSWERS)]
+    fallback_in_flight: usize,
+
+    /// Largest request body.
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_MAX_BODY_BYTES as u64), help_heading = LIMITS)]
+    max_body_bytes: Bytes,
     /// Most elements in one batch.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BATCH)]
+    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BATCH, help_heading = LIMITS)]
     max_batch: usize,
     /// Most bytes of answers in one batch: the calls after the one that
     /// passes it get -32003 "response too large", as geth's
     /// --rpc.batch-response-max-size (same default).
-    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_BATCH_ANSWER_BYTES)]
-    max_batch_answer_bytes: usize,
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_MAX_BATCH_ANSWER_BYTES as u64), help_heading = LIMITS)]
+    max_batch_answer_bytes: Bytes,
     /// Most open connections.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, default_value_t = neve_serve::DEFAULT_MAX_CONNECTIONS, help_heading = LIMITS)]
     max_connections: usize,
-    /// Seconds a connection may go without sending a complete request header,
-    /// or without taking any of an answer being sent to it.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_IDLE_TIMEOUT.as_secs())]
-    idle_timeout: u64,
-    /// On SIGTERM, how long requests in flight (and WebSocket sessions) get
-    /// to finish before neve exits anyway, in seconds.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_DRAIN_TIMEOUT.as_secs())]
-    drain_timeout: u64,
+    /// How long a connection may go without sending a complete request
+    /// header, or without taking any of an answer being sent to it (a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", default_value_t = Secs(neve_serve::DEFAULT_IDLE_TIMEOUT), help_heading = LIMITS)]
+    idle_timeout: Secs,
     /// Most blocks one eth_getLogs may span.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RANGE)]
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RANGE, help_heading = LIMITS)]
     logs_max_range: u64,
     /// Most logs one eth_getLogs may return.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RESULTS)]
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RESULTS, help_heading = LIMITS)]
     logs_max_results: usize,
     /// Most blocks the eth_getLogs calls of one request (a whole batch
     /// included) may scan together; the rest get -32005.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_BUDGET_BLOCKS)]
+    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_BUDGET_BLOCKS, help_heading = LIMITS)]
     logs_budget_blocks: u64,
     /// Most bytes of logs the eth_getLogs calls of one request may return
     /// together; the rest get -32005.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_BUDGET_BYTES)]
-    logs_budget_bytes: u64,
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_LOGS_BUDGET_BYTES), help_heading = LIMITS)]
+    logs_budget_bytes: Bytes,
     /// Units of work per second each client address may spend (a call, or
     /// 4 KiB of request and answer, is one; an error answer ten more, a new
     /// connection four); over it, 429 with -32005 and Retry-After. 0: no
     /// limit. For neve facing clients directly; behind a front end, limit there.
-    #[arg(long, default_value_t = neve_serve::DEFAULT_CLIENT_RATE)]
+    #[arg(long, default_value_t = neve_serve::DEFAULT_CLIENT_RATE, help_heading = LIMITS)]
     client_rate: u64,
+
     /// Verified state reads (balance, nonce, code, storage, proofs); `off` answers them 421.
-    #[arg(long, value_enum, default_value_t = Switch::On)]
+    #[arg(long, value_enum, default_value_t = Switch::On, help_heading = STATE)]
     state: Switch,
     /// A state read whose proof is not held waits for the upstream (`on`), or is 421 at once while the proof is fetched in the background (`off`).
-    #[arg(long, value_enum, default_value_t = Switch::On)]
+    #[arg(long, value_enum, default_value_t = Switch::On, help_heading = STATE)]
     state_fetch: Switch,
-    /// How long a state read waits for a fetch-through, in milliseconds.
-    #[arg(long, alias = "state-fetch-timeout", default_value_t = neve_serve::DEFAULT_STATE_FETCH_TIMEOUT.as_millis() as u64)]
-    state_fetch_timeout_ms: u64,
+    /// How long a state read waits for a fetch-through (a bare number is
+    /// milliseconds).
+    #[arg(long, alias = "state-fetch-timeout", value_name = "DURATION", default_value_t = Millis(neve_serve::DEFAULT_STATE_FETCH_TIMEOUT), help_heading = STATE)]
+    state_fetch_timeout_ms: Millis,
     /// Byte budget of the verified node store (trie nodes and code).
-    #[arg(long, default_value_t = neve_state::DEFAULT_CACHE_BYTES)]
-    state_cache_bytes: usize,
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_state::DEFAULT_CACHE_BYTES as u64), help_heading = STATE)]
+    state_cache_bytes: Bytes,
     /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
-    #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS)]
+    #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS, help_heading = STATE)]
     state_hot_keys: usize,
     /// Upstream calls per second prefetch may spend (0: no prefetch).
-    #[arg(long, default_value_t = neve_ingest::state_fetch::DEFAULT_PREFETCH_RATE)]
+    #[arg(long, default_value_t = neve_ingest::state_fetch::DEFAULT_PREFETCH_RATE, help_heading = STATE)]
     state_prefetch_rate: u32,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 }
+
+// Headings of `neve serve --help`, in the order an operator sets things up.
+const UPSTREAM: &str = "Upstream";
+const STORE: &str = "Store";
+const INGEST: &str = "Ingest";
+const LISTENERS: &str = "Listeners";
+const ANSWERS: &str = "Answers";
+const LIMITS: &str = "Limits";
+const STATE: &str = "State";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Switch {
@@ -307,8 +360,19 @@ impl ChainView for IngestView {
     fn store_write_error(&self) -> Option<String> {
         self.status.store_error()
     }
+    fn upstream_connected(&self) -> bool {
+        self.status.connected.load(Ordering::Relaxed)
+    }
     fn render_metrics(&self, out: &mut String) {
         let s = &self.status;
+        out.push_str(&format!(
+            "# HELP neve_build_info The running build: version, commit and build date.\n\
+             # TYPE neve_build_info gauge\n\
+             neve_build_info{{version=\"{}\",commit=\"{}\",built=\"{}\"}} 1\n",
+            crate::build::VERSION,
+            crate::build::COMMIT,
+            crate::build::DATE
+        ));
         for (name, help, kind, value) in [
             (
                 "neve_ingest_upstream_head",
@@ -447,8 +511,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let endpoint = upstream_endpoint(&rpc_url, &args)?;
     let client = RpcClient::for_endpoint(endpoint.clone())
         .context("--upstream")?
-        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.max(1)))
-        .with_max_response_bytes(args.upstream_max_body_bytes)
+        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.0.as_millis().max(1) as u64))
+        .with_max_response_bytes(args.upstream_max_body_bytes.usize())
         .with_pacing(Arc::new(Pacing::new(args.upstream_rps)))
         .with_max_batch(args.upstream_max_batch);
     // Each runtime gets a pool of its own; the budget and what is learnt of
@@ -457,13 +521,13 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         Ok(RpcClient::for_endpoint(endpoint.clone())
             .context("--upstream")?
             .with_timeout(client.timeout())
-            .with_max_response_bytes(args.upstream_max_body_bytes)
+            .with_max_response_bytes(args.upstream_max_body_bytes.usize())
             .sharing_limits_of(&client))
     };
     let retain_blocks = (args.retain_blocks > 0).then_some(args.retain_blocks);
     let store_config = StoreConfig {
         retain_blocks,
-        retain_bytes: args.retain_bytes,
+        retain_bytes: args.retain_bytes.map(|b| b.0),
         durability: match args.durability {
             DurabilityArg::Fsync => Durability::Fsync,
             DurabilityArg::Os => Durability::OsBuffered,
@@ -476,13 +540,21 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         retain_blocks,
         max_reorg_depth: args.max_reorg_depth,
         fetch_concurrency: args.fetch_concurrency,
-        buffer_bytes: args.ingest_buffer_bytes,
+        buffer_bytes: args.ingest_buffer_bytes.usize(),
         mirror: args.mirror_from.is_some(),
         ..IngestConfig::default()
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
+    let admin = match args.admin_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --admin-listen {addr}"))?,
+        ),
+        None => None,
+    };
     // Ingest (fetching, verifying, storing, following heads, prefetching)
     // runs on a runtime of its own whose threads run at a lower priority,
     // with a client of its own: reading megabytes of blocks from the
@@ -510,7 +582,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         upstream: client.clone(),
     });
     let reader = follower.reader();
-    tracing::info!(listen = %args.listen, chain_id = identity.chain_id, upstream = %endpoint, "serving");
+    tracing::info!(
+        listen = %args.listen,
+        admin_listen = args.admin_listen.map(|a| a.to_string()),
+        chain_id = identity.chain_id,
+        upstream = %endpoint,
+        version = crate::build::VERSION_LINE,
+        "serving"
+    );
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let wake = Arc::new(tokio::sync::Notify::new());
@@ -536,12 +615,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         phase,
         view.status.clone(),
         reader.clone(),
-        Duration::from_secs(args.progress_interval_secs.max(1)),
+        args.progress_interval_secs.0.max(Duration::from_secs(1)),
         stopped.clone(),
     ));
     let state = (args.state == Switch::On).then(|| {
         let state = Arc::new(neve_state::State::new(
-            args.state_cache_bytes,
+            args.state_cache_bytes.usize(),
             args.state_hot_keys,
         ));
         let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
@@ -560,35 +639,43 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let ingest = ingest_runtime.spawn(neve_ingest::supervise::supervise(
         follower,
         wake,
-        Duration::from_millis(args.poll_ms),
+        args.poll_ms.0,
         stopped.clone(),
     ));
     let config = ServeConfig {
-        max_body_bytes: args.max_body_bytes,
+        max_body_bytes: args.max_body_bytes.usize(),
         max_batch: args.max_batch,
-        max_batch_answer_bytes: args.max_batch_answer_bytes,
+        max_batch_answer_bytes: args.max_batch_answer_bytes.usize(),
         max_connections: args.max_connections,
-        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
-        drain_timeout: Duration::from_secs(args.drain_timeout),
+        idle_timeout: args.idle_timeout.0.max(Duration::from_secs(1)),
+        drain_timeout: args.drain_timeout.0,
+        drain_delay: args.drain_delay.0,
         logs_max_range: args.logs_max_range,
         logs_max_results: args.logs_max_results,
         logs_budget_blocks: args.logs_budget_blocks,
-        logs_budget_bytes: args.logs_budget_bytes,
+        logs_budget_bytes: args.logs_budget_bytes.0,
         latest_lag: args.latest_lag,
         max_behind: args.max_behind,
         shed_when_behind: args.shed_when_behind == Switch::On,
         retain_blocks,
-        retain_bytes: args.retain_bytes,
+        retain_bytes: args.retain_bytes.map(|b| b.0),
         fallback: args.fallback,
         fallback_methods: args.fallback_methods,
         fallback_in_flight: args.fallback_in_flight,
         state_fetch_timeout: (args.state_fetch == Switch::On)
-            .then(|| Duration::from_millis(args.state_fetch_timeout_ms)),
+            .then_some(args.state_fetch_timeout_ms.0),
         client_rate: args.client_rate,
+        cors_origins: Origins::from_list(&args.cors_origins),
+        ws_origins: Origins::from_list(args.ws_origins.as_ref().unwrap_or(&args.cors_origins)),
+        client_version: format!("neve/v{}-{}", crate::build::VERSION, crate::build::COMMIT),
         ..ServeConfig::default()
     };
     let server = tokio::spawn(neve_serve::serve(
-        listener, reader, view, identity, config, state, stopped,
+        neve_serve::Listeners {
+            public: listener,
+            admin,
+        },
+        reader, view, identity, config, state, stopped,
     ));
     shutdown_signal().await;
     tracing::info!("shutting down");
@@ -641,7 +728,7 @@ async fn connect_follower(
                 }
                 let pause = backoff.max(error.retry_after().unwrap_or_default())
                     + neve_upstream::jitter(backoff / 4);
-                tracing::warn!(%error, retry_in = ?pause, "upstream not ready");
+                tracing::warn!(%error, retry_in_ms = pause.as_millis() as u64, "upstream not ready");
                 tokio::time::sleep(pause).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
@@ -724,8 +811,8 @@ async fn report_progress(
                         stored = max,
                         head,
                         behind,
-                        blocks_per_second = format!("{rate:.0}"),
-                        eta = format!("{:.0}s", behind as f64 / rate),
+                        blocks_per_second = rate.round(),
+                        eta_seconds = (behind as f64 / rate).round(),
                         "{phase}"
                     ),
                     None => tracing::info!(stored = max, head, behind, "{phase}"),

@@ -157,7 +157,7 @@ fn flags_win_over_the_environment_which_wins_over_the_file() {
     assert_eq!(setting(&printed, "max-batch"), "9  # flag");
     assert_eq!(setting(&printed, "retain-blocks"), "20  # environment");
     assert_eq!(setting(&printed, "listen"), "\"127.0.0.1:9\"  # file");
-    assert_eq!(setting(&printed, "idle-timeout"), "60  # default");
+    assert_eq!(setting(&printed, "idle-timeout"), "\"1m\"  # default");
     assert!(
         !printed.contains("hunter2") && !printed.contains("t0p"),
         "{printed}"

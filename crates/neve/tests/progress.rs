@@ -49,7 +49,7 @@ async fn assert_progress_line(neve: &Neve, phase: &str) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    for field in ["stored=", "head=", "behind=", "eta="] {
+    for field in ["stored=", "head=", "behind=", "eta_seconds="] {
         assert!(line.contains(field), "{field} in {line}");
     }
 }

@@ -25,6 +25,11 @@ pub trait ChainView: Send + Sync + 'static {
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         None
     }
+    /// Whether the last exchange with the upstream succeeded: a mirror's
+    /// one peer, for `net_peerCount`.
+    fn upstream_connected(&self) -> bool {
+        self.upstream_health().connected
+    }
     /// Whether a follower is keeping the store up with the upstream. While
     /// it is not (it died and is being restarted), `latest` is a miss and
     /// readiness is down: the stored tip is no longer known to be the head.
@@ -116,6 +121,11 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// See [`DEFAULT_DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
+    /// On shutdown, how long readiness answers 503 while everything is
+    /// still served, before the listeners close and the drain starts: a
+    /// load balancer polling readiness takes the instance out of its pool
+    /// first. Default is 0 (close at once).
+    pub drain_delay: Duration,
     /// See [`DEFAULT_BODY_TIMEOUT`].
     pub body_timeout: Duration,
     /// See [`DEFAULT_LOGS_MAX_RANGE`].
@@ -157,6 +167,13 @@ pub struct ServeConfig {
     /// Units of work per second each client address may spend; 0 is no
     /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
     pub client_rate: u64,
+    /// Origins whose pages may call neve (CORS). Default is none.
+    pub cors_origins: crate::Origins,
+    /// Origins whose pages may open a WebSocket. Default is none; an
+    /// upgrade without an `Origin` (not a browser) is always accepted.
+    pub ws_origins: crate::Origins,
+    /// `web3_clientVersion`'s answer. Default is `neve/vVERSION`.
+    pub client_version: String,
 }
 
 /// How long a state read waits for a fetch-through: long enough for a proof
@@ -183,6 +200,7 @@ impl Default for ServeConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            drain_delay: Duration::ZERO,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             logs_max_range: DEFAULT_LOGS_MAX_RANGE,
             logs_max_results: DEFAULT_LOGS_MAX_RESULTS,
@@ -198,6 +216,9 @@ impl Default for ServeConfig {
             fallback_in_flight: crate::DEFAULT_FALLBACK_IN_FLIGHT,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
             client_rate: DEFAULT_CLIENT_RATE,
+            cors_origins: crate::Origins::None,
+            ws_origins: crate::Origins::None,
+            client_version: format!("neve/v{}", env!("CARGO_PKG_VERSION")),
         }
     }
 }

@@ -35,6 +35,7 @@ mod body;
 mod capabilities;
 mod clients;
 mod config;
+mod cors;
 mod errors;
 mod events;
 mod export;
@@ -75,7 +76,8 @@ pub use config::{
 };
 pub use errors::ErrorCode;
 pub use fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
-pub use listen::serve;
+pub use cors::{Origins, PREFLIGHT_MAX_AGE_SECONDS};
+pub use listen::{ADMIN_MAX_CONNECTIONS, Listeners, serve};
 pub(crate) use listen::until_stopped;
 pub use logs::{
     DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, MAX_QUEUED_SCANS, SCAN_INLINE_BLOCKS,
@@ -150,6 +152,14 @@ fn response(status: StatusCode, content_type: &'static str, body: Chunks) -> Res
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
+}
+
+fn not_found() -> Response<Chunks> {
+    response(
+        StatusCode::NOT_FOUND,
+        "text/plain",
+        Chunks::new(vec![Bytes::from_static(b"not found\n")]),
+    )
 }
 
 fn json_response(status: StatusCode, chunks: Vec<Bytes>) -> Response<Chunks> {
@@ -275,9 +285,15 @@ impl Server {
         permit: ConnectionPermit,
         client: IpAddr,
         new_connection: bool,
+        role: listen::Role,
     ) -> Response<Chunks> {
         let answers_calls = request.uri().path() == "/"
             && (request.method() == Method::POST || is_websocket_upgrade(&request));
+        // A public listener beside an admin one answers calls on `/` and
+        // nothing else: health, metrics and the bulk export stay private.
+        if role == listen::Role::Public && request.uri().path() != "/" {
+            return not_found();
+        }
         // The export streams whole blocks: under the budget too.
         let exports = request.uri().path() == "/blocks";
         if answers_calls && let Some(behind) = self.shedding() {
@@ -297,10 +313,31 @@ impl Server {
             }
         }
         if is_websocket_upgrade(&request) {
+            if let Some(origin) = cors::origin(request.headers())
+                && !self.ctx.config.ws_origins.allows(origin.as_bytes())
+            {
+                return response(
+                    StatusCode::FORBIDDEN,
+                    "text/plain",
+                    Chunks::new(vec![Bytes::from_static(
+                        b"WebSocket from this origin not allowed (--ws-origins)\n",
+                    )]),
+                );
+            }
             return self.upgrade(request, permit, client);
         }
         match (request.method(), request.uri().path()) {
-            (&Method::POST, "/") => self.rpc(request, client, new_connection, prepaid).await,
+            (&Method::POST, "/") => {
+                let origin = cors::origin(request.headers()).cloned();
+                let mut answer = self.rpc(request, client, new_connection, prepaid).await;
+                cors::allow(&mut answer, &self.ctx.config.cors_origins, origin);
+                answer
+            }
+            (&Method::OPTIONS, "/") => cors::preflight(
+                &self.ctx.config.cors_origins,
+                cors::origin(request.headers()),
+                request.headers(),
+            ),
             (&Method::GET, "/health") => {
                 json_response(StatusCode::OK, vec![Bytes::from(self.health())])
             }
@@ -331,6 +368,11 @@ impl Server {
                         "neve_store_corrupt_reads_total",
                         "Reads answered as misses because a record failed its checksum.",
                         stats.corrupt_reads,
+                    ),
+                    (
+                        "neve_http_max_connections",
+                        "Most open connections on the public listener (--max-connections).",
+                        self.ctx.config.max_connections as u64,
                     ),
                     (
                         "neve_store_retain_blocks",
@@ -374,11 +416,7 @@ impl Server {
                 StatusCode::METHOD_NOT_ALLOWED,
                 error_element(ErrorCode::InvalidRequest, "JSON-RPC requests are POSTed"),
             ),
-            _ => response(
-                StatusCode::NOT_FOUND,
-                "text/plain",
-                Chunks::new(vec![Bytes::from_static(b"not found\n")]),
-            ),
+            _ => not_found(),
         }
     }
 

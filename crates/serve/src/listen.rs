@@ -21,12 +21,37 @@ use crate::{
     scan_pool, stall,
 };
 
-/// Serves until `shutdown` turns true, then drains: stops accepting,
-/// answers readiness with 503, lets each open connection finish the request
-/// it is answering (idle ones are closed at once), and returns when every
-/// connection and WebSocket session has ended or the drain timeout passed.
+/// The sockets neve answers on.
+pub struct Listeners {
+    /// `--listen`: JSON-RPC and WebSocket; with no admin listener, also
+    /// `/health`, `/health/ready`, `/metrics` and `/blocks`.
+    pub public: TcpListener,
+    /// `--admin-listen`: everything, for operators, Prometheus and mirrors.
+    pub admin: Option<TcpListener>,
+}
+
+/// What a listener answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// JSON-RPC and WebSocket only; every other path is 404.
+    Public,
+    /// Everything (the one listener, or the admin one).
+    Everything,
+}
+
+/// Connections the admin listener holds at once, apart from
+/// `--max-connections`: a flood of clients on the public port never keeps
+/// Prometheus or a mirror out, and the admin port needs few.
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// Serves until `shutdown` turns true, then drains: answers readiness with
+/// 503 at once, goes on serving for the drain delay (so a load balancer
+/// polling readiness takes it out of its pool first), then stops
+/// accepting, lets each open connection finish the request it is answering
+/// (idle ones are closed at once), and returns when every connection and
+/// WebSocket session has ended or the drain timeout passed.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Listeners,
     reader: Reader,
     chain: Arc<dyn ChainView>,
     identity: neve_store::Identity,
@@ -46,7 +71,6 @@ pub async fn serve(
                 config.fallback_in_flight,
             )
         });
-    let limit = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
     let metrics = Arc::new(Metrics::default());
     tokio::spawn(events::watch_supervised(
@@ -58,6 +82,9 @@ pub async fn serve(
     let fetch = state.as_ref().and_then(|s| s.fetch.clone());
     let clients = clients::ClientBudget::new(config.client_rate);
     let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
+    // Connections and sessions close when this turns true: after the
+    // drain delay, not at the signal.
+    let (close, closing) = tokio::sync::watch::channel(false);
     let server = Arc::new(Server {
         events,
         fetch,
@@ -70,6 +97,9 @@ pub async fn serve(
             state_answers,
             chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
             net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),
+            client_version: Bytes::from(
+                serde_json::to_string(&config.client_version).expect("a string serializes"),
+            ),
             genesis_hash: identity
                 .genesis_hash
                 .iter()
@@ -79,14 +109,53 @@ pub async fn serve(
         }),
         metrics,
         shutting_down: AtomicBool::new(false),
-        stopping: shutdown.clone(),
+        stopping: closing,
         fallback,
         clients,
         exports: Arc::new(tokio::sync::Semaphore::new(crate::export::MAX_EXPORTS)),
         started: Instant::now(),
     });
     tokio::spawn(crate::residency::watch(server.clone()));
-    let stopped = until_stopped(shutdown);
+    let signalled = {
+        let server = server.clone();
+        async move {
+            until_stopped(shutdown).await;
+            server.shutting_down.store(true, Ordering::Relaxed);
+            let delay = server.ctx.config.drain_delay;
+            if !delay.is_zero() {
+                tracing::info!(
+                    delay_ms = delay.as_millis() as u64,
+                    "stopping: readiness is 503 while requests are still answered"
+                );
+                tokio::time::sleep(delay).await;
+            }
+            let _ = close.send(true);
+        }
+    };
+    let max_connections = server.ctx.config.max_connections;
+    match listeners.admin {
+        None => {
+            tokio::join!(
+                signalled,
+                accept(server.clone(), listeners.public, Role::Everything, max_connections)
+            );
+        }
+        Some(admin) => {
+            tokio::join!(
+                signalled,
+                accept(server.clone(), listeners.public, Role::Public, max_connections),
+                accept(server.clone(), admin, Role::Everything, ADMIN_MAX_CONNECTIONS),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One listener's accept loop, with `slots` connections at most, until the
+/// server closes; then its drain.
+async fn accept(server: Arc<Server>, listener: TcpListener, role: Role, slots: usize) {
+    let limit = Arc::new(tokio::sync::Semaphore::new(slots));
+    let stopped = until_stopped(server.stopping.clone());
     tokio::pin!(stopped);
     loop {
         let (stream, peer) = tokio::select! {
@@ -100,10 +169,9 @@ pub async fn serve(
                 }
             },
             _ = &mut stopped => {
-                server.shutting_down.store(true, Ordering::Relaxed);
                 drop(listener);
-                drain(&limit, &server).await;
-                return Ok(());
+                drain(&limit, slots, &server).await;
+                return;
             }
         };
         let _ = stream.set_nodelay(true);
@@ -133,7 +201,7 @@ pub async fn serve(
                 let new_connection = first.swap(false, Ordering::Relaxed);
                 async move {
                     let answer = server
-                        .handle(request, permit, peer.ip(), new_connection)
+                        .handle(request, permit, peer.ip(), new_connection, role)
                         .await;
                     Ok::<_, Infallible>(answer)
                 }
@@ -176,16 +244,16 @@ pub(crate) async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) 
 
 /// Waits until every connection slot is free again (each connection and
 /// WebSocket session holds one until it ends), or the drain timeout.
-async fn drain(limit: &tokio::sync::Semaphore, server: &Server) {
+async fn drain(limit: &tokio::sync::Semaphore, slots: usize, server: &Server) {
     let open = server.metrics.connections.load(Ordering::Relaxed);
     tracing::info!(connections = open, "draining");
-    let slots = u32::try_from(server.ctx.config.max_connections).unwrap_or(u32::MAX);
+    let slots = u32::try_from(slots).unwrap_or(u32::MAX);
     let timeout = server.ctx.config.drain_timeout;
     match tokio::time::timeout(timeout, limit.acquire_many(slots)).await {
         Ok(_) => tracing::info!("drained"),
         Err(_) => tracing::warn!(
             connections = server.metrics.connections.load(Ordering::Relaxed),
-            ?timeout,
+            timeout_ms = timeout.as_millis() as u64,
             "drain timed out; closing what is left"
         ),
     }

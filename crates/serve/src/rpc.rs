@@ -105,6 +105,8 @@ pub(crate) struct Context {
     pub(crate) config: ServeConfig,
     pub(crate) chain_id: Bytes,
     pub(crate) net_version: Bytes,
+    /// `web3_clientVersion`'s answer, as JSON.
+    pub(crate) client_version: Bytes,
     /// Hex digits of the genesis hash, for `/health`.
     pub(crate) genesis_hash: String,
 }
@@ -175,8 +177,8 @@ impl Call<'_> {
 /// as geth declares them. Checked before anything is looked up.
 pub(crate) fn arity(method: &str) -> Option<(usize, usize)> {
     Some(match method {
-        "eth_chainId" | "net_version" | "web3_clientVersion" | "eth_syncing"
-        | "eth_blockNumber" | "eth_capabilities" => (0, 0),
+        "eth_chainId" | "net_version" | "net_listening" | "net_peerCount"
+        | "web3_clientVersion" | "eth_syncing" | "eth_blockNumber" | "eth_capabilities" => (0, 0),
         "eth_getBlockByNumber"
         | "eth_getBlockByHash"
         | "eth_getTransactionByBlockNumberAndIndex"
@@ -208,6 +210,8 @@ pub(crate) fn arity(method: &str) -> Option<(usize, usize)> {
 pub(crate) const BLOCK_TAIL: &[&str] = &[
     "eth_chainId",
     "net_version",
+    "net_listening",
+    "net_peerCount",
     "web3_clientVersion",
     "eth_syncing",
     "eth_blockNumber",
@@ -344,7 +348,18 @@ impl Context {
         Ok(match method {
             "eth_chainId" => Reply::bytes(self.chain_id.clone()),
             "net_version" => Reply::bytes(self.net_version.clone()),
-            "web3_clientVersion" => Reply::json(format!("\"neve/v{}\"", env!("CARGO_PKG_VERSION"))),
+            "web3_clientVersion" => Reply::bytes(self.client_version.clone()),
+            // Proxies (dshackle, proxyd) probe these to keep a backend in
+            // their pool. A mirror's one peer is its upstream: 1 while
+            // neve follows it and the last exchange succeeded.
+            "net_listening" => Reply::bytes(Bytes::from_static(b"true")),
+            "net_peerCount" => Reply::bytes(Bytes::from_static(
+                if self.chain.following() && self.chain.upstream_connected() {
+                    b"\"0x1\""
+                } else {
+                    b"\"0x0\""
+                },
+            )),
             "eth_syncing" => self.syncing(),
             "eth_capabilities" => self.capabilities(),
             "eth_blockNumber" => match self.resolve(BlockTag::Latest) {

@@ -78,6 +78,7 @@ fn server_configured(
             },
             chain_id: Bytes::from_static(b"\"0x5\""),
             net_version: Bytes::from_static(b"\"5\""),
+            client_version: Bytes::from_static(b"\"neve/test\""),
             genesis_hash: "00".repeat(32),
         }),
         metrics: Arc::new(Metrics::default()),
