@@ -116,6 +116,12 @@ pub struct BenchConfig {
     pub out: Option<PathBuf>,
     /// Also write a wrk Lua script sending the first workload's pool.
     pub wrk_script: Option<PathBuf>,
+    /// The neve running the benchmark, recorded in the results (the
+    /// binary's version line: this crate does not know it).
+    pub neve_version: Option<String>,
+    /// The command line it runs with, URLs redacted
+    /// ([`report::command_line`]), recorded in the results.
+    pub command_line: Option<String>,
 }
 
 impl BenchConfig {
@@ -136,6 +142,8 @@ impl BenchConfig {
             compare: Vec::new(),
             out: None,
             wrk_script: None,
+            neve_version: None,
+            command_line: None,
         }
     }
 }
@@ -199,11 +207,17 @@ pub async fn run(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
 
-    let mut ranges = Vec::new();
+    let (mut ranges, mut client_versions) = (Vec::new(), Vec::new());
     for target in &config.targets {
         let range = target::discover_range(target).await?;
-        progress(&format!("{}: serves {range}", target.name));
+        let version = target::client_version(&target.url).await;
+        progress(&format!(
+            "{}: {}, serves {range}",
+            target.name,
+            version.as_deref().unwrap_or("no web3_clientVersion")
+        ));
         ranges.push((target.name.clone(), range));
+        client_versions.push((target.name.clone(), version));
     }
     let common = target::intersect(&ranges)?;
     progress(&format!(
@@ -255,6 +269,8 @@ pub async fn run(
     }
 
     let mut results = Results {
+        neve_version: config.neve_version.clone(),
+        command_line: config.command_line.clone(),
         started_unix,
         machine: Machine::this(),
         common_range: (*common.start(), *common.end()),
@@ -300,6 +316,10 @@ pub async fn run(
                     .iter()
                     .find(|(n, _)| *n == target.name)
                     .map(|(_, r)| r.clone()),
+                client_version: client_versions
+                    .iter()
+                    .find(|(n, _)| *n == target.name)
+                    .and_then(|(_, v)| v.clone()),
                 points: Vec::new(),
             };
             driver::prime(&plan).await;
@@ -317,9 +337,8 @@ pub async fn run(
                     point.latency.p50_ms,
                     point.latency.p99_ms,
                     point
-                        .reject_path
-                        .as_ref()
-                        .map_or(String::new(), |why| format!("  !!! REJECT PATH: {why}"))
+                        .flag()
+                        .map_or(String::new(), |why| format!("  !!! FLAGGED: {why}"))
                 ));
                 target_run.points.push(point);
             }
@@ -403,6 +422,7 @@ async fn measure(plan: &Plan, schedule: Schedule, pids: &[u32], seed: u64) -> Po
         target_rss_anon_bytes: target_after.map(|s| s.rss_anon_bytes),
         target_rss_file_bytes: target_after.map(|s| s.rss_file_bytes),
         reject_path: measured.outcomes.reject_summary(),
+        client_bound: report::client_bound(measured.mean_timer_lag.map(|d| d.as_secs_f64() * 1000.0)),
         outcomes: measured.outcomes,
     }
 }

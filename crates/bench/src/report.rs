@@ -1,5 +1,5 @@
 //! Results: the JSON model, the seed-style tables, the side-by-side
-//! verdict and the loud reject-path flags.
+//! verdict and the loud flags (the reject path, a client-bound cell).
 
 use std::fmt::Write as _;
 
@@ -45,6 +45,36 @@ pub struct Point {
     /// Set when anything but a real answer came back: the run measured the
     /// reject path.
     pub reject_path: Option<String>,
+    /// Set when the load generator, not the target, set the pace: an open
+    /// loop whose timer sent requests late by more than
+    /// [`CLIENT_BOUND_TIMER_LAG_MS`] on average.
+    pub client_bound: Option<String>,
+}
+
+/// Mean lateness of an open loop's sends past which the run measured the
+/// load generator: its requests left late, so the rate the target saw was
+/// not the rate asked. 2 ms is ten times the timer's own jitter here and
+/// well under any interval an open-loop rate is asked at per connection.
+pub const CLIENT_BOUND_TIMER_LAG_MS: f64 = 2.0;
+
+impl Point {
+    /// Why the cell does not measure the target, if it does not.
+    pub fn flag(&self) -> Option<&str> {
+        self.reject_path
+            .as_deref()
+            .or(self.client_bound.as_deref())
+    }
+}
+
+/// The client-bound flag of an open-loop cell whose sends were late by
+/// `lag_ms` on average.
+pub fn client_bound(lag_ms: Option<f64>) -> Option<String> {
+    lag_ms.filter(|lag| *lag > CLIENT_BOUND_TIMER_LAG_MS).map(|lag| {
+        format!(
+            "client-bound: the load generator sent {lag:.1} ms late on average \
+             (over {CLIENT_BOUND_TIMER_LAG_MS} ms); it, not the target, set the pace"
+        )
+    })
 }
 
 /// A target's sweep over one workload.
@@ -54,6 +84,10 @@ pub struct TargetRun {
     pub target: Target,
     /// What it serves.
     pub range: Option<ValidRange>,
+    /// What it says it is (`web3_clientVersion`, asked once at the start),
+    /// so a result names the build it measured; `None` when it did not say
+    /// (a static ceiling is not asked).
+    pub client_version: Option<String>,
     /// One point per connection count or rate.
     pub points: Vec<Point>,
 }
@@ -180,6 +214,12 @@ impl Machine {
 /// Everything a run measured; written as `results.json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Results {
+    /// The neve that ran it (`0.1.0 (commit …, built …)`), when told: a
+    /// figure is only as good as knowing which build made it.
+    pub neve_version: Option<String>,
+    /// The command line it ran with, URLs redacted ([`command_line`]), when
+    /// told: how to make the figure again.
+    pub command_line: Option<String>,
     /// Seconds since the Unix epoch at the start.
     pub started_unix: u64,
     /// Where it ran.
@@ -227,7 +267,7 @@ impl Results {
                     .points
                     .iter()
                     .chain(&b.points)
-                    .any(|p| p.reject_path.is_some());
+                    .any(|p| p.flag().is_some());
                 self.verdicts.push(Verdict {
                     workload: workload.workload.clone(),
                     target: target.clone(),
@@ -245,27 +285,50 @@ impl Results {
 
     /// Every flagged cell, one line each.
     pub fn flags(&self) -> Vec<String> {
-        let mut flags = Vec::new();
+        self.flagged()
+            .into_iter()
+            .map(|(cell, why)| format!("{cell}: {why}"))
+            .collect()
+    }
+
+    /// Every flagged cell's name (`target workload cell`), for a one-line
+    /// account of what a run did not measure.
+    pub fn flagged_cells(&self) -> Vec<String> {
+        self.flagged().into_iter().map(|(cell, _)| cell).collect()
+    }
+
+    /// Every flagged cell: its name and why.
+    fn flagged(&self) -> Vec<(String, &str)> {
+        let mut flagged = Vec::new();
         for workload in &self.workloads {
             for run in &workload.targets {
                 for point in &run.points {
-                    if let Some(why) = &point.reject_path {
-                        flags.push(format!(
-                            "{} {} {}: {why}",
-                            run.target.name,
-                            workload.workload,
-                            cell_name(point)
+                    if let Some(why) = point.flag() {
+                        flagged.push((
+                            format!(
+                                "{} {} {}",
+                                run.target.name,
+                                workload.workload,
+                                cell_name(point)
+                            ),
+                            why,
                         ));
                     }
                 }
             }
         }
-        flags
+        flagged
     }
 
     /// The tables, verdict and flags as Markdown.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        if let Some(version) = &self.neve_version {
+            let _ = writeln!(out, "neve {version}\n");
+        }
+        if let Some(line) = &self.command_line {
+            let _ = writeln!(out, "command line: `{line}`\n");
+        }
         let _ = writeln!(
             out,
             "machine: {} cores, {}, kernel {}; common range {}..={}; {} s warm-up + {} s per cell\n",
@@ -281,10 +344,13 @@ impl Results {
             for run in &workload.targets {
                 let _ = writeln!(
                     out,
-                    "### {} — {} ({})\n",
+                    "### {} — {} ({}{})\n",
                     workload.workload,
                     run.target.name,
-                    neve_upstream::RedactedUrl::of(&run.target.url)
+                    neve_upstream::RedactedUrl::of(&run.target.url),
+                    run.client_version
+                        .as_deref()
+                        .map_or(String::new(), |v| format!(", {v}"))
                 );
                 out.push_str(&render_sweep(run));
                 let _ = writeln!(
@@ -325,12 +391,49 @@ impl Results {
                 "\nevery answer was a real result (HTTP 2xx, non-null result, no JSON-RPC error)\n",
             );
         } else {
-            out.push_str("\n!!! REJECT PATH MEASURED — these cells timed answers that were not the work asked for:\n");
+            out.push_str("\n!!! FLAGGED — these cells did not measure the target (the reject path: answers that were not the work asked for; or client-bound):\n");
             for flag in flags {
                 let _ = writeln!(out, "!!!   {flag}");
             }
         }
         out
+    }
+}
+
+/// `args` as one line to record: a URL in any of them (the whole word, or
+/// what follows a `NAME=`, `--flag=` or `,`) redacted as target URLs are,
+/// and a word a shell would split or expand quoted.
+pub fn command_line(args: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+    args.into_iter()
+        .map(|arg| shell_word(&redact_url(arg.as_ref())))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `arg` with the URL in it redacted: from its scheme to the end.
+fn redact_url(arg: &str) -> String {
+    let Some(scheme_end) = arg.find("://") else {
+        return arg.to_owned();
+    };
+    let start = arg[..scheme_end].rfind(['=', ',']).map_or(0, |i| i + 1);
+    format!(
+        "{}{}",
+        &arg[..start],
+        neve_upstream::RedactedUrl::of(&arg[start..])
+    )
+}
+
+/// `word` as a POSIX shell reads it back: bare when it holds nothing the
+/// shell treats specially, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let bare = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_=:/.,@%+".contains(&b));
+    if bare {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
@@ -407,6 +510,7 @@ mod tests {
                 ..Latency::default()
             },
             reject_path: outcomes.reject_summary(),
+            client_bound: None,
             outcomes,
             mean_body_bytes: 100.0,
             littles_law_mean_ms: None,
@@ -429,6 +533,7 @@ mod tests {
                 pids: Vec::new(),
             },
             range: None,
+            client_version: (name == "geth").then(|| "Geth/v1.17.5-stable".to_owned()),
             points,
         }
     }
@@ -436,6 +541,8 @@ mod tests {
     #[test]
     fn verdicts_are_ratios_of_peak_c1_latency_and_memory() {
         let mut results = Results {
+            neve_version: Some("0.1.0 (commit 1a2b3c4d, built 2026-11-25)".into()),
+            command_line: Some("neve bench --target neve=http://127.0.0.1:1/".into()),
             started_unix: 0,
             machine: Machine::this(),
             common_range: (1, 2000),
@@ -490,12 +597,57 @@ mod tests {
             text.contains("neve vs geth (FLAGGED) | 10.00× | 20.00× | 5.00× | 5.50× | 5.50× |"),
             "{text}"
         );
-        assert!(text.contains("!!! REJECT PATH MEASURED"), "{text}");
+        assert!(text.contains("!!! FLAGGED"), "{text}");
         assert!(
             text.contains("geth randblock c16: 0.3 % of 1003 requests: 3 HTTP 421"),
             "{text}"
         );
+        assert_eq!(results.flagged_cells(), ["geth randblock c16"]);
+        assert!(
+            text.starts_with(
+                "neve 0.1.0 (commit 1a2b3c4d, built 2026-11-25)\n\n\
+                 command line: `neve bench --target neve=http://127.0.0.1:1/`\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("### randblock — geth (http://127.0.0.1:1/, Geth/v1.17.5-stable)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("### randblock — neve (http://127.0.0.1:1/)"),
+            "{text}"
+        );
         let json = serde_json::to_value(&results).unwrap();
         assert_eq!(json["workloads"][0]["targets"][0]["points"][1]["conns"], 16);
+        assert!(json["neve_version"].as_str().unwrap().starts_with("0.1.0"));
+        assert_eq!(
+            json["workloads"][0]["targets"][1]["client_version"],
+            "Geth/v1.17.5-stable"
+        );
+        assert!(json["workloads"][0]["targets"][0]["client_version"].is_null());
+    }
+
+    #[test]
+    fn the_command_line_is_recorded_with_its_urls_redacted() {
+        let line = command_line([
+            "neve",
+            "bench",
+            "--target",
+            "neve=http://127.0.0.1:8645",
+            "--target=node=https://user:pass@rpc.example/v3/0123456789abcdef0123456789abcdef?key=s3cret",
+            "--workload",
+            "mix:my mix.toml",
+        ]);
+        for secret in ["user", "pass", "0123456789abcdef", "s3cret"] {
+            assert!(!line.contains(secret), "{secret}: {line}");
+        }
+        assert_eq!(
+            line,
+            "neve bench --target neve=http://127.0.0.1:8645 \
+             '--target=node=https://***@rpc.example/v3/***?key=***' \
+             --workload 'mix:my mix.toml'"
+        );
+        assert_eq!(command_line(["it's", ""]), r"'it'\''s' ''");
     }
 }

@@ -12,7 +12,7 @@ use neve_devnet::{Avalanchego, GethDev, GethDevOptions, NodeProcess, free_ports}
 use neve_upstream::RpcClient;
 
 use crate::report::Results;
-use crate::target::{Target, TargetKind, block_number};
+use crate::target::{Target, TargetKind, block_number, client_version};
 use crate::{BenchConfig, BenchError};
 
 /// What the suite builds and runs.
@@ -34,14 +34,16 @@ pub struct SuiteConfig {
     pub out: PathBuf,
 }
 
-/// Runs the suite and returns the summary it also writes.
+/// Runs the suite and returns the summary it also writes, and every flagged
+/// cell (`pair/target workload cell`: the pair is the results' directory).
 pub async fn run(
     config: SuiteConfig,
     mut progress: impl FnMut(&str),
-) -> Result<String, BenchError> {
+) -> Result<(String, Vec<String>), BenchError> {
     std::fs::create_dir_all(&config.out).map_err(crate::BenchError::io(&config.out))?;
     let started = Instant::now();
     let mut summary = String::from("# neve bench --suite headline\n\n");
+    let mut flagged = Vec::new();
 
     progress("starting geth (archive dev chain, --dev.period 0) on 127.0.0.1");
     let geth = GethDev::start(GethDevOptions {
@@ -104,7 +106,8 @@ pub async fn run(
     ];
     bench.out = Some(config.out.join("geth"));
     let geth_results = crate::run(&bench, &mut progress).await?;
-    let version = client_version(geth.http_url()).await;
+    flagged.extend(pair_flags("geth", &geth_results));
+    let version = title_version(geth.http_url()).await;
     section(
         &mut summary,
         &format!("neve vs {version} vs nginx (static ceiling)"),
@@ -141,7 +144,8 @@ pub async fn run(
         bench.compare = vec![("neve".into(), "avalanchego".into())];
         bench.out = Some(config.out.join("avalanchego"));
         let ava_results = crate::run(&bench, &mut progress).await?;
-        let version = client_version(&rpc).await;
+        flagged.extend(pair_flags("avalanchego", &ava_results));
+        let version = title_version(&rpc).await;
         section(
             &mut summary,
             &format!("neve vs {version} (avalanchego C-chain)"),
@@ -156,18 +160,22 @@ pub async fn run(
     );
     let path = config.out.join("summary.md");
     std::fs::write(&path, &summary).map_err(crate::BenchError::io(&path))?;
-    Ok(summary)
+    Ok((summary, flagged))
 }
 
-/// What the node says it is (`web3_clientVersion`), for the summary's titles.
-async fn client_version(url: &str) -> String {
-    let Ok(client) = RpcClient::new(url) else {
-        return url.to_owned();
-    };
-    client
-        .call::<String>("web3_clientVersion", ())
-        .await
-        .unwrap_or_else(|_| url.to_owned())
+/// What the node says it is (`web3_clientVersion`), or its URL, for the
+/// summary's titles.
+async fn title_version(url: &str) -> String {
+    client_version(url).await.unwrap_or_else(|| url.to_owned())
+}
+
+/// A pair's flagged cells, named with the pair.
+fn pair_flags(pair: &str, results: &Results) -> Vec<String> {
+    results
+        .flagged_cells()
+        .into_iter()
+        .map(|cell| format!("{pair}/{cell}"))
+        .collect()
 }
 
 fn setup(what: &str, error: impl std::fmt::Display) -> BenchError {

@@ -182,6 +182,13 @@ pub async fn discover_range(target: &Target) -> Result<ValidRange, BenchError> {
     })
 }
 
+/// What the server at `url` says it is (`web3_clientVersion`), or `None`
+/// when it does not answer one.
+pub async fn client_version(url: &str) -> Option<String> {
+    let client = RpcClient::new(url).ok()?;
+    client.call("web3_clientVersion", ()).await.ok()
+}
+
 /// The node's head, from `eth_blockNumber`.
 pub async fn block_number(client: &RpcClient) -> Result<u64, String> {
     let head: String = client

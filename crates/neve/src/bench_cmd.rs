@@ -6,7 +6,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use neve_bench::target::{Target, TargetKind};
-use neve_bench::{BenchConfig, suite, tps};
+use neve_bench::{BenchConfig, report, suite, tps};
+
+/// The exit status of a run that measured something other than the work
+/// asked for (a flagged cell), once every output is written: a script
+/// that records figures stops there instead of publishing them. Apart
+/// from 1, a run that could not be made.
+const FLAGGED_EXIT: i32 = 3;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -68,6 +74,11 @@ pub struct BenchArgs {
     /// Also write a wrk Lua script that sends the first workload's requests.
     #[arg(long)]
     wrk_script: Option<PathBuf>,
+    /// Exit 0 even when a run is flagged (it measured the reject path), to
+    /// record such runs on purpose; without it a flagged run exits 3 once
+    /// its outputs are written.
+    #[arg(long)]
+    allow_flagged: bool,
     /// Build a whole comparison on this machine instead of measuring given targets.
     #[arg(long)]
     suite: Option<Suite>,
@@ -155,6 +166,10 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
     config.seed = args.seed;
     config.out = Some(args.out.clone());
     config.wrk_script = args.wrk_script;
+    config.neve_version = Some(crate::build::VERSION_LINE.to_owned());
+    config.command_line = Some(report::command_line(
+        std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()),
+    ));
     anyhow::ensure!(config.pool > 0, "--pool must be at least 1");
     anyhow::ensure!(
         config.duration > Duration::ZERO,
@@ -181,8 +196,9 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
             bench: config,
             out: args.out,
         };
-        let summary = suite::run(suite, |line| eprintln!("[bench] {line}")).await?;
+        let (summary, flagged) = suite::run(suite, |line| eprintln!("[bench] {line}")).await?;
         println!("{summary}");
+        exit_if_flagged(&flagged, args.allow_flagged);
         return Ok(());
     }
 
@@ -220,7 +236,22 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
     }
     let results = neve_bench::run(&config, |line| eprintln!("[bench] {line}")).await?;
     println!("{}", results.render());
+    exit_if_flagged(&results.flagged_cells(), args.allow_flagged);
     Ok(())
+}
+
+/// Ends the process with [`FLAGGED_EXIT`] and one line naming the flagged
+/// cells, unless there are none or they are allowed. The outputs are
+/// written by then: only the status and this line change.
+fn exit_if_flagged(cells: &[String], allowed: bool) {
+    if cells.is_empty() || allowed {
+        return;
+    }
+    eprintln!(
+        "neve bench: flagged (the reject path, or client-bound): {}; exit {FLAGGED_EXIT} (--allow-flagged exits 0)",
+        cells.join(", ")
+    );
+    std::process::exit(FLAGGED_EXIT);
 }
 
 async fn tps_run(args: TpsArgs) -> Result<()> {

@@ -10,8 +10,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use neve_upstream::{RpcClient, Value};
+use neve_upstream::{RpcClient, Value, quantity};
 use serde_json::json;
+
+/// How far back from the head the examples look for a block with a
+/// transaction to ask about (the newest blocks may be empty).
+const EXAMPLE_SEARCH_BLOCKS: u64 = 256;
+/// Seconds of more traffic sent when none of those blocks has one.
+const EXAMPLE_TRAFFIC_SECONDS: u64 = 5;
+/// Rounds of that traffic before the demo gives up rather than show an
+/// example with nothing to ask about.
+const EXAMPLE_TRAFFIC_ROUNDS: u32 = 3;
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -55,6 +64,8 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     let config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(args.seconds));
     let report = neve_load::run(config, crate::print_progress).await?;
     eprintln!("{}", report.render());
+    let geth_client = RpcClient::new(geth.http_url())?;
+    let example = example_transaction(geth.http_url(), &geth_client).await?;
 
     let exe = std::env::current_exe().context("finding the neve binary")?;
     let data = std::env::temp_dir().join(format!("neve-demo-{}", std::process::id()));
@@ -85,7 +96,6 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     );
     let url = format!("http://{}", args.listen);
     let neve_client = RpcClient::new(&url)?;
-    let geth_client = RpcClient::new(geth.http_url())?;
     let height = |hex: &str| neve_upstream::parse_quantity(hex).unwrap_or(0);
     let head = height(&geth_client.call::<String>("eth_blockNumber", ()).await?);
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -108,7 +118,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         geth.http_url()
     );
 
-    examples(&url, &neve_client, &geth_client).await?;
+    examples(&url, &neve_client, &example).await?;
 
     println!("\nneve against geth on the same blocks, same requests, same load generator:\n");
     let neve_target = format!("neve={url}");
@@ -124,6 +134,9 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
             "mix:seeds-read",
         ])
         .args(["--conns", "1,4,16", "--warmup", "0.5"])
+        // A flagged cell is shown loudly in the table; the demo goes on to
+        // leave the mirror to query.
+        .arg("--allow-flagged")
         .arg("--duration")
         .arg(args.duration.to_string())
         .arg("--out")
@@ -148,24 +161,87 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-/// A few calls to neve, each shown as the curl command that makes it and
-/// the answer it got (shortened).
-async fn examples(url: &str, neve: &RpcClient, geth: &RpcClient) -> Result<()> {
-    let latest: Value = geth
-        .call("eth_getBlockByNumber", json!(["latest", true]))
-        .await?;
-    let tx = &latest["transactions"][0];
-    let hash = tx["hash"].as_str().unwrap_or_default().to_owned();
-    let from = tx["from"].as_str().unwrap_or_default().to_owned();
-    let calls = [
+/// A transaction the examples ask about.
+struct Example {
+    /// The block it is in.
+    block: u64,
+    /// Its hash.
+    hash: String,
+    /// Its sender.
+    from: String,
+}
+
+/// A transaction of the newest block that has one, sending `geth` more
+/// traffic when none of the last [`EXAMPLE_SEARCH_BLOCKS`] has: an example
+/// with an empty parameter shows an error, not neve.
+async fn example_transaction(geth_url: &str, geth: &RpcClient) -> Result<Example> {
+    let mut rounds = 0;
+    loop {
+        if let Some(example) = newest_transaction(geth).await? {
+            return Ok(example);
+        }
+        if rounds == EXAMPLE_TRAFFIC_ROUNDS {
+            bail!(
+                "no transaction in the newest {EXAMPLE_SEARCH_BLOCKS} blocks after {rounds} more rounds of traffic"
+            );
+        }
+        rounds += 1;
+        eprintln!(
+            "no transaction in the newest {EXAMPLE_SEARCH_BLOCKS} blocks; {EXAMPLE_TRAFFIC_SECONDS} s more traffic …"
+        );
+        let config =
+            neve_load::LoadConfig::new(geth_url, Duration::from_secs(EXAMPLE_TRAFFIC_SECONDS));
+        neve_load::run(config, crate::print_progress).await?;
+    }
+}
+
+/// The first transaction of the newest block with one, walking back at
+/// most [`EXAMPLE_SEARCH_BLOCKS`] from the head.
+async fn newest_transaction(geth: &RpcClient) -> Result<Option<Example>> {
+    let head: String = geth.call("eth_blockNumber", ()).await?;
+    let head = neve_upstream::parse_quantity(&head)
+        .with_context(|| format!("eth_blockNumber said {head:?}"))?;
+    for block in (head.saturating_sub(EXAMPLE_SEARCH_BLOCKS - 1)..=head).rev() {
+        let found: Value = geth
+            .call("eth_getBlockByNumber", json!([quantity(block), false]))
+            .await?;
+        let Some(hash) = found["transactions"][0].as_str() else {
+            continue;
+        };
+        let tx: Value = geth.call("eth_getTransactionByHash", json!([hash])).await?;
+        if let Some(from) = tx["from"].as_str() {
+            return Ok(Some(Example {
+                block,
+                hash: hash.to_owned(),
+                from: from.to_owned(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The calls the demo shows, about `example`: each answered by neve with a
+/// result but `eth_call`, which is not neve's to answer (421, for a front
+/// end to send to the node). The demo's test sends them again as printed.
+fn example_calls(example: &Example) -> [(&'static str, Value); 5] {
+    let (hash, from) = (&example.hash, &example.from);
+    [
         ("eth_blockNumber", json!([])),
         ("eth_getBlockByNumber", json!(["latest", false])),
         ("eth_getTransactionReceipt", json!([hash])),
         ("eth_getBalance", json!([from, "latest"])),
-        // Not neve's to answer: 421, for a front end to send to the node.
         ("eth_call", json!([{"to": from, "data": "0x"}, "latest"])),
-    ];
-    for (method, params) in calls {
+    ]
+}
+
+/// A few calls to neve, each shown as the curl command that makes it and
+/// the answer it got (shortened).
+async fn examples(url: &str, neve: &RpcClient, example: &Example) -> Result<()> {
+    println!(
+        "examples about transaction {} of block {}, the newest block with one:\n",
+        example.hash, example.block
+    );
+    for (method, params) in example_calls(example) {
         let body =
             json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         let (status, answer) = neve.post(body.clone().into()).await?;

@@ -1,12 +1,14 @@
 //! `neve demo`, the README's main job, leaves a mirror to query: it prints
 //! where neve serves, example calls with their answers and the head-to-head
-//! table, then keeps neve following until Ctrl-C.
+//! table, then keeps neve following until Ctrl-C. Its examples, sent again
+//! as printed, are real answers (or the 421 they are shown to be).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use neve_upstream::RpcClient;
+use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
@@ -60,11 +62,48 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
         printed.contains("| workload |"),
         "the head-to-head table: {printed}"
     );
+    let examples = printed_examples(&printed);
+    let methods: Vec<&str> = examples
+        .iter()
+        .map(|(body, ..)| body["method"].as_str().unwrap())
+        .collect();
+    for method in ["eth_getTransactionReceipt", "eth_getBalance", "eth_call"] {
+        assert!(methods.contains(&method), "{method}: {printed}");
+    }
 
     // The mirror answers while the demo runs, and keeps following.
     let client = RpcClient::new(&format!("http://{listen}")).unwrap();
     let first: String = client.call("eth_chainId", ()).await.unwrap();
     assert_eq!(first, "0x539");
+
+    // Each example, sent again as printed: a result, but eth_call's 421.
+    for (body, printed_status, printed_answer) in &examples {
+        let params = body["params"].as_array().unwrap();
+        assert!(
+            !params.iter().any(|p| p.as_str() == Some("")),
+            "an empty parameter: {body}"
+        );
+        let (status, answer) = client.post(body.to_string().into()).await.unwrap();
+        if body["method"] == "eth_call" {
+            assert_eq!((*printed_status, status.as_u16()), (421, 421), "{body}");
+            continue;
+        }
+        assert!(
+            printed_answer.contains(r#""result":"#) && !printed_answer.contains(r#""error""#),
+            "{body}: {printed_answer}"
+        );
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(
+            (*printed_status, status.as_u16()),
+            (200, 200),
+            "{body} {answer}"
+        );
+        assert!(answer.get("error").is_none(), "{body} {answer}");
+        assert!(
+            answer.get("result").is_some_and(|r| !r.is_null()),
+            "{body} {answer}"
+        );
+    }
     let start = Instant::now();
     let height = || async {
         let head: Result<String, _> = client.call("eth_blockNumber", ()).await;
@@ -99,4 +138,29 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
         std::net::TcpStream::connect(&listen).is_err(),
         "neve stopped too"
     );
+}
+
+/// The demo's example calls, from its output: each `$ curl … -d 'BODY'`
+/// line's request, and the HTTP status and (shortened) answer printed on
+/// the line after it.
+fn printed_examples(printed: &str) -> Vec<(Value, u16, String)> {
+    let lines: Vec<&str> = printed.lines().collect();
+    let mut examples = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !line.starts_with("$ curl -s ") {
+            continue;
+        }
+        let body = line
+            .split_once(" -d '")
+            .and_then(|(_, rest)| rest.strip_suffix('\''))
+            .unwrap_or_else(|| panic!("no request body: {line}"));
+        let (status, answer) = lines
+            .get(i + 1)
+            .and_then(|l| l.strip_prefix("HTTP "))
+            .and_then(|l| l.split_once(' '))
+            .and_then(|(status, answer)| Some((status.parse::<u16>().ok()?, answer.to_owned())))
+            .unwrap_or_else(|| panic!("no status after {line}:\n{printed}"));
+        examples.push((serde_json::from_str::<Value>(body).unwrap(), status, answer));
+    }
+    examples
 }
