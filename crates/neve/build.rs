@@ -30,8 +30,8 @@ fn main() {
         .filter(|c| !c.is_empty())
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let commit = if dirty && commit != "unknown" {
         format!("{commit}-modified")
     } else {
@@ -46,7 +46,10 @@ fn main() {
                 .map_or(0, |d| d.as_secs())
         });
     println!("cargo:rustc-env=NEVE_COMMIT={commit}");
-    println!("cargo:rustc-env=NEVE_BUILD_DATE={}", civil_date(seconds / 86_400));
+    println!(
+        "cargo:rustc-env=NEVE_BUILD_DATE={}",
+        civil_date(seconds / 86_400)
+    );
 }
 
 /// `YYYY-MM-DD` of a day count since 1970-01-01 (Howard Hinnant's

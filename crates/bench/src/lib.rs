@@ -422,7 +422,9 @@ async fn measure(plan: &Plan, schedule: Schedule, pids: &[u32], seed: u64) -> Po
         target_rss_anon_bytes: target_after.map(|s| s.rss_anon_bytes),
         target_rss_file_bytes: target_after.map(|s| s.rss_file_bytes),
         reject_path: measured.outcomes.reject_summary(),
-        client_bound: report::client_bound(measured.mean_timer_lag.map(|d| d.as_secs_f64() * 1000.0)),
+        client_bound: report::client_bound(
+            measured.mean_timer_lag.map(|d| d.as_secs_f64() * 1000.0),
+        ),
         outcomes: measured.outcomes,
     }
 }

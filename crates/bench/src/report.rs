@@ -60,21 +60,21 @@ pub const CLIENT_BOUND_TIMER_LAG_MS: f64 = 2.0;
 impl Point {
     /// Why the cell does not measure the target, if it does not.
     pub fn flag(&self) -> Option<&str> {
-        self.reject_path
-            .as_deref()
-            .or(self.client_bound.as_deref())
+        self.reject_path.as_deref().or(self.client_bound.as_deref())
     }
 }
 
 /// The client-bound flag of an open-loop cell whose sends were late by
 /// `lag_ms` on average.
 pub fn client_bound(lag_ms: Option<f64>) -> Option<String> {
-    lag_ms.filter(|lag| *lag > CLIENT_BOUND_TIMER_LAG_MS).map(|lag| {
-        format!(
-            "client-bound: the load generator sent {lag:.1} ms late on average \
+    lag_ms
+        .filter(|lag| *lag > CLIENT_BOUND_TIMER_LAG_MS)
+        .map(|lag| {
+            format!(
+                "client-bound: the load generator sent {lag:.1} ms late on average \
              (over {CLIENT_BOUND_TIMER_LAG_MS} ms); it, not the target, set the pace"
-        )
-    })
+            )
+        })
 }
 
 /// A target's sweep over one workload.
@@ -263,11 +263,7 @@ impl Results {
                     (Some(t), Some(b)) => ratio(t, b),
                     _ => None,
                 };
-                let flagged = t
-                    .points
-                    .iter()
-                    .chain(&b.points)
-                    .any(|p| p.flag().is_some());
+                let flagged = t.points.iter().chain(&b.points).any(|p| p.flag().is_some());
                 self.verdicts.push(Verdict {
                     workload: workload.workload.clone(),
                     target: target.clone(),

@@ -317,6 +317,11 @@ async fn verify_lines(lines: Vec<Vec<u8>>) -> Result<Vec<PreparedBlock>, IngestE
     Ok(blocks)
 }
 
+/// `x` to three decimals, for log fields.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,9 +425,4 @@ mod tests {
         );
         eprintln!("/health: {report}");
     }
-}
-
-/// `x` to three decimals, for log fields.
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }

@@ -511,7 +511,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let endpoint = upstream_endpoint(&rpc_url, &args)?;
     let client = RpcClient::for_endpoint(endpoint.clone())
         .context("--upstream")?
-        .with_timeout(Duration::from_millis(args.upstream_timeout_ms.0.as_millis().max(1) as u64))
+        .with_timeout(Duration::from_millis(
+            args.upstream_timeout_ms.0.as_millis().max(1) as u64,
+        ))
         .with_max_response_bytes(args.upstream_max_body_bytes.usize())
         .with_pacing(Arc::new(Pacing::new(args.upstream_rps)))
         .with_max_batch(args.upstream_max_batch);
@@ -675,7 +677,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             public: listener,
             admin,
         },
-        reader, view, identity, config, state, stopped,
+        reader,
+        view,
+        identity,
+        config,
+        state,
+        stopped,
     ));
     shutdown_signal().await;
     tracing::info!("shutting down");

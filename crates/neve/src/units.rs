@@ -21,7 +21,11 @@ fn duration(text: &str, unit: Duration) -> Result<Duration, String> {
 }
 
 fn show_duration(d: Duration, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    write!(f, "{}", humantime::format_duration(d).to_string().replace(' ', ""))
+    write!(
+        f,
+        "{}",
+        humantime::format_duration(d).to_string().replace(' ', "")
+    )
 }
 
 /// A duration whose bare number is milliseconds (flags named `…-ms`).
@@ -87,7 +91,7 @@ impl fmt::Display for Bytes {
     /// The largest binary unit that divides it exactly, else bytes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-            if self.0 != 0 && self.0 % (1u64 << shift) == 0 {
+            if self.0 != 0 && self.0.is_multiple_of(1u64 << shift) {
                 return write!(f, "{}{unit}", self.0 >> shift);
             }
         }
@@ -101,7 +105,10 @@ mod tests {
 
     #[test]
     fn a_bare_number_keeps_the_unit_the_flag_names() {
-        assert_eq!("250".parse::<Millis>().unwrap().0, Duration::from_millis(250));
+        assert_eq!(
+            "250".parse::<Millis>().unwrap().0,
+            Duration::from_millis(250)
+        );
         assert_eq!("60".parse::<Secs>().unwrap().0, Duration::from_secs(60));
         assert_eq!("1048576".parse::<Bytes>().unwrap().0, 1 << 20);
     }
@@ -110,7 +117,10 @@ mod tests {
     fn units_are_accepted_and_shown_back() {
         assert_eq!("30s".parse::<Millis>().unwrap().0, Duration::from_secs(30));
         assert_eq!("1m 30s".parse::<Secs>().unwrap().0, Duration::from_secs(90));
-        assert_eq!("500ms".parse::<Secs>().unwrap().0, Duration::from_millis(500));
+        assert_eq!(
+            "500ms".parse::<Secs>().unwrap().0,
+            Duration::from_millis(500)
+        );
         assert_eq!("24MiB".parse::<Bytes>().unwrap().0, 24 << 20);
         assert_eq!("24 MiB".parse::<Bytes>().unwrap().0, 24 << 20);
         assert_eq!("2GB".parse::<Bytes>().unwrap().0, 2_000_000_000);

@@ -214,7 +214,10 @@ async fn proxies_probes_are_answered_and_the_build_is_exported() {
             && info.ends_with(" 1"),
         "{info}"
     );
-    assert!(metrics.contains("\nneve_http_max_connections "), "{metrics}");
+    assert!(
+        metrics.contains("\nneve_http_max_connections "),
+        "{metrics}"
+    );
     // The upstream gone: no peer.
     drop(geth);
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -61,7 +61,8 @@ impl Origins {
             Origins::Any => true,
             Origins::List(list) => {
                 let origin = origin.strip_suffix(b"/").unwrap_or(origin);
-                list.iter().any(|o| o.as_bytes().eq_ignore_ascii_case(origin))
+                list.iter()
+                    .any(|o| o.as_bytes().eq_ignore_ascii_case(origin))
             }
         }
     }

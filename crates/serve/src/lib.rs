@@ -74,11 +74,11 @@ pub use config::{
     DEFAULT_MAX_BATCH_ANSWER_BYTES, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_STATE_FETCH_TIMEOUT, ServeConfig, StateAccess, UpstreamHealth,
 };
+pub use cors::{Origins, PREFLIGHT_MAX_AGE_SECONDS};
 pub use errors::ErrorCode;
 pub use fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
-pub use cors::{Origins, PREFLIGHT_MAX_AGE_SECONDS};
-pub use listen::{ADMIN_MAX_CONNECTIONS, Listeners, serve};
 pub(crate) use listen::until_stopped;
+pub use listen::{ADMIN_MAX_CONNECTIONS, Listeners, serve};
 pub use logs::{
     DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, MAX_QUEUED_SCANS, SCAN_INLINE_BLOCKS,
 };

@@ -137,14 +137,29 @@ pub async fn serve(
         None => {
             tokio::join!(
                 signalled,
-                accept(server.clone(), listeners.public, Role::Everything, max_connections)
+                accept(
+                    server.clone(),
+                    listeners.public,
+                    Role::Everything,
+                    max_connections
+                )
             );
         }
         Some(admin) => {
             tokio::join!(
                 signalled,
-                accept(server.clone(), listeners.public, Role::Public, max_connections),
-                accept(server.clone(), admin, Role::Everything, ADMIN_MAX_CONNECTIONS),
+                accept(
+                    server.clone(),
+                    listeners.public,
+                    Role::Public,
+                    max_connections
+                ),
+                accept(
+                    server.clone(),
+                    admin,
+                    Role::Everything,
+                    ADMIN_MAX_CONNECTIONS
+                ),
             );
         }
     }
