@@ -186,23 +186,33 @@ pub(crate) fn render(command: &Command, matches: &ArgMatches, from_file: &FromFi
             .get_raw(arg.get_id().as_str())
             .map(|v| v.map(|v| v.to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
-        let Some(value) = values.first() else {
+        if values.is_empty() {
             out.push_str(&format!("# {long} =\n"));
             continue;
-        };
-        let value = match long {
-            // A header's value is a credential; its name is not.
-            "upstream-header" => format!(
-                "{}: {}",
-                value.split(':').next().unwrap_or_default().trim(),
-                neve_upstream::MASK
-            ),
-            _ => redact(value),
-        };
-        let literal = if value.parse::<i64>().is_ok() {
-            value
-        } else {
-            format!("{value:?}")
+        }
+        let shown: Vec<String> = values
+            .iter()
+            .map(|value| {
+                let value = match long {
+                    // A header's value is a credential; its name is not.
+                    "upstream-header" => format!(
+                        "{}: {}",
+                        value.split(':').next().unwrap_or_default().trim(),
+                        neve_upstream::MASK
+                    ),
+                    _ => redact(value),
+                };
+                if value.parse::<i64>().is_ok() {
+                    value
+                } else {
+                    format!("{value:?}")
+                }
+            })
+            .collect();
+        // A repeatable setting given more than once is an array in the file.
+        let literal = match shown.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
         };
         let source = if from_file.contains(long) {
             "file"

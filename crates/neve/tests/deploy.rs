@@ -215,7 +215,7 @@ fn a_repeatable_setting_takes_an_array_and_credentials_are_masked() {
     );
     assert_eq!(
         setting(&printed, "upstream-header"),
-        "\"Authorization: ***\"  # file"
+        "[\"Authorization: ***\", \"X-Team: ***\"]  # file"
     );
     for secret in [
         "pw-0123456789",
