@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -18,39 +17,6 @@ use neve_upstream::{RpcClient, quantity};
 use serde_json::{Value, json};
 use support::*;
 use tokio_tungstenite::tungstenite::Message;
-
-/// nginx (Debian's) running `deploy/nginx/neve.conf` with this site's
-/// `neve/upstreams.conf` and `neve/listen.conf`: the mirrors at `mirrors`,
-/// the full node at `node` (host:port each). Returns it and its address.
-fn start_front_end(mirrors: &[&str], node: &str) -> (Nginx, String) {
-    let [port] = free_ports();
-    let servers: String = mirrors
-        .iter()
-        .map(|m| format!("    server {m} max_fails=1 fail_timeout=5s;\n"))
-        .collect();
-    let shipped: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../deploy/nginx/neve.conf")
-        .canonicalize()
-        .unwrap();
-    let site = |dir: &Path| {
-        std::fs::create_dir_all(dir.join("neve")).unwrap();
-        std::fs::write(
-            dir.join("neve/upstreams.conf"),
-            format!(
-                "upstream neve_mirrors {{\n    zone neve_mirrors 64k;\n{servers}    keepalive 16;\n}}\n\
-                 upstream full_node {{\n    server {node};\n    keepalive 4;\n}}\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("neve/listen.conf"),
-            format!("listen 127.0.0.1:{port};\n"),
-        )
-        .unwrap();
-        format!("  access_log off;\n  include {};", shipped.display())
-    };
-    (Nginx::start(site, &[port]), format!("127.0.0.1:{port}"))
-}
 
 /// `/health` of the neve whose operator endpoints are at `addr`, parsed.
 fn health(addr: &str) -> Option<Value> {
@@ -206,7 +172,7 @@ async fn operator_endpoints_are_on_the_admin_port_only_and_the_front_end_hides_t
     // them on the port nginx sends to (each is asked more often than there
     // are mirrors, so round-robin reaches both).
     let node = geth.http_url().trim_start_matches("http://");
-    let (_front, front) = start_front_end(&[&neve.addr, &mirror.addr], node);
+    let (_front, front) = shipped_front_end(&[&neve.addr, &mirror.addr], node);
     let through = RpcClient::new(&format!("http://{front}")).unwrap();
     for _ in 0..4 {
         assert_eq!(head(&through).await, top);

@@ -7,10 +7,8 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use neve_devnet::free_ports;
 use neve_upstream::{RpcClient, quantity};
 use serde_json::{Value, json};
 use support::*;
@@ -28,35 +26,10 @@ fn host_port(url: &str) -> &str {
 }
 
 fn start_front_end(mirrors: &[&str], node: &str) -> FrontEnd {
-    let [port] = free_ports();
-    let servers: String = mirrors
-        .iter()
-        .map(|m| format!("    server {m} max_fails=1 fail_timeout=5s;\n"))
-        .collect();
-    let shipped: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../deploy/nginx/neve.conf")
-        .canonicalize()
-        .unwrap();
-    let site = |dir: &Path| {
-        std::fs::create_dir_all(dir.join("neve")).unwrap();
-        std::fs::write(
-            dir.join("neve/upstreams.conf"),
-            format!(
-                "upstream neve_mirrors {{\n    zone neve_mirrors 64k;\n{servers}    keepalive 16;\n}}\n\
-                 upstream full_node {{\n    server {node};\n    keepalive 4;\n}}\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("neve/listen.conf"),
-            format!("listen 127.0.0.1:{port};\n"),
-        )
-        .unwrap();
-        format!("  access_log off;\n  include {};", shipped.display())
-    };
+    let (nginx, addr) = shipped_front_end(mirrors, node);
     FrontEnd {
-        _nginx: Nginx::start(site, &[port]),
-        url: format!("http://127.0.0.1:{port}"),
+        _nginx: nginx,
+        url: format!("http://{addr}"),
     }
 }
 

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, ORIGIN, VARY};
 use hyper::{Response, StatusCode};
 
-use crate::Chunks;
+use crate::body::Chunks;
 
 /// How long a browser may reuse a preflight's answer before asking again:
 /// a page polling every block then costs one call, not two. Default is

@@ -328,7 +328,10 @@ impl Server {
         }
         match (request.method(), request.uri().path()) {
             (&Method::POST, "/") => {
-                let origin = cors::origin(request.headers()).cloned();
+                // No header lookup on the hot path unless CORS is on.
+                let origin = (self.ctx.config.cors_origins != Origins::None)
+                    .then(|| cors::origin(request.headers()).cloned())
+                    .flatten();
                 let mut answer = self.rpc(request, client, new_connection, prepaid).await;
                 cors::allow(&mut answer, &self.ctx.config.cors_origins, origin);
                 answer

@@ -518,3 +518,36 @@ impl Nginx {
         self.process.log_tail(20)
     }
 }
+
+/// nginx running `deploy/nginx/neve.conf` as shipped, with this site's
+/// `neve/upstreams.conf` and `neve/listen.conf`: the mirrors at `mirrors`,
+/// the full node at `node` (host:port each). Returns it and its address.
+pub fn shipped_front_end(mirrors: &[&str], node: &str) -> (Nginx, String) {
+    let [port] = neve_devnet::free_ports();
+    let servers: String = mirrors
+        .iter()
+        .map(|m| format!("    server {m} max_fails=1 fail_timeout=5s;\n"))
+        .collect();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/nginx/neve.conf")
+        .canonicalize()
+        .unwrap();
+    let site = |dir: &std::path::Path| {
+        std::fs::create_dir_all(dir.join("neve")).unwrap();
+        std::fs::write(
+            dir.join("neve/upstreams.conf"),
+            format!(
+                "upstream neve_mirrors {{\n    zone neve_mirrors 64k;\n{servers}    keepalive 16;\n}}\n\
+                 upstream full_node {{\n    server {node};\n    keepalive 4;\n}}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("neve/listen.conf"),
+            format!("listen 127.0.0.1:{port};\n"),
+        )
+        .unwrap();
+        format!("  access_log off;\n  include {};", shipped.display())
+    };
+    (Nginx::start(site, &[port]), format!("127.0.0.1:{port}"))
+}
