@@ -3,10 +3,27 @@
 //! background core, at a lower scheduling priority than serving
 //! ([`neve_store::background`]): a backfill at full speed then uses whatever
 //! CPU serving leaves, instead of taking half of it.
+//!
+//! The tip is the exception. While the follower is within [`TIP_BLOCKS`] of
+//! the upstream's head, a new block's work runs on [`TIP_THREADS`] threads
+//! at serving's priority (started by [`start_tip_threads`] from a thread
+//! that has it): under a saturating read load a nice-10 batch thread gets a
+//! tenth of a core, and `latest` would wait tens of milliseconds behind the
+//! answers it is meant to make possible.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use neve_store::background::Pool;
+
+/// Blocks still to fetch at or under which the follower is at the tip and
+/// its work is urgent: the new head, and one more for a head that moved
+/// while the last was stored. Default is 2.
+pub const TIP_BLOCKS: u64 = 2;
+
+/// Threads for the tip's work: a block being verified while the one before
+/// it is appended. Default is 2.
+pub const TIP_THREADS: usize = 2;
 
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
@@ -18,8 +35,31 @@ fn pool() -> &'static Pool {
     })
 }
 
-/// Runs `work` on an ingest thread and waits for it without blocking the
-/// async worker. A panic in `work` is carried on to the caller.
+static TIP_POOL: OnceLock<Pool> = OnceLock::new();
+
+/// Set while the follower is at the tip ([`TIP_BLOCKS`]).
+static AT_TIP: AtomicBool = AtomicBool::new(false);
+
+/// Starts the tip's threads at the calling thread's priority and on its
+/// CPUs: call it from a thread that has serving's (the binary's main
+/// thread), before ingest's runtime lowers its own. Without it, the tip's
+/// work runs on the background threads like a backfill's.
+pub fn start_tip_threads() {
+    TIP_POOL.get_or_init(|| Pool::serving("neve-ingest-tip", TIP_THREADS));
+}
+
+/// Says whether the follower is at the tip, with `to_fetch` blocks between
+/// its store and the upstream's head.
+pub(crate) fn set_at_tip(to_fetch: u64) {
+    AT_TIP.store(to_fetch <= TIP_BLOCKS, Ordering::Relaxed);
+}
+
+/// Runs `work` on an ingest thread (a tip thread while at the tip) and
+/// waits for it without blocking the async worker. A panic in `work` is
+/// carried on to the caller.
 pub(crate) async fn run<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> R {
-    pool().run(work).await
+    match TIP_POOL.get() {
+        Some(tip) if AT_TIP.load(Ordering::Relaxed) => tip.run(work).await,
+        _ => pool().run(work).await,
+    }
 }

@@ -344,7 +344,12 @@ impl Follower {
             parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?
         };
         self.status.contact(true);
-        self.status.upstream_head.store(head, Ordering::Relaxed);
+        let previous = self.status.upstream_head.swap(head, Ordering::Relaxed);
+        if head > previous {
+            self.status
+                .upstream_head_since_unix_ms
+                .store(crate::status::unix_ms(), Ordering::Relaxed);
+        }
         self.status.head_known.store(true, Ordering::Relaxed);
         let diverged = self.refresh_tags(head).await;
         if diverged {
@@ -377,6 +382,7 @@ impl Follower {
             outcome.caught_up = self.reader.stats().max_contiguous_height >= Some(head);
             return Ok(outcome);
         }
+        crate::cpu::set_at_tip((head + 1).saturating_sub(next));
         // An upstream behind neve (restarted, or catching up) is waited
         // for, not followed backwards.
         if next > head {

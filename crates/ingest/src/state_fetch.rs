@@ -10,9 +10,21 @@
 //! used enters the store; a proof that does not verify is refused, counted
 //! and logged. Concurrent fetches of the same request share one upstream
 //! call; at most [`MAX_FETCHES_IN_FLIGHT`] run at once.
+//!
+//! Prefetch refreshes per block, not per key: when a block is stored it
+//! learns the keys the block touched (the upstream's `prestateTracer` in
+//! diff mode, plus what the tracer leaves out: the fee recipient,
+//! withdrawals and the EIP-4788 and EIP-2935 system writes; or, from an
+//! upstream neve, its `neve_getTouchedKeys`) and proves them at the new
+//! root in one batch. Every node that changed from the parent's root lies
+//! on one of their paths, so the keys clients read stay answerable for a
+//! number of upstream calls set by what the block changed, not by how many
+//! keys are hot. Keys the refresh did not cover (an untraced change, a
+//! node evicted) are then fetched one by one as before.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -48,6 +60,37 @@ pub const DEFAULT_PREFETCH_RATE: u32 = 1000;
 
 /// How often prefetch looks for a new tip. Default is 50 ms.
 const TIP_POLL: Duration = Duration::from_millis(50);
+
+/// After the upstream fails to say what a block touched (no `debug`
+/// namespace, an upstream neve that did not keep it), blocks refreshed key
+/// by key before asking again: one wasted call every this many blocks on
+/// an endpoint that will never answer. Default is 64.
+const TOUCHED_RETRY_BLOCKS: u64 = 64;
+
+/// How long a mirror asks its upstream neve for a block's touched keys
+/// before refreshing that block key by key: the upstream's own refresh of
+/// a block takes a trace and a batch of proofs. Default is 1 s.
+const NEVE_TOUCHED_WAIT: Duration = Duration::from_secs(1);
+
+/// EIP-4788's beacon roots contract and ring size: each block writes the
+/// slots `timestamp % 8191` and that plus 8191 outside any transaction.
+const BEACON_ROOTS: [u8; 20] = alloy_primitives::hex!("000F3df6D732807Ef1319fB7B8bB8522d0Beac02");
+/// EIP-2935's block hash history contract: each block writes the slot
+/// `(number - 1) % 8191` outside any transaction.
+const HISTORY_STORAGE: [u8; 20] =
+    alloy_primitives::hex!("0000F90827F1C53a10cb7A02335B175320002935");
+/// Both system contracts' ring size.
+const SYSTEM_RING: u64 = 8191;
+
+/// Where the keys a block touched come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TouchSource {
+    /// The upstream node's tracer: `debug_traceBlockByHash` with
+    /// `prestateTracer` in diff mode, plus the writes it leaves out.
+    Tracer,
+    /// An upstream neve's `neve_getTouchedKeys`: it traced already.
+    Neve,
+}
 
 /// Who a fetch is for, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -370,22 +413,47 @@ fn verify_answer(
 }
 
 /// Keeps the hot keys answerable at the stored tip: each time the tip
-/// moves, fetches the proofs of the keys read at `latest` lately that the
-/// new root does not answer yet, spending at most `rate` upstream calls a
-/// second. A newer tip abandons the older one's remaining work.
+/// moves, proves the keys the new block touched at its root (one batch,
+/// see the module's docs), then fetches the proofs of the keys read at
+/// `latest` lately that the new root still does not answer, spending at
+/// most `rate` upstream calls a second. A newer tip abandons the older
+/// one's remaining work.
+///
+/// The hot keys are kept in `hot_keys_file` (every
+/// [`HOT_KEYS_SAVE_EVERY`] and on stop) and read back at start, so a
+/// restart refreshes them at this pace instead of meeting its clients'
+/// reads with a fetch each.
 pub async fn prefetch(
     fetcher: ProofFetcher,
     reader: Reader,
     rate: u32,
+    source: Option<TouchSource>,
+    hot_keys_file: Option<PathBuf>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let state = fetcher.state().clone();
+    if let Some(path) = &hot_keys_file {
+        let (path, loading) = (path.clone(), state.clone());
+        let loaded = tokio::task::spawn_blocking(move || load_hot_keys(&path, &loading))
+            .await
+            .unwrap_or(0);
+        if loaded > 0 {
+            tracing::info!(keys = loaded, "hot keys read back; refreshing them");
+        }
+    }
+    let _saver = hot_keys_file.map(|path| {
+        let (state, stop) = (state.clone(), stop.clone());
+        tokio::spawn(save_hot_keys_until_stopped(path, state, stop))
+    });
     if rate == 0 {
+        let _ = stop.changed().await;
         return;
     }
     let interval = Duration::from_secs(1) / rate;
-    let state = fetcher.state().clone();
     let mut done_for: Option<Hash> = None;
     let mut next_call = Instant::now();
+    // Blocks left before asking a silent upstream what a block touched.
+    let mut touched_pause: u64 = 0;
     loop {
         // Polled, not woken: ingest's change notification wakes one
         // waiter (the subscription watcher), and a reading of the tip
@@ -407,8 +475,34 @@ pub async fn prefetch(
         let Some(root) = state.state_root(tip, &block_hash, &block.hashes_only()) else {
             continue;
         };
+        let hot = state.hot_keys();
+        if let Some(source) = source
+            && touched_pause == 0
+        {
+            let header = block.hashes_only();
+            match fetcher
+                .refresh(
+                    source,
+                    &block_hash,
+                    root,
+                    &header,
+                    &hot,
+                    &mut next_call,
+                    interval,
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(error) => {
+                    tracing::debug!(%error, height = tip, "per-block refresh failed; refreshing key by key");
+                    touched_pause = TOUCHED_RETRY_BLOCKS;
+                }
+            }
+        } else {
+            touched_pause = touched_pause.saturating_sub(1);
+        }
         let mut by_address: BTreeMap<[u8; 20], Vec<Hash>> = BTreeMap::new();
-        for key in state.hot_keys() {
+        for key in hot {
             let slots = by_address.entry(key.address).or_default();
             if let Some(slot) = key.slot {
                 slots.push(slot);
@@ -423,11 +517,7 @@ pub async fn prefetch(
             if reader.stats().max_contiguous_height != Some(tip) {
                 break;
             }
-            let now = Instant::now();
-            if next_call > now {
-                tokio::time::sleep(next_call - now).await;
-            }
-            next_call = next_call.max(now) + interval;
+            pace(&mut next_call, interval, 1).await;
             slots.sort_unstable();
             slots.dedup();
             slots.truncate(neve_state::MAX_SLOTS_PER_REQUEST);
@@ -445,6 +535,341 @@ pub async fn prefetch(
         }
         done_for = Some(block_hash);
     }
+}
+
+/// How often the hot keys are written to their file, besides on stop: a
+/// neve killed outright comes back with keys at most this old. Default
+/// is 30 s.
+pub const HOT_KEYS_SAVE_EVERY: Duration = Duration::from_secs(30);
+
+/// Writes the hot keys every [`HOT_KEYS_SAVE_EVERY`] and once more on stop.
+async fn save_hot_keys_until_stopped(
+    path: PathBuf,
+    state: Arc<State>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let stopping = tokio::select! {
+            _ = tokio::time::sleep(HOT_KEYS_SAVE_EVERY) => false,
+            _ = stop.changed() => true,
+        };
+        let (path, state) = (path.clone(), state.clone());
+        let saved = tokio::task::spawn_blocking(move || save_hot_keys(&path, &state)).await;
+        if let Ok(Err(error)) = saved {
+            tracing::warn!(%error, "could not save the hot keys");
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// The hot keys, one a line (`0xADDRESS` or `0xADDRESS 0xSLOT`), written to
+/// a temporary file and renamed over `path`, so a crash leaves the old
+/// file or the new one.
+fn save_hot_keys(path: &std::path::Path, state: &State) -> std::io::Result<()> {
+    let mut text = String::new();
+    for key in state.hot_keys() {
+        text.push_str(&hex(&key.address));
+        if let Some(slot) = key.slot {
+            text.push(' ');
+            text.push_str(&hex(&slot));
+        }
+        text.push('\n');
+    }
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, text)?;
+    std::fs::rename(&partial, path)
+}
+
+/// Records the keys of a file [`save_hot_keys`] wrote as hot; a line that
+/// does not parse is skipped (the file is a hint). Returns how many.
+fn load_hot_keys(path: &std::path::Path, state: &State) -> usize {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return 0;
+    };
+    let mut loaded = 0;
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let Some(Ok(address)) = words.next().map(address20) else {
+            continue;
+        };
+        let slot = match words.next().map(hash32) {
+            Some(Ok(slot)) => Some(slot),
+            Some(Err(_)) => continue,
+            None => None,
+        };
+        state.record_hot(neve_state::HotKey { address, slot });
+        loaded += 1;
+    }
+    loaded
+}
+
+/// Waits until `calls` more calls fit the prefetch budget.
+async fn pace(next_call: &mut Instant, interval: Duration, calls: u32) {
+    let now = Instant::now();
+    if *next_call > now {
+        tokio::time::sleep(*next_call - now).await;
+    }
+    *next_call = (*next_call).max(now) + interval * calls;
+}
+
+impl ProofFetcher {
+    /// Proves at `root` the keys block `block_hash` touched, in one batch,
+    /// and keeps them for mirrors. Slots are proved only for accounts with
+    /// hot slots: the account trie's new nodes all lie on the touched
+    /// accounts' paths, a storage trie's on its touched slots'.
+    #[allow(clippy::too_many_arguments)]
+    async fn refresh(
+        &self,
+        source: TouchSource,
+        block_hash: &Hash,
+        root: Hash,
+        header: &[u8],
+        hot: &[neve_state::HotKey],
+        next_call: &mut Instant,
+        interval: Duration,
+    ) -> Result<(), FetchError> {
+        let inner = &self.inner;
+        let counters = &inner.state.counters;
+        pace(next_call, interval, 1).await;
+        counters.refresh_calls.fetch_add(1, Ordering::Relaxed);
+        counters.prefetch_calls.fetch_add(1, Ordering::Relaxed);
+        let touched = Arc::new(match source {
+            TouchSource::Tracer => {
+                let trace = inner
+                    .client
+                    .call_raw(
+                        "debug_traceBlockByHash",
+                        serde_json::json!([
+                            hex(block_hash),
+                            {"tracer": "prestateTracer", "tracerConfig": {"diffMode": true}}
+                        ]),
+                    )
+                    .await?;
+                let mut touched = touched_by_trace(trace.get())?;
+                add_untraced(&mut touched, header)?;
+                touched
+            }
+            TouchSource::Neve => {
+                // The upstream neve stored the block before this one
+                // could; its own refresh of it may still be under way.
+                let deadline = Instant::now() + NEVE_TOUCHED_WAIT;
+                loop {
+                    let said = inner
+                        .client
+                        .call_raw("neve_getTouchedKeys", serde_json::json!([hex(block_hash)]))
+                        .await;
+                    // Not kept (yet) is a `null` result, with a 421.
+                    let said = said.map(|said| (said.get() != "null").then_some(said));
+                    match said {
+                        Ok(Some(said)) => break touched_as_said(said.get())?,
+                        Ok(None) | Err(_) if Instant::now() < deadline => {
+                            tokio::time::sleep(TIP_POLL).await;
+                            pace(next_call, interval, 1).await;
+                            counters.refresh_calls.fetch_add(1, Ordering::Relaxed);
+                            counters.prefetch_calls.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(None) => {
+                            return Err(FetchError::Shape(
+                                "the upstream neve did not say what the block touched".into(),
+                            ));
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+            }
+        });
+        // Said to mirrors once this neve holds the block's new nodes, so a
+        // mirror's proofs of them are answered from here.
+        if hot.is_empty() {
+            inner.state.touched.record(*block_hash, touched);
+            counters.refreshed_blocks.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let slotted: std::collections::HashSet<[u8; 20]> = hot
+            .iter()
+            .filter(|k| k.slot.is_some())
+            .map(|k| k.address)
+            .collect();
+        let requests: Vec<FetchRequest> = touched
+            .iter()
+            .map(|(address, slots)| {
+                let mut slots = if slotted.contains(address) {
+                    slots.clone()
+                } else {
+                    Vec::new()
+                };
+                slots.truncate(neve_state::MAX_SLOTS_PER_REQUEST);
+                FetchRequest {
+                    block_hash: *block_hash,
+                    state_root: root,
+                    address: *address,
+                    slots,
+                    code: false,
+                }
+            })
+            .collect();
+        if requests.is_empty() {
+            inner.state.touched.record(*block_hash, touched);
+            counters.refreshed_blocks.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let calls: Vec<(&str, serde_json::Value)> = requests
+            .iter()
+            .map(|r| {
+                let slots: Vec<String> = r.slots.iter().map(|s| hex(s)).collect();
+                (
+                    "eth_getProof",
+                    serde_json::json!([hex(&r.address), slots, {"blockHash": hex(block_hash)}]),
+                )
+            })
+            .collect();
+        pace(next_call, interval, calls.len() as u32).await;
+        counters
+            .refresh_calls
+            .fetch_add(calls.len() as u64, Ordering::Relaxed);
+        counters
+            .prefetch_calls
+            .fetch_add(calls.len() as u64, Ordering::Relaxed);
+        let answers = inner.client.batch(&calls).await?;
+        // Hashing every proof of a busy block is milliseconds of CPU: off
+        // the async workers, like a single fetch's.
+        let state = inner.state.clone();
+        let refused = tokio::task::spawn_blocking(move || {
+            let mut refused = 0u64;
+            for (request, answer) in requests.iter().zip(answers) {
+                let verified = answer
+                    .map_err(FetchError::from)
+                    .and_then(|proof| decode_and_verify(request, proof.get(), None));
+                match verified {
+                    Ok(verified) => state.insert(verified),
+                    Err(FetchError::Refused(_)) => refused += 1,
+                    // An account the upstream could not prove now is left
+                    // to the key-by-key pass.
+                    Err(_) => {}
+                }
+            }
+            refused
+        })
+        .await
+        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))?;
+        if refused > 0 {
+            counters.refused.fetch_add(refused, Ordering::Relaxed);
+            tracing::warn!(refused, "state proofs refused while refreshing a block");
+        }
+        inner.state.touched.record(*block_hash, touched);
+        counters.refreshed_blocks.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The keys a `prestateTracer` diff-mode trace of a block names: every
+/// account in any transaction's `pre` or `post`, with the slots of its
+/// `storage` there.
+fn touched_by_trace(trace: &str) -> Result<neve_state::Touched, FetchError> {
+    #[derive(Deserialize)]
+    struct Traced {
+        result: Option<Diff>,
+    }
+    #[derive(Deserialize)]
+    struct Diff {
+        #[serde(default)]
+        pre: BTreeMap<String, Changed>,
+        #[serde(default)]
+        post: BTreeMap<String, Changed>,
+    }
+    #[derive(Deserialize)]
+    struct Changed {
+        #[serde(default)]
+        storage: BTreeMap<String, serde::de::IgnoredAny>,
+    }
+    let traced: Vec<Traced> =
+        serde_json::from_str(trace).map_err(|e| FetchError::Shape(e.to_string()))?;
+    let mut touched = neve_state::Touched::new();
+    for diff in traced.into_iter().filter_map(|t| t.result) {
+        for (address, changed) in diff.pre.into_iter().chain(diff.post) {
+            let slots = touched.entry(address20(&address)?).or_default();
+            for slot in changed.storage.keys() {
+                slots.push(hash32(slot)?);
+            }
+        }
+    }
+    for slots in touched.values_mut() {
+        slots.sort_unstable();
+        slots.dedup();
+    }
+    Ok(touched)
+}
+
+/// Adds what a block changes outside its transactions, which the tracer
+/// does not see: the fee recipient, withdrawals' recipients, and the
+/// EIP-4788 and EIP-2935 system contracts' slots, read from the verified
+/// header.
+fn add_untraced(touched: &mut neve_state::Touched, header: &[u8]) -> Result<(), FetchError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Header {
+        number: String,
+        timestamp: String,
+        miner: String,
+        #[serde(default)]
+        parent_beacon_block_root: Option<String>,
+        #[serde(default)]
+        requests_hash: Option<String>,
+        #[serde(default)]
+        withdrawals: Vec<Withdrawal>,
+    }
+    #[derive(Deserialize)]
+    struct Withdrawal {
+        address: String,
+    }
+    let header: Header =
+        serde_json::from_slice(header).map_err(|e| FetchError::Shape(e.to_string()))?;
+    let number = u64::try_from(quantity_u256(&header.number)?)
+        .map_err(|_| FetchError::Shape("height over 64 bits".into()))?;
+    let timestamp = u64::try_from(quantity_u256(&header.timestamp)?)
+        .map_err(|_| FetchError::Shape("timestamp over 64 bits".into()))?;
+    touched.entry(address20(&header.miner)?).or_default();
+    for withdrawal in &header.withdrawals {
+        touched.entry(address20(&withdrawal.address)?).or_default();
+    }
+    let slot = |n: u64| U256::from(n).to_be_bytes::<32>();
+    if header.parent_beacon_block_root.is_some() {
+        let ring = timestamp % SYSTEM_RING;
+        let slots = touched.entry(BEACON_ROOTS).or_default();
+        slots.extend([slot(ring), slot(ring + SYSTEM_RING)]);
+    }
+    if header.requests_hash.is_some() && number > 0 {
+        let slots = touched.entry(HISTORY_STORAGE).or_default();
+        slots.push(slot((number - 1) % SYSTEM_RING));
+    }
+    for slots in touched.values_mut() {
+        slots.sort_unstable();
+        slots.dedup();
+    }
+    Ok(())
+}
+
+/// An upstream neve's `neve_getTouchedKeys` answer.
+fn touched_as_said(said: &str) -> Result<neve_state::Touched, FetchError> {
+    let said: BTreeMap<String, Vec<String>> =
+        serde_json::from_str(said).map_err(|e| FetchError::Shape(e.to_string()))?;
+    said.iter()
+        .map(|(address, slots)| {
+            Ok((
+                address20(address)?,
+                slots.iter().map(|s| hash32(s)).collect::<Result<_, _>>()?,
+            ))
+        })
+        .collect()
+}
+
+fn address20(text: &str) -> Result<[u8; 20], FetchError> {
+    decode_hex(text)?
+        .as_ref()
+        .try_into()
+        .map_err(|_| FetchError::Shape(format!("{text:?} is not an address")))
 }
 
 /// Whether `root` already answers the account and these slots.
@@ -498,6 +923,76 @@ mod tests {
         let lying = answer.replacen("\"balance\":\"0x76\"", "\"balance\":\"0x77\"", 1);
         assert_ne!(lying, answer);
         assert!(decode_and_verify(&request, &lying, None).is_err());
+    }
+
+    /// A block's diff-mode prestate trace names every account in `pre` or
+    /// `post` with its slots; the header adds the fee recipient,
+    /// withdrawals and the system contracts' slots the trace leaves out.
+    #[test]
+    fn touched_keys_come_from_the_trace_and_the_header() {
+        let a = format!("0x{}", "aa".repeat(20));
+        let b = format!("0x{}", "bb".repeat(20));
+        let slot = format!("0x{}", "01".repeat(32));
+        let trace = format!(
+            r#"[{{"txHash":"0x00","result":{{"pre":{{"{a}":{{"balance":"0x2","storage":{{"{slot}":"0x01"}}}}}},"post":{{"{a}":{{"balance":"0x1"}},"{b}":{{"nonce":1}}}}}}}},{{"txHash":"0x01","error":"execution reverted"}}]"#
+        );
+        let mut touched = touched_by_trace(&trace).unwrap();
+        assert_eq!(touched.len(), 2);
+        assert_eq!(touched[&[0xaa; 20]], vec![[1; 32]]);
+        assert!(touched[&[0xbb; 20]].is_empty());
+        let miner = format!("0x{}", "cc".repeat(20));
+        let withdrawn = format!("0x{}", "dd".repeat(20));
+        let header = format!(
+            r#"{{"number":"0x10","timestamp":"0x2000","miner":"{miner}","parentBeaconBlockRoot":"0x00","requestsHash":"0x00","withdrawals":[{{"index":"0x0","validatorIndex":"0x0","address":"{withdrawn}","amount":"0x1"}}]}}"#
+        );
+        add_untraced(&mut touched, header.as_bytes()).unwrap();
+        assert!(touched.contains_key(&[0xcc; 20]) && touched.contains_key(&[0xdd; 20]));
+        let slot_of = |n: u64| U256::from(n).to_be_bytes::<32>();
+        assert_eq!(
+            touched[&BEACON_ROOTS],
+            vec![slot_of(0x2000 % 8191), slot_of(0x2000 % 8191 + 8191)]
+        );
+        assert_eq!(touched[&HISTORY_STORAGE], vec![slot_of(15)]);
+        // What a neve says is read back the same way.
+        let said = format!(r#"{{"{a}":["{slot}"],"{b}":[]}}"#);
+        let read = touched_as_said(&said).unwrap();
+        assert_eq!(read[&[0xaa; 20]], vec![[1; 32]]);
+        assert!(touched_as_said("[1]").is_err());
+        assert!(touched_by_trace(r#"{"pre":{}}"#).is_err());
+    }
+
+    /// The hot keys survive a restart through their file; a damaged line
+    /// is skipped, not fatal.
+    #[test]
+    fn hot_keys_are_saved_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hot-keys");
+        let state = State::new(1 << 20, 64);
+        state.record_hot(neve_state::HotKey {
+            address: [1; 20],
+            slot: None,
+        });
+        state.record_hot(neve_state::HotKey {
+            address: [2; 20],
+            slot: Some([3; 32]),
+        });
+        save_hot_keys(&path, &state).unwrap();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("not a key\n0x12 0x34\n");
+        std::fs::write(&path, text).unwrap();
+        let restarted = State::new(1 << 20, 64);
+        assert_eq!(load_hot_keys(&path, &restarted), 2);
+        let mut keys = restarted.hot_keys();
+        keys.sort_by_key(|k| k.address);
+        assert_eq!(
+            keys,
+            state.hot_keys().into_iter().fold(Vec::new(), |mut v, k| {
+                v.push(k);
+                v.sort_by_key(|k: &neve_state::HotKey| k.address);
+                v
+            })
+        );
+        assert_eq!(load_hot_keys(&dir.path().join("absent"), &restarted), 0);
     }
 
     /// Fuzz target: an upstream's `eth_getProof` (and `eth_getCode`)

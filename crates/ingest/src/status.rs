@@ -9,6 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub struct IngestStatus {
     /// The upstream's head at the last sync.
     pub upstream_head: AtomicU64,
+    /// Unix milliseconds when `upstream_head` last rose: when the newest
+    /// block was announced, as far as neve knows.
+    pub upstream_head_since_unix_ms: AtomicU64,
     /// The upstream's `safe` height + 1 (0: unknown).
     pub(crate) safe_plus_one: AtomicU64,
     /// The upstream's `finalized` height + 1 (0: unknown).

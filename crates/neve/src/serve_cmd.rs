@@ -166,6 +166,11 @@ pub struct ServeArgs {
     /// Blocks the stored tip may trail the upstream while `latest` is still answered.
     #[arg(long, default_value_t = 0, help_heading = ANSWERS)]
     latest_lag: u64,
+    /// For this long after the upstream announces a block neve does not
+    /// hold yet, `latest` is still the block before it; then 421 until it
+    /// is stored (a bare number is milliseconds; 0: 421 at once).
+    #[arg(long, value_name = "DURATION", default_value_t = Millis(neve_serve::DEFAULT_LATEST_GRACE), help_heading = ANSWERS)]
+    latest_grace_ms: Millis,
     /// /health/ready is 200 only within this many blocks of the upstream's head.
     #[arg(long, default_value_t = 2, help_heading = ANSWERS)]
     max_behind: u64,
@@ -244,6 +249,12 @@ pub struct ServeArgs {
     /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
     #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS, help_heading = STATE)]
     state_hot_keys: usize,
+    /// How prefetch keeps the hot keys fresh: `block` proves what each new
+    /// block touched (the upstream's tracer, or an upstream neve's list) in
+    /// one batch, whatever the number of hot keys; `key` proves each hot key
+    /// again at every block (for an upstream whose tracing is dear).
+    #[arg(long, value_enum, default_value_t = StateRefresh::Block, help_heading = STATE)]
+    state_refresh: StateRefresh,
     /// Upstream calls per second prefetch may spend (0: no prefetch).
     #[arg(long, default_value_t = neve_ingest::state_fetch::DEFAULT_PREFETCH_RATE, help_heading = STATE)]
     state_prefetch_rate: u32,
@@ -251,6 +262,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub log: LogArgs,
 }
+
+/// The hot keys' file in the data directory (beside the store's own
+/// directory): what prefetch refreshes first after a restart.
+const HOT_KEYS_FILE: &str = "hot-keys";
 
 // Headings of `neve serve --help`, in the order an operator sets things up.
 const UPSTREAM: &str = "Upstream";
@@ -265,6 +280,14 @@ const STATE: &str = "State";
 pub enum Switch {
     On,
     Off,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StateRefresh {
+    /// Per block: the keys the block touched, in one batch.
+    Block,
+    /// Per key: every hot key again at every block.
+    Key,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -359,6 +382,13 @@ impl ChainView for IngestView {
     }
     fn store_write_error(&self) -> Option<String> {
         self.status.store_error()
+    }
+    fn upstream_head_age(&self) -> Option<Duration> {
+        let since = self
+            .status
+            .upstream_head_since_unix_ms
+            .load(Ordering::Relaxed);
+        age_seconds(since).map(Duration::from_secs_f64)
     }
     fn upstream_connected(&self) -> bool {
         self.status.connected.load(Ordering::Relaxed)
@@ -557,6 +587,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ),
         None => None,
     };
+    // The tip's work runs at serving's priority: started from this thread,
+    // which has it, before ingest's runtime lowers its own.
+    neve_ingest::cpu::start_tip_threads();
     // Ingest (fetching, verifying, storing, following heads, prefetching)
     // runs on a runtime of its own whose threads run at a lower priority,
     // with a client of its own: reading megabytes of blocks from the
@@ -630,6 +663,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             fetcher.clone(),
             reader.clone(),
             args.state_prefetch_rate,
+            // A neve upstream says what each block touched; a node's
+            // tracer is asked otherwise.
+            match (args.state_refresh, args.mirror_from.is_some()) {
+                (StateRefresh::Key, _) => None,
+                (StateRefresh::Block, true) => Some(neve_ingest::state_fetch::TouchSource::Neve),
+                (StateRefresh::Block, false) => Some(neve_ingest::state_fetch::TouchSource::Tracer),
+            },
+            Some(args.data_dir.join(HOT_KEYS_FILE)),
             stopped.clone(),
         ));
         let fetch: Arc<dyn neve_state::Fetch> = Arc::new(fetcher);
@@ -657,6 +698,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         logs_budget_blocks: args.logs_budget_blocks,
         logs_budget_bytes: args.logs_budget_bytes.0,
         latest_lag: args.latest_lag,
+        latest_grace: args.latest_grace_ms.0,
         max_behind: args.max_behind,
         shed_when_behind: args.shed_when_behind == Switch::On,
         retain_blocks,

@@ -25,6 +25,12 @@ pub trait ChainView: Send + Sync + 'static {
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         None
     }
+    /// How long ago the upstream's head reached its current height (when
+    /// ingest first saw it); `None` when unknown. Bounds the grace in which
+    /// `latest` is still the block before it.
+    fn upstream_head_age(&self) -> Option<Duration> {
+        None
+    }
     /// Whether the last exchange with the upstream succeeded: a mirror's
     /// one peer, for `net_peerCount`.
     fn upstream_connected(&self) -> bool {
@@ -140,6 +146,13 @@ pub struct ServeConfig {
     /// (and `eth_blockNumber`) are still answered from it. Default is 0:
     /// `latest` is a miss until the newest block is stored.
     pub latest_lag: u64,
+    /// For this long after the upstream announces a block neve does not
+    /// hold yet, `latest` is still answered with the block before it (the
+    /// newest neve holds); past it, 421 until the block is stored. A pool
+    /// of full nodes behind a balancer differs by a block for longer, and
+    /// answering in this gap is what keeps a busy chain's `latest` reads
+    /// off the full node. See [`DEFAULT_LATEST_GRACE`].
+    pub latest_grace: Duration,
     /// `/health/ready` is 200 only within this many blocks of the upstream's
     /// head. Default is 2.
     pub max_behind: u64,
@@ -176,6 +189,12 @@ pub struct ServeConfig {
     pub client_version: String,
 }
 
+/// The grace after an upstream's new head in which `latest` is still the
+/// block before it: ten times what storing a new block takes at idle here,
+/// and under any chain's block time, so `latest` is never more than one
+/// block old. Default is 500 ms.
+pub const DEFAULT_LATEST_GRACE: Duration = Duration::from_millis(500);
+
 /// How long a state read waits for a fetch-through: long enough for a proof
 /// from a busy local node, short enough that a front end's retry on the
 /// node still answers quickly. Default is 1 s.
@@ -207,6 +226,7 @@ impl Default for ServeConfig {
             logs_budget_blocks: DEFAULT_LOGS_BUDGET_BLOCKS,
             logs_budget_bytes: DEFAULT_LOGS_BUDGET_BYTES,
             latest_lag: 0,
+            latest_grace: DEFAULT_LATEST_GRACE,
             max_behind: 2,
             shed_when_behind: false,
             retain_blocks: None,

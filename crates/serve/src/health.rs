@@ -66,6 +66,18 @@ impl Server {
                 s.prefetch_calls,
             ),
             (
+                "neve_state_refreshed_blocks_total",
+                "refreshed_blocks",
+                "Blocks whose touched keys were proved at their root.",
+                s.refreshed_blocks,
+            ),
+            (
+                "neve_state_refresh_calls_total",
+                "refresh_calls",
+                "Upstream calls made to refresh per block (touched keys and their proofs), part of prefetch's.",
+                s.refresh_calls,
+            ),
+            (
                 "neve_state_node_bytes",
                 "node_bytes",
                 "Bytes held by the node store.",

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use crate::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
-use crate::state::STATE_METHODS;
+use crate::state::{STATE_METHODS, touched_keys};
 use crate::{ChainView, ServeConfig, logs};
 
 /// How a call ended, for the HTTP status and the metrics.
@@ -196,7 +196,8 @@ pub(crate) fn arity(method: &str) -> Option<(usize, usize)> {
         | "debug_getRawBlock"
         | "debug_getRawHeader"
         | "debug_getRawReceipts"
-        | "debug_getRawTransaction" => (1, 1),
+        | "debug_getRawTransaction"
+        | "neve_getTouchedKeys" => (1, 1),
         // The block is optional for state reads: `latest` when absent.
         "eth_getBalance" | "eth_getTransactionCount" | "eth_getCode" | "eth_getStorageValues" => {
             (1, 2)
@@ -234,6 +235,7 @@ pub(crate) const BLOCK_TAIL: &[&str] = &[
     "debug_getRawHeader",
     "debug_getRawReceipts",
     "debug_getRawTransaction",
+    "neve_getTouchedKeys",
 ];
 
 /// How many methods are counted by name in the metrics.
@@ -266,11 +268,23 @@ impl Context {
         let (min, max) = (stats.min_height?, stats.max_contiguous_height?);
         let height = match tag {
             BlockTag::Number(n) => n,
-            // `latest` is ours only while we hold the upstream's head.
+            // `latest` is ours only while we hold the upstream's head, or
+            // the block before it for the grace after the upstream
+            // announced it (what a pool of full nodes behind a balancer
+            // differs by for longer).
             BlockTag::Latest => {
                 // Unknown until ingest has read it: then `latest` is not ours to say.
                 let head = self.chain.upstream_head()?;
-                if head > max + self.config.latest_lag || !self.chain.following() {
+                if !self.chain.following() {
+                    return None;
+                }
+                let lag = self.config.latest_lag;
+                let in_grace = head == max + lag + 1
+                    && self
+                        .chain
+                        .upstream_head_age()
+                        .is_some_and(|age| age < self.config.latest_grace);
+                if head > max + lag && !in_grace {
                     return None;
                 }
                 max
@@ -433,6 +447,10 @@ impl Context {
                 },
                 None => Reply::Miss,
             },
+            "neve_getTouchedKeys" => match &self.state {
+                Some(state) => touched_keys(state, &p.hash(0)?),
+                None => Reply::Unsupported,
+            },
             _ => match &self.state {
                 Some(state) => match self.state_call(state, method, p) {
                     Some(reply) => reply?,
@@ -454,12 +472,17 @@ impl Context {
     fn syncing(&self) -> Reply {
         let stats = self.reader.stats();
         match (self.chain.upstream_head(), stats.max_contiguous_height) {
-            (Some(head), Some(max)) if head > max + self.config.latest_lag => Reply::json(format!(
-                "{{\"startingBlock\":{},\"currentBlock\":{},\"highestBlock\":{}}}",
-                hex_quantity(stats.min_height.unwrap_or(max)),
-                hex_quantity(max),
-                hex_quantity(head)
-            )),
+            (Some(head), Some(max))
+                if head > max + self.config.latest_lag
+                    && self.resolve(BlockTag::Latest).is_none() =>
+            {
+                Reply::json(format!(
+                    "{{\"startingBlock\":{},\"currentBlock\":{},\"highestBlock\":{}}}",
+                    hex_quantity(stats.min_height.unwrap_or(max)),
+                    hex_quantity(max),
+                    hex_quantity(head)
+                ))
+            }
             (_, Some(_)) => Reply::json("false"),
             // Nothing stored yet: still syncing from the start.
             (head, None) => Reply::json(format!(

@@ -55,6 +55,29 @@ fn hex32(bytes: &[u8; 32]) -> String {
     format!("\"0x{}\"", hex::encode(bytes))
 }
 
+/// `neve_getTouchedKeys(blockHash)`: the accounts and slots a recent block
+/// touched, as this neve learnt them to refresh its state, for a mirror
+/// to refresh its own from without tracing anything (a hint: the mirror
+/// still verifies every node by hash). A miss when not kept.
+pub(crate) fn touched_keys(state: &State, block_hash: &Hash) -> Reply {
+    let Some(touched) = state.touched.get(block_hash) else {
+        return Reply::Miss;
+    };
+    let shown: std::collections::BTreeMap<String, Vec<String>> = touched
+        .iter()
+        .map(|(address, slots)| {
+            (
+                format!("0x{}", hex::encode(address)),
+                slots
+                    .iter()
+                    .map(|slot| format!("0x{}", hex::encode(slot)))
+                    .collect(),
+            )
+        })
+        .collect();
+    Reply::json(serde_json::to_string(&shown).expect("strings serialize"))
+}
+
 impl Context {
     /// Answers a state method; `None` when `method` is not one.
     pub(crate) fn state_call(

@@ -784,3 +784,66 @@ fn cold_reads_go_to_the_io_threads_and_others_are_answered_meanwhile() {
     });
     assert_eq!(server.metrics.cold_reads_queued.load(Ordering::Relaxed), 0);
 }
+
+/// An upstream whose head is `0` and was announced `1` ago; neve holds
+/// blocks 0 to 9.
+struct Announced(u64, Duration);
+
+impl ChainView for Announced {
+    fn upstream_head(&self) -> Option<u64> {
+        Some(self.0)
+    }
+    fn safe(&self) -> Option<u64> {
+        None
+    }
+    fn finalized(&self) -> Option<u64> {
+        None
+    }
+    fn upstream_health(&self) -> UpstreamHealth {
+        UpstreamHealth::default()
+    }
+    fn upstream_head_age(&self) -> Option<Duration> {
+        Some(self.1)
+    }
+}
+
+/// In the moment between the upstream announcing block 10 and neve
+/// storing it, `latest` is block 9 for the grace, then a miss; never a
+/// block more than one behind.
+#[test]
+fn latest_is_the_block_before_a_new_head_only_for_the_grace() {
+    let runtime = runtime();
+    let head = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
+    let syncing = r#"{"jsonrpc":"2.0","id":1,"method":"eth_syncing","params":[]}"#;
+    let fresh = Duration::from_millis(100);
+    let stale = Duration::from_secs(2);
+    for (upstream, age, grace, answered) in [
+        (10, fresh, crate::DEFAULT_LATEST_GRACE, true),
+        (10, stale, crate::DEFAULT_LATEST_GRACE, false),
+        (10, fresh, Duration::ZERO, false),
+        (11, fresh, crate::DEFAULT_LATEST_GRACE, false),
+        (9, stale, crate::DEFAULT_LATEST_GRACE, true),
+    ] {
+        let (server, _dir) = server_configured(Arc::new(Announced(upstream, age)), |config| {
+            config.latest_grace = grace;
+        });
+        let case = format!("upstream at {upstream}, announced {age:?} ago, grace {grace:?}");
+        let (status, body) = answer(&server, &runtime, head);
+        if answered {
+            assert_eq!(status, 200, "{case}: {body}");
+            assert!(body.contains(r#""result":"0x9""#), "{case}: {body}");
+            assert!(
+                answer(&server, &runtime, syncing).1.contains("false"),
+                "{case}"
+            );
+        } else {
+            assert_eq!(status, 421, "{case}: {body}");
+            assert!(
+                answer(&server, &runtime, syncing)
+                    .1
+                    .contains("highestBlock"),
+                "{case}"
+            );
+        }
+    }
+}

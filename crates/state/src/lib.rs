@@ -19,6 +19,7 @@ mod account;
 mod hot;
 mod nodes;
 pub mod proof;
+mod touched;
 pub mod trie;
 
 use std::future::Future;
@@ -33,6 +34,7 @@ pub use account::{Account, EMPTY_CODE_HASH};
 pub use hot::{HotKey, HotKeys};
 pub use nodes::{NodeStats, NodeStore};
 pub use proof::{ProofError, Verified, verify_code};
+pub use touched::{TOUCHED_BLOCKS, Touched, TouchedLog};
 pub use trie::{EMPTY_ROOT, Hash};
 
 /// An account address.
@@ -131,6 +133,12 @@ pub struct Counters {
     pub upstream_calls: AtomicU64,
     /// Calls made to the upstream by prefetch.
     pub prefetch_calls: AtomicU64,
+    /// Blocks whose touched keys were proved at their root (refreshed
+    /// per block).
+    pub refreshed_blocks: AtomicU64,
+    /// Calls made to the upstream to refresh per block (the touched keys,
+    /// and their proofs); a share of [`Counters::prefetch_calls`].
+    pub refresh_calls: AtomicU64,
 }
 
 /// A snapshot of [`Counters`] and the node store.
@@ -152,6 +160,10 @@ pub struct StateStats {
     pub upstream_calls: u64,
     /// See [`Counters::prefetch_calls`].
     pub prefetch_calls: u64,
+    /// See [`Counters::refreshed_blocks`].
+    pub refreshed_blocks: u64,
+    /// See [`Counters::refresh_calls`].
+    pub refresh_calls: u64,
     /// The node store's counters.
     pub nodes: NodeStats,
 }
@@ -161,6 +173,8 @@ pub struct State {
     nodes: NodeStore,
     hot: HotKeys,
     roots: Mutex<Vec<Option<(u64, Hash, Hash)>>>,
+    /// What the newest blocks touched, for refresh and for mirrors.
+    pub touched: TouchedLog,
     /// Counters, bumped by serving and by the fetcher.
     pub counters: Counters,
 }
@@ -172,6 +186,7 @@ impl State {
             nodes: NodeStore::new(cache_bytes),
             hot: HotKeys::new(hot_keys),
             roots: Mutex::new(vec![None; ROOT_CACHE]),
+            touched: TouchedLog::default(),
             counters: Counters::default(),
         }
     }
@@ -293,6 +308,8 @@ impl State {
             shed: load(&c.shed),
             upstream_calls: load(&c.upstream_calls),
             prefetch_calls: load(&c.prefetch_calls),
+            refreshed_blocks: load(&c.refreshed_blocks),
+            refresh_calls: load(&c.refresh_calls),
             nodes: self.nodes.stats(),
         }
     }
