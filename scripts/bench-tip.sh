@@ -7,8 +7,10 @@
 # chain with a block a second and `neve load` traffic throughout.
 #
 #   scripts/bench-tip.sh [SECONDS]     # per cell; default 30
+#   NEVE_BIN=/path/to/other/neve GRACES=none scripts/bench-tip.sh   # another build, no grace flag
 source "$(dirname "$0")/lib.sh"
 seconds=${1:-30}
+neve=${NEVE_BIN:-$neve}
 
 DEV_PERIOD=1 start_geth_dev
 "$neve" load --rpc "$geth_url" --seconds $((seconds * 6 + 120)) --tps 200 --accounts 64 >/dev/null 2>&1 &
@@ -22,10 +24,12 @@ wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["l
 LUA
 
 printf '%-12s %-6s %8s %8s %8s %10s %12s\n' grace load blocks p50_ms p99_ms wrk_req/s latest_421_%
-for grace in 0 500ms; do
+for grace in ${GRACES:-0 500ms}; do
   port=$(free_port)
+  flag=(--latest-grace-ms "$grace")
+  [ "$grace" = none ] && flag=()
   "$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor tip --listen "127.0.0.1:$port" \
-    --data-dir "$work/neve-$grace" --latest-grace-ms "$grace" >"$work/neve-$grace.log" 2>&1 &
+    --data-dir "$work/neve-$grace" "${flag[@]}" >"$work/neve-$grace.log" 2>&1 &
   neve_pid=$!; pids+=("$neve_pid")
   until [ "$(stored_height "http://127.0.0.1:$port")" -gt 0 ]; do sleep 0.2; done
   sleep 3

@@ -63,3 +63,31 @@ pub(crate) async fn run<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'st
         _ => pool().run(work).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tip's work runs at the priority of the thread that started the
+    /// tip's threads; a backfill's at the background one.
+    #[tokio::test]
+    async fn the_tip_runs_at_serving_priority_and_a_backfill_below_it() {
+        // SAFETY: reads the calling thread's priority.
+        let nice_here = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        start_tip_threads();
+        // SAFETY: reads the calling thread's priority and class.
+        let priority = || unsafe {
+            (
+                libc::getpriority(libc::PRIO_PROCESS, 0),
+                libc::sched_getscheduler(0),
+            )
+        };
+        set_at_tip(1);
+        assert_eq!(run(priority).await, (nice_here, libc::SCHED_OTHER));
+        set_at_tip(TIP_BLOCKS + 1);
+        assert_eq!(
+            run(priority).await,
+            (neve_store::background::BACKGROUND_NICE, libc::SCHED_BATCH)
+        );
+    }
+}

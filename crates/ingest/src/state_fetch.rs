@@ -420,7 +420,8 @@ fn verify_answer(
 /// one's remaining work.
 ///
 /// The hot keys are kept in `hot_keys_file` (every
-/// [`HOT_KEYS_SAVE_EVERY`] and on stop) and read back at start, so a
+/// [`HOT_KEYS_SAVE_EVERY`]; the binary writes them once more on stop with
+/// [`save_hot_keys`]) and read back at start, so a
 /// restart refreshes them at this pace instead of meeting its clients'
 /// reads with a fetch each.
 pub async fn prefetch(
@@ -492,7 +493,7 @@ pub async fn prefetch(
                 )
                 .await
             {
-                Ok(()) => {}
+                Ok(()) => state.mark_refreshed(tip),
                 Err(error) => {
                     tracing::debug!(%error, height = tip, "per-block refresh failed; refreshing key by key");
                     touched_pause = TOUCHED_RETRY_BLOCKS;
@@ -542,24 +543,22 @@ pub async fn prefetch(
 /// is 30 s.
 pub const HOT_KEYS_SAVE_EVERY: Duration = Duration::from_secs(30);
 
-/// Writes the hot keys every [`HOT_KEYS_SAVE_EVERY`] and once more on stop.
+/// Writes the hot keys every [`HOT_KEYS_SAVE_EVERY`] until stopped (the
+/// binary writes them once more after serving stopped).
 async fn save_hot_keys_until_stopped(
     path: PathBuf,
     state: Arc<State>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
-        let stopping = tokio::select! {
-            _ = tokio::time::sleep(HOT_KEYS_SAVE_EVERY) => false,
-            _ = stop.changed() => true,
-        };
+        tokio::select! {
+            _ = tokio::time::sleep(HOT_KEYS_SAVE_EVERY) => {}
+            _ = stop.changed() => return,
+        }
         let (path, state) = (path.clone(), state.clone());
         let saved = tokio::task::spawn_blocking(move || save_hot_keys(&path, &state)).await;
         if let Ok(Err(error)) = saved {
             tracing::warn!(%error, "could not save the hot keys");
-        }
-        if stopping {
-            return;
         }
     }
 }
@@ -567,7 +566,7 @@ async fn save_hot_keys_until_stopped(
 /// The hot keys, one a line (`0xADDRESS` or `0xADDRESS 0xSLOT`), written to
 /// a temporary file and renamed over `path`, so a crash leaves the old
 /// file or the new one.
-fn save_hot_keys(path: &std::path::Path, state: &State) -> std::io::Result<()> {
+pub fn save_hot_keys(path: &std::path::Path, state: &State) -> std::io::Result<()> {
     let mut text = String::new();
     for key in state.hot_keys() {
         text.push_str(&hex(&key.address));

@@ -390,6 +390,10 @@ impl ChainView for IngestView {
             .load(Ordering::Relaxed);
         age_seconds(since).map(Duration::from_secs_f64)
     }
+    fn stored_tip_age(&self) -> Option<Duration> {
+        let stored = self.status.last_block_unix_ms.load(Ordering::Relaxed);
+        age_seconds(stored).map(Duration::from_secs_f64)
+    }
     fn upstream_connected(&self) -> bool {
         self.status.connected.load(Ordering::Relaxed)
     }
@@ -653,11 +657,13 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         args.progress_interval_secs.0.max(Duration::from_secs(1)),
         stopped.clone(),
     ));
+    let mut kept_state = None;
     let state = (args.state == Switch::On).then(|| {
         let state = Arc::new(neve_state::State::new(
             args.state_cache_bytes.usize(),
             args.state_hot_keys,
         ));
+        kept_state = Some(state.clone());
         let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
         ingest_runtime.spawn(neve_ingest::state_fetch::prefetch(
             fetcher.clone(),
@@ -733,6 +739,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tracing::error!(%error, "the follower's supervisor ended abnormally");
     }
     server.await.context("server task")?.context("server")?;
+    // The hot keys, for a warm start; written here, before ingest's
+    // runtime is dropped, so a stop never races the write.
+    if let Some(state) = &kept_state
+        && let Err(error) =
+            neve_ingest::state_fetch::save_hot_keys(&args.data_dir.join(HOT_KEYS_FILE), state)
+    {
+        tracing::warn!(%error, "could not save the hot keys");
+    }
     ingest_runtime.shutdown_background();
     Ok(())
 }

@@ -154,6 +154,38 @@ async fn hot_keys_stay_answerable_from_per_block_refreshes_directly_and_through_
     );
     let fallback = delta("prefetch_calls") - delta("refresh_calls");
     assert!(fallback <= 2, "{fallback} key-by-key proofs on the mirror");
+    drop(mirror);
+
+    // A restart comes back warm: the hot keys were saved on stop, read
+    // back at start and refreshed before clients read them again.
+    let mut neve = neve;
+    neve.terminate();
+    tokio::task::block_in_place(|| neve.wait_exit(Duration::from_secs(20)))
+        .unwrap_or_else(|| panic!("neve did not stop:\n{}", neve.log()));
+    let saved = std::fs::read_to_string(neve.store.join("hot-keys")).unwrap_or_default();
+    assert!(
+        saved.lines().count() >= addresses.len(),
+        "the hot keys were saved: {saved}"
+    );
+    neve.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !neve.log().contains("hot keys read back") {
+        assert!(
+            Instant::now() < deadline,
+            "no hot keys read back:\n{}",
+            neve.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_blocks(&neve, 2).await;
+    let before = counters(&neve);
+    read_latest(&client, &addresses).await;
+    let after = counters(&neve);
+    assert_eq!(
+        count(&after, "upstream_calls"),
+        count(&before, "upstream_calls"),
+        "after the restart, reads at `latest` were answered from refreshed nodes: {after}"
+    );
     traffic.abort();
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline && !traffic.is_finished() {

@@ -104,9 +104,27 @@ impl Context {
     }
 
     /// The verified state root of the block `at` names, if stored.
+    ///
+    /// `latest` is the block before the stored tip while the tip's
+    /// touched keys are still being proved, for at most the grace after it
+    /// was stored (the rule `latest` follows for blocks): reads then hit
+    /// the refreshed nodes instead of each fetching what the refresh is
+    /// about to bring.
     fn state_at(&self, state: &State, at: BlockRef) -> Option<At> {
         let latest = at == BlockRef::Tag(BlockTag::Latest);
         let block = match at {
+            BlockRef::Tag(BlockTag::Latest) => {
+                let tip = self.resolve(BlockTag::Latest)?;
+                let refreshing = state.refreshed().is_some_and(|done| done + 1 == tip)
+                    && self
+                        .chain
+                        .stored_tip_age()
+                        .is_some_and(|age| age < self.config.latest_grace);
+                let before = refreshing
+                    .then(|| self.resolve(BlockTag::Number(tip - 1)))
+                    .flatten();
+                self.reader.block(before.unwrap_or(tip))?
+            }
             BlockRef::Tag(tag) => self.reader.block(self.resolve(tag)?)?,
             BlockRef::Hash(hash) => self.reader.block_by_hash(&hash)?,
         };

@@ -175,6 +175,9 @@ pub struct State {
     roots: Mutex<Vec<Option<(u64, Hash, Hash)>>>,
     /// What the newest blocks touched, for refresh and for mirrors.
     pub touched: TouchedLog,
+    /// The newest height whose touched keys were proved, plus one (0:
+    /// none yet).
+    refreshed_plus_one: AtomicU64,
     /// Counters, bumped by serving and by the fetcher.
     pub counters: Counters,
 }
@@ -187,6 +190,7 @@ impl State {
             hot: HotKeys::new(hot_keys),
             roots: Mutex::new(vec![None; ROOT_CACHE]),
             touched: TouchedLog::default(),
+            refreshed_plus_one: AtomicU64::new(0),
             counters: Counters::default(),
         }
     }
@@ -263,6 +267,20 @@ impl State {
     /// Whether the code under `code_hash` is held.
     pub fn has_code(&self, code_hash: &Hash) -> bool {
         *code_hash == EMPTY_CODE_HASH || self.nodes.contains(code_hash)
+    }
+
+    /// Notes that the block at `height` was refreshed: the nodes its
+    /// touched keys need are held.
+    pub fn mark_refreshed(&self, height: u64) {
+        self.refreshed_plus_one
+            .fetch_max(height + 1, Ordering::Relaxed);
+    }
+
+    /// The newest height refreshed, if any.
+    pub fn refreshed(&self) -> Option<u64> {
+        self.refreshed_plus_one
+            .load(Ordering::Relaxed)
+            .checked_sub(1)
     }
 
     /// Notes a key read at `latest`, for prefetch.
