@@ -45,7 +45,7 @@ static AT_TIP: AtomicBool = AtomicBool::new(false);
 /// thread), before ingest's runtime lowers its own. Without it, the tip's
 /// work runs on the background threads like a backfill's.
 pub fn start_tip_threads() {
-    TIP_POOL.get_or_init(|| Pool::serving("neve-ingest-tip", TIP_THREADS));
+    TIP_POOL.get_or_init(|| Pool::serving("neve-tip", TIP_THREADS));
 }
 
 /// Says whether the follower is at the tip, with `to_fetch` blocks between

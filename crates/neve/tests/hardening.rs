@@ -779,6 +779,10 @@ async fn serving_and_ingest_threads_keep_to_the_cpus_they_are_given() {
         "ingest's runtime and CPU pool: {threads:?}"
     );
     assert!(ingest_threads.iter().all(|c| **c == ingest), "{threads:?}");
+    // A new block's work at the tip runs beside serving, at its priority.
+    let tip_threads = on("neve-tip");
+    assert_eq!(tip_threads.len(), 2, "the tip's threads: {threads:?}");
+    assert!(tip_threads.iter().all(|c| **c == serve), "{threads:?}");
 
     // A list with no CPU this process may use is refused at start.
     let output = run_neve(&[
