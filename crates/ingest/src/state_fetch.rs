@@ -450,9 +450,8 @@ pub async fn prefetch(
         let _ = stop.changed().await;
         return;
     }
-    let interval = Duration::from_secs(1) / rate;
+    let mut budget = Budget::per_second(rate);
     let mut done_for: Option<Hash> = None;
-    let mut next_call = Instant::now();
     // Blocks left before asking a silent upstream what a block touched.
     let mut touched_pause: u64 = 0;
     loop {
@@ -473,24 +472,16 @@ pub async fn prefetch(
         if done_for == Some(block_hash) {
             continue;
         }
-        let Some(root) = state.state_root(tip, &block_hash, &block.hashes_only()) else {
+        let header = block.hashes_only();
+        let Some(root) = state.state_root(tip, &block_hash, &header) else {
             continue;
         };
         let hot = state.hot_keys();
         if let Some(source) = source
             && touched_pause == 0
         {
-            let header = block.hashes_only();
             match fetcher
-                .refresh(
-                    source,
-                    &block_hash,
-                    root,
-                    &header,
-                    &hot,
-                    &mut next_call,
-                    interval,
-                )
+                .refresh(source, &block_hash, root, &header, &hot, &mut budget)
                 .await
             {
                 Ok(()) => state.mark_refreshed(tip),
@@ -518,7 +509,7 @@ pub async fn prefetch(
             if reader.stats().max_contiguous_height != Some(tip) {
                 break;
             }
-            pace(&mut next_call, interval, 1).await;
+            budget.spend(1).await;
             slots.sort_unstable();
             slots.dedup();
             slots.truncate(neve_state::MAX_SLOTS_PER_REQUEST);
@@ -604,13 +595,35 @@ fn load_hot_keys(path: &std::path::Path, state: &State) -> usize {
     loaded
 }
 
-/// Waits until `calls` more calls fit the prefetch budget.
-async fn pace(next_call: &mut Instant, interval: Duration, calls: u32) {
-    let now = Instant::now();
-    if *next_call > now {
-        tokio::time::sleep(*next_call - now).await;
+/// Prefetch's upstream calls per second (`--state-prefetch-rate`), spent
+/// evenly.
+struct Budget {
+    interval: Duration,
+    next_call: Instant,
+}
+
+impl Budget {
+    fn per_second(rate: u32) -> Budget {
+        Budget {
+            interval: Duration::from_secs(1) / rate,
+            next_call: Instant::now(),
+        }
     }
-    *next_call = (*next_call).max(now) + interval * calls;
+
+    /// Waits until `calls` more calls fit.
+    async fn spend(&mut self, calls: u32) {
+        let now = Instant::now();
+        if self.next_call > now {
+            tokio::time::sleep(self.next_call - now).await;
+        }
+        self.next_call = self.next_call.max(now) + self.interval * calls;
+    }
+}
+
+/// Counts `calls` made by the per-block refresh (a share of prefetch's).
+fn count_refresh_calls(counters: &neve_state::Counters, calls: u64) {
+    counters.refresh_calls.fetch_add(calls, Ordering::Relaxed);
+    counters.prefetch_calls.fetch_add(calls, Ordering::Relaxed);
 }
 
 impl ProofFetcher {
@@ -618,7 +631,6 @@ impl ProofFetcher {
     /// and keeps them for mirrors. Slots are proved only for accounts with
     /// hot slots: the account trie's new nodes all lie on the touched
     /// accounts' paths, a storage trie's on its touched slots'.
-    #[allow(clippy::too_many_arguments)]
     async fn refresh(
         &self,
         source: TouchSource,
@@ -626,14 +638,12 @@ impl ProofFetcher {
         root: Hash,
         header: &[u8],
         hot: &[neve_state::HotKey],
-        next_call: &mut Instant,
-        interval: Duration,
+        budget: &mut Budget,
     ) -> Result<(), FetchError> {
         let inner = &self.inner;
         let counters = &inner.state.counters;
-        pace(next_call, interval, 1).await;
-        counters.refresh_calls.fetch_add(1, Ordering::Relaxed);
-        counters.prefetch_calls.fetch_add(1, Ordering::Relaxed);
+        budget.spend(1).await;
+        count_refresh_calls(counters, 1);
         let touched = Arc::new(match source {
             TouchSource::Tracer => {
                 let trace = inner
@@ -665,9 +675,8 @@ impl ProofFetcher {
                         Ok(Some(said)) => break touched_as_said(said.get())?,
                         Ok(None) | Err(_) if Instant::now() < deadline => {
                             tokio::time::sleep(TIP_POLL).await;
-                            pace(next_call, interval, 1).await;
-                            counters.refresh_calls.fetch_add(1, Ordering::Relaxed);
-                            counters.prefetch_calls.fetch_add(1, Ordering::Relaxed);
+                            budget.spend(1).await;
+                            count_refresh_calls(counters, 1);
                         }
                         Ok(None) => {
                             return Err(FetchError::Shape(
@@ -724,13 +733,8 @@ impl ProofFetcher {
                 )
             })
             .collect();
-        pace(next_call, interval, calls.len() as u32).await;
-        counters
-            .refresh_calls
-            .fetch_add(calls.len() as u64, Ordering::Relaxed);
-        counters
-            .prefetch_calls
-            .fetch_add(calls.len() as u64, Ordering::Relaxed);
+        budget.spend(calls.len() as u32).await;
+        count_refresh_calls(counters, calls.len() as u64);
         let answers = inner.client.batch(&calls).await?;
         // Hashing every proof of a busy block is milliseconds of CPU: off
         // the async workers, like a single fetch's.

@@ -15,7 +15,7 @@ use neve_store::{Durability, StoreConfig};
 use neve_upstream::{Endpoint, Pacing, RpcClient};
 
 use crate::logging::LogArgs;
-use crate::units::{Bytes, Millis, Secs};
+use crate::units::{Bytes, Millis, Secs, Span};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum UpstreamKind {
@@ -72,7 +72,7 @@ pub struct ServeArgs {
     upstream_max_batch: usize,
     /// How long one exchange with the upstream may take (a bare number is
     /// milliseconds).
-    #[arg(long, value_name = "DURATION", default_value_t = Millis(neve_upstream::DEFAULT_TIMEOUT), help_heading = UPSTREAM)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(neve_upstream::DEFAULT_TIMEOUT), help_heading = UPSTREAM)]
     upstream_timeout_ms: Millis,
     /// Largest answer body accepted from the upstream; a larger (or
     /// endless) one is refused and the step retried.
@@ -80,7 +80,7 @@ pub struct ServeArgs {
     upstream_max_body_bytes: Bytes,
     /// How often to ask the upstream for its head (a bare number is
     /// milliseconds).
-    #[arg(long, value_name = "DURATION", default_value_t = Millis(Duration::from_millis(100)), help_heading = UPSTREAM)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(Duration::from_millis(100)), help_heading = UPSTREAM)]
     poll_ms: Millis,
 
     /// Where the store lives.
@@ -118,7 +118,7 @@ pub struct ServeArgs {
     /// How often a backfill logs its progress (height, rate, ETA) when
     /// stderr is not a terminal (a bare number is seconds); a terminal gets
     /// a progress bar.
-    #[arg(long, value_name = "DURATION", default_value_t = Secs(Duration::from_secs(10)), help_heading = INGEST)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(Duration::from_secs(10)), help_heading = INGEST)]
     progress_interval_secs: Secs,
     /// CPUs ingest's threads (fetching, verifying, storing) and long log
     /// scans run on (`4-5`). Apart from --serve-cpus, a backfill at full
@@ -156,11 +156,11 @@ pub struct ServeArgs {
     /// still served, before the listeners close: a load balancer polling
     /// /health/ready takes the instance out meanwhile (a bare number is
     /// seconds). Default is 0s.
-    #[arg(long, value_name = "DURATION", default_value_t = Secs(Duration::ZERO), help_heading = LISTENERS)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(Duration::ZERO), help_heading = LISTENERS)]
     drain_delay: Secs,
     /// Then, how long requests in flight (and WebSocket sessions) get to
     /// finish before neve exits anyway (a bare number is seconds).
-    #[arg(long, value_name = "DURATION", default_value_t = Secs(neve_serve::DEFAULT_DRAIN_TIMEOUT), help_heading = LISTENERS)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(neve_serve::DEFAULT_DRAIN_TIMEOUT), help_heading = LISTENERS)]
     drain_timeout: Secs,
 
     /// Blocks the stored tip may trail the upstream while `latest` is still answered.
@@ -169,7 +169,7 @@ pub struct ServeArgs {
     /// For this long after the upstream announces a block neve does not
     /// hold yet, `latest` is still the block before it; then 421 until it
     /// is stored (a bare number is milliseconds; 0: 421 at once).
-    #[arg(long, value_name = "DURATION", default_value_t = Millis(neve_serve::DEFAULT_LATEST_GRACE), help_heading = ANSWERS)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(neve_serve::DEFAULT_LATEST_GRACE), help_heading = ANSWERS)]
     latest_grace_ms: Millis,
     /// /health/ready is 200 only within this many blocks of the upstream's head.
     #[arg(long, default_value_t = 2, help_heading = ANSWERS)]
@@ -210,7 +210,7 @@ pub struct ServeArgs {
     /// How long a connection may go without sending a complete request
     /// header, or without taking any of an answer being sent to it (a bare
     /// number is seconds).
-    #[arg(long, value_name = "DURATION", default_value_t = Secs(neve_serve::DEFAULT_IDLE_TIMEOUT), help_heading = LIMITS)]
+    #[arg(long, value_name = "DURATION", default_value_t = Span(neve_serve::DEFAULT_IDLE_TIMEOUT), help_heading = LIMITS)]
     idle_timeout: Secs,
     /// Most blocks one eth_getLogs may span.
     #[arg(long, default_value_t = neve_serve::DEFAULT_LOGS_MAX_RANGE, help_heading = LIMITS)]
@@ -241,7 +241,7 @@ pub struct ServeArgs {
     state_fetch: Switch,
     /// How long a state read waits for a fetch-through (a bare number is
     /// milliseconds).
-    #[arg(long, alias = "state-fetch-timeout", value_name = "DURATION", default_value_t = Millis(neve_serve::DEFAULT_STATE_FETCH_TIMEOUT), help_heading = STATE)]
+    #[arg(long, alias = "state-fetch-timeout", value_name = "DURATION", default_value_t = Span(neve_serve::DEFAULT_STATE_FETCH_TIMEOUT), help_heading = STATE)]
     state_fetch_timeout_ms: Millis,
     /// Byte budget of the verified node store (trie nodes and code).
     #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_state::DEFAULT_CACHE_BYTES as u64), help_heading = STATE)]
@@ -657,13 +657,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         args.progress_interval_secs.0.max(Duration::from_secs(1)),
         stopped.clone(),
     ));
-    let mut kept_state = None;
     let state = (args.state == Switch::On).then(|| {
         let state = Arc::new(neve_state::State::new(
             args.state_cache_bytes.usize(),
             args.state_hot_keys,
         ));
-        kept_state = Some(state.clone());
         let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
         ingest_runtime.spawn(neve_ingest::state_fetch::prefetch(
             fetcher.clone(),
@@ -685,6 +683,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             fetch: Some(fetch),
         }
     });
+    // Kept to save the hot keys once serving stopped.
+    let kept_state = state.as_ref().map(|access| access.state.clone());
     let ingest = ingest_runtime.spawn(neve_ingest::supervise::supervise(
         follower,
         wake,

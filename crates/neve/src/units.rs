@@ -10,55 +10,33 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Parses a duration whose bare numbers are `unit`s.
-fn duration(text: &str, unit: Duration) -> Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(n) = text.parse::<u32>() {
-        return Ok(unit * n);
-    }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{e}: write a duration such as 500ms, 30s or 2m"))
-}
-
-fn show_duration(d: Duration, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    write!(
-        f,
-        "{}",
-        humantime::format_duration(d).to_string().replace(' ', "")
-    )
-}
-
-/// A duration whose bare number is milliseconds (flags named `…-ms`).
+/// A duration whose bare number is `BARE_MS` milliseconds: [`Millis`] for
+/// flags named `…-ms`, [`Secs`] for the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Millis(pub Duration);
+pub struct Span<const BARE_MS: u64>(pub Duration);
 
-impl FromStr for Millis {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        duration(text, Duration::from_millis(1)).map(Millis)
-    }
-}
-
-impl fmt::Display for Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        show_duration(self.0, f)
-    }
-}
-
+/// A duration whose bare number is milliseconds.
+pub type Millis = Span<1>;
 /// A duration whose bare number is seconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Secs(pub Duration);
+pub type Secs = Span<1000>;
 
-impl FromStr for Secs {
+impl<const BARE_MS: u64> FromStr for Span<BARE_MS> {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, String> {
-        duration(text, Duration::from_secs(1)).map(Secs)
+        let text = text.trim();
+        if let Ok(n) = text.parse::<u64>() {
+            return Ok(Span(Duration::from_millis(n.saturating_mul(BARE_MS))));
+        }
+        humantime::parse_duration(text)
+            .map(Span)
+            .map_err(|e| format!("{e}: write a duration such as 500ms, 30s or 2m"))
     }
 }
 
-impl fmt::Display for Secs {
+impl<const BARE_MS: u64> fmt::Display for Span<BARE_MS> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        show_duration(self.0, f)
+        let shown = humantime::format_duration(self.0).to_string();
+        write!(f, "{}", shown.replace(' ', ""))
     }
 }
 
@@ -124,8 +102,8 @@ mod tests {
         assert_eq!("24MiB".parse::<Bytes>().unwrap().0, 24 << 20);
         assert_eq!("24 MiB".parse::<Bytes>().unwrap().0, 24 << 20);
         assert_eq!("2GB".parse::<Bytes>().unwrap().0, 2_000_000_000);
-        assert_eq!(Secs(Duration::from_secs(90)).to_string(), "1m30s");
-        assert_eq!(Millis(Duration::from_millis(1500)).to_string(), "1s500ms");
+        assert_eq!(Secs::from_str("90").unwrap().to_string(), "1m30s");
+        assert_eq!(Millis::from_str("1500").unwrap().to_string(), "1s500ms");
         assert_eq!(Bytes(256 << 20).to_string(), "256MiB");
         assert_eq!(Bytes(25_000_000).to_string(), "25000000");
         // What is shown parses back to the same value.
