@@ -25,12 +25,6 @@ ROUNDS=${ROUNDS:-3}
 export DEV_PERIOD=${DEV_PERIOD:-1}
 source "$(dirname "$0")/lib.sh"
 
-rss_anon_kb() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-# sample_peak PID FILE: appends RssAnon every 50 ms to FILE until killed.
-sample_peak() { while kill -0 "$1" 2>/dev/null; do rss_anon_kb "$1" >>"$2"; sleep 0.05; done; }
-peak_mib() { sort -n "$1" | tail -1 | awk '{printf "%.0f", $1/1024}'; }
-now_mib() { awk -v kb="$(rss_anon_kb "$1")" 'BEGIN {printf "%.0f", kb/1024}'; }
-
 start_geth_dev
 echo "growing the chain: neve load at $TPS tx/s for $LOAD_SECONDS s, a block a second …" >&2
 "$neve" load --rpc "$geth_url" --seconds "$LOAD_SECONDS" --tps "$TPS" --accounts 64 2>/dev/null | sed -n 2p >&2

@@ -1,13 +1,25 @@
 # Shared by the benchmark scripts: sourced, not run. Builds neve and the
 # pinned geth, cleans up on exit, and starts and grows a geth dev chain with
 # the same flags as neve-devnet's GethDev (archive, loopback only).
+# NEVE_BIN names a neve already built (another build to measure, or one CI
+# built before): then nothing is compiled.
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Relative to where the script was started, not to the repository.
+[ -z "${NEVE_BIN:-}" ] || NEVE_BIN=$(realpath "$NEVE_BIN")
 cd "$repo"
 export NEVE_TOOLS_DIR=${NEVE_TOOLS_DIR:-$repo/.tools}
 scripts/install-tools.sh geth >&2
 scripts/install-deps.sh >&2
-cargo build --release --locked -p neve >&2
-neve="${CARGO_TARGET_DIR:-$repo/target}/release/neve"
+if [ -n "${NEVE_BIN:-}" ]; then
+  neve=$NEVE_BIN
+  [ -x "$neve" ] || { echo "NEVE_BIN=$NEVE_BIN is not an executable" >&2; exit 1; }
+else
+  # Always asked, not only when the binary is missing: a target directory
+  # kept between runs (CI's) holds an older commit's neve, and cargo
+  # rebuilds nothing when it is current.
+  cargo build --release --locked -p neve >&2
+  neve="${CARGO_TARGET_DIR:-$repo/target}/release/neve"
+fi
 
 work=$(mktemp -d)
 pids=()
@@ -78,6 +90,16 @@ end
 LUA
   { cat "$work/rand.lua"; echo 'delay = function() return 2 end'; } >"$work/paced.lua"
 }
+
+# rss_anon_kb PID: its anonymous resident memory (the heap, which the
+# kernel cannot reclaim; not the mapped store's cached pages), in KiB.
+rss_anon_kb() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# sample_peak PID FILE: appends RssAnon every 50 ms to FILE until PID ends
+# (or this sampler is killed).
+sample_peak() { while kill -0 "$1" 2>/dev/null; do rss_anon_kb "$1" >>"$2"; sleep 0.05; done; }
+# peak_mib FILE: the largest sample in FILE, in MiB; now_mib PID: RssAnon now.
+peak_mib() { sort -n "$1" | tail -1 | awk '{printf "%.0f", $1/1024}'; }
+now_mib() { awk -v kb="$(rss_anon_kb "$1")" 'BEGIN {printf "%.0f", kb/1024}'; }
 
 # wrk_p99_ms: the p99 of wrk --latency output on stdin, in milliseconds.
 wrk_p99_ms() {

@@ -472,8 +472,11 @@ pub async fn prefetch(
         if done_for == Some(block_hash) {
             continue;
         }
-        let header = block.hashes_only();
-        let Some(root) = state.state_root(tip, &block_hash, &header) else {
+        // Damage is counted and logged by the store; the next block retries.
+        let Ok(header) = block.hashes_only() else {
+            continue;
+        };
+        let Some(root) = state.state_root(tip, &block_hash, || Some(&header)) else {
             continue;
         };
         let hot = state.hot_keys();

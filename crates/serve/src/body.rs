@@ -62,10 +62,9 @@ fn export_frame(reader: &Reader, mut next: u64, to: u64) -> (Bytes, u64) {
     while next <= to && frame.len() < EXPORT_FRAME_BYTES {
         // A pruned or damaged height ends the export early; the client
         // sees where it stopped from the last line.
-        let Some(block) = reader.block(next) else {
+        let Some(Ok(fields)) = reader.block(next).map(|block| record_fields(&block)) else {
             return (frame.freeze(), to + 1);
         };
-        let fields = record_fields(&block);
         frame.reserve(fields.iter().map(Bytes::len).sum::<usize>() + 32);
         write!(frame, "{{\"number\":\"0x{next:x}\",").expect("BytesMut grows");
         for field in fields {
@@ -133,24 +132,24 @@ impl Chunks {
 /// `"block":…,"receipts":…` and, when stored, `"rawHeader"`, `"rawBlock"`,
 /// `"rawReceipts"`: a whole record as JSON members, for the NDJSON export and
 /// the `newBlocks` subscription that mirrors read.
-pub(crate) fn record_fields(block: &neve_store::Block) -> Vec<Bytes> {
+pub(crate) fn record_fields(block: &neve_store::Block) -> Result<Vec<Bytes>, neve_store::Unread> {
     let mut parts = vec![
         Bytes::from_static(b"\"block\":"),
-        block.full(),
+        block.full()?,
         Bytes::from_static(b",\"receipts\":"),
-        block.receipts(),
+        block.receipts()?,
     ];
     for (name, value) in [
-        (&b",\"rawHeader\":"[..], block.raw_header()),
-        (&b",\"rawBlock\":"[..], block.raw_block()),
-        (&b",\"rawReceipts\":"[..], block.raw_receipts()),
+        (&b",\"rawHeader\":"[..], block.raw_header()?),
+        (&b",\"rawBlock\":"[..], block.raw_block()?),
+        (&b",\"rawReceipts\":"[..], block.raw_receipts()?),
     ] {
         if !value.is_empty() {
             parts.push(Bytes::from_static(name));
             parts.push(value);
         }
     }
-    parts
+    Ok(parts)
 }
 
 impl Body for Chunks {

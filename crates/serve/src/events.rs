@@ -36,9 +36,12 @@ pub(crate) enum Event {
 /// The header of a block, as `newHeads` sends it: the hashes-only block
 /// without its body fields. Done once per block, off the request path.
 pub(crate) fn header_json(block: &Block) -> Bytes {
-    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_slice(&block.hashes_only())
-    else {
-        return block.hashes_only();
+    // A damaged record (counted and logged by the store) heads as null.
+    let Ok(hashes_only) = block.hashes_only() else {
+        return Bytes::from_static(b"null");
+    };
+    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_slice(&hashes_only) else {
+        return hashes_only;
     };
     for body_field in [
         "transactions",

@@ -669,7 +669,7 @@ impl Server {
             FirstPass::Silent => (Vec::new(), Outcome::Ok),
             FirstPass::Scan(call, plan, started) => {
                 let reply = self
-                    .scan_off_workers(vec![plan], budget)
+                    .scan_off_workers(vec![*plan], budget)
                     .await
                     .pop()
                     .expect("one reply per plan");
@@ -679,7 +679,10 @@ impl Server {
                 self.fetch_through(call, requests, started, over_ws).await
             }
             FirstPass::Cold(call, started) => {
-                let reply = self.read_cold(vec![call.to_owned_call()]).await.pop();
+                let reply = self
+                    .read_cold(vec![(call.to_owned_call(), 0)], usize::MAX)
+                    .await
+                    .pop();
                 let reply = reply.expect("one reply per call");
                 self.finish(&call, reply, started, over_ws, false)
             }
@@ -718,7 +721,10 @@ impl Server {
         }
         let started = Instant::now();
         if call.method == "eth_getLogs" {
-            let reply = match self.ctx.logs_plan(call.params) {
+            let reply = match self.ctx.logs_plan(call.params, rpc::Reads::InMemory) {
+                // The block a hash names is not in memory: planned again,
+                // and scanned, on the I/O threads.
+                Err(Reply::Cold) => return FirstPass::Cold(call, started),
                 Err(reply) => reply,
                 Ok(plan) => {
                     match budget.charge_blocks(plan.blocks(), self.ctx.config.logs_budget_blocks) {
@@ -731,7 +737,7 @@ impl Server {
                         {
                             logs::scan(&self.ctx, &plan, budget)
                         }
-                        Ok(()) => return FirstPass::Scan(call, plan, started),
+                        Ok(()) => return FirstPass::Scan(call, Box::new(plan), started),
                     }
                 }
             };
@@ -755,8 +761,12 @@ impl Server {
 
     /// Answers calls that need stored pages not in memory on the I/O
     /// threads, in order, so no async worker waits for the disk; past
-    /// [`MAX_QUEUED_COLD_READS`] they are misses at once.
-    async fn read_cold(&self, calls: Vec<(String, Option<Box<RawValue>>)>) -> Vec<Reply> {
+    /// [`MAX_QUEUED_COLD_READS`] they are misses at once. Each call comes
+    /// with the bytes of the answers before it in its batch; once those and
+    /// the cold answers read before it pass `cap`, it is not read but
+    /// answered "response too large", as the batch's cut will answer it:
+    /// a batch of cold elements holds at most its cap (and one answer).
+    async fn read_cold(&self, calls: Vec<(rpc::OwnedCall, usize)>, cap: usize) -> Vec<Reply> {
         let queue = OffWorkers {
             pool: &self.io,
             queued: |m| &m.cold_reads_queued,
@@ -772,10 +782,21 @@ impl Server {
             count,
             || Reply::Miss,
             move || {
+                let mut read = 0usize;
                 calls
                     .iter()
-                    .map(|(method, params)| {
-                        ctx.call(method, params.as_deref(), rpc::Reads::FromDisk)
+                    .map(|((method, params), before)| {
+                        if before.saturating_add(read) > cap {
+                            return Reply::Error(
+                                ErrorCode::ResponseTooLarge,
+                                "response too large".into(),
+                            );
+                        }
+                        let reply = ctx.call(method, params.as_deref(), rpc::Reads::FromDisk);
+                        if let Reply::Result(chunks) = &reply {
+                            read += chunks.iter().map(Bytes::len).sum::<usize>();
+                        }
+                        reply
                     })
                     .collect()
             },
@@ -1005,7 +1026,7 @@ impl Server {
                 FirstPass::Scan(call, plan, started) => {
                     deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
-                    scans.push((i, call, plan, started));
+                    scans.push((i, call, *plan, started));
                 }
                 FirstPass::Fetch(call, requests, started) => {
                     deferred = true;
@@ -1018,17 +1039,19 @@ impl Server {
                 FirstPass::Cold(call, started) => {
                     deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
-                    colds.push((i, call, started));
+                    colds.push((i, call, started, answered));
                 }
             }
         }
         if !colds.is_empty() {
             let owned = colds
                 .iter()
-                .map(|(_, call, _)| call.to_owned_call())
+                .map(|(_, call, _, before)| (call.to_owned_call(), *before))
                 .collect();
-            let replies = self.read_cold(owned).await;
-            for ((i, call, started), reply) in colds.into_iter().zip(replies) {
+            let replies = self
+                .read_cold(owned, self.ctx.config.max_batch_answer_bytes)
+                .await;
+            for ((i, call, started, _), reply) in colds.into_iter().zip(replies) {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }
@@ -1138,7 +1161,7 @@ enum FirstPass<'a> {
     /// A notification: valid, and answered with nothing.
     Silent,
     /// A log query too long to scan on an async worker.
-    Scan(Call<'a>, logs::Plan, Instant),
+    Scan(Call<'a>, Box<logs::Plan>, Instant),
     /// A state read that needs fetching first.
     Fetch(Call<'a>, Vec<neve_state::FetchRequest>, Instant),
     /// A read of stored pages that are not in memory: answered on the I/O

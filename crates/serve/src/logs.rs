@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::ErrorCode;
 use crate::params::{self, BlockTag};
-use crate::rpc::{Context, Reply};
+use crate::rpc::{Context, Reads, Reply};
 
 /// One-or-many, as the filter's `address` and topic positions allow.
 #[derive(Deserialize)]
@@ -143,15 +143,15 @@ impl Filter {
         Filter::parse(&shape).map_err(|e| format!("invalid argument 1: {e}"))
     }
 
-    /// The logs of `block` that match.
-    pub(crate) fn block_logs<'a>(
-        &'a self,
-        block: &'a neve_store::Block,
-    ) -> impl Iterator<Item = neve_store::Log> + 'a {
-        let may = block.log_count() > 0 && self.may_match(&Bloom::from_slice(block.logs_bloom()));
-        block
-            .logs()
-            .filter(move |log| may && self.matches(&log.address, log.topics()))
+    /// The logs of `block` that match (none when its logs are damaged:
+    /// counted and logged by the store).
+    pub(crate) fn block_logs(&self, block: &neve_store::Block) -> Vec<neve_store::Log> {
+        if block.log_count() == 0 || !self.may_match(&Bloom::from_slice(block.logs_bloom())) {
+            return Vec::new();
+        }
+        let mut logs = block.logs().unwrap_or_default();
+        logs.retain(|log| self.matches(&log.address, log.topics()));
+        logs
     }
 
     /// Whether a block with this bloom may hold a matching log.
@@ -316,17 +316,29 @@ impl Plan {
         self.to - self.from + 1
     }
 
-    /// Whether scanning it touches only records in memory (for a short
-    /// query on an async worker; one that is not goes to the scan threads).
+    /// Whether scanning it touches only pages in memory: each block's
+    /// fixed fields, log and run tables and log section (for a short query
+    /// on an async worker; one that is not goes to the scan threads).
     pub(crate) fn in_memory(&self, ctx: &Context) -> bool {
-        self.by_hash.is_some()
-            || (self.from..=self.to).all(|height| ctx.reader.in_memory().block(height).is_ok())
+        let logs_in_memory =
+            |block: Option<&neve_store::Block>| block.is_none_or(neve_store::Block::logs_in_memory);
+        match &self.by_hash {
+            Some(block) => logs_in_memory(Some(block)),
+            None => (self.from..=self.to).all(|height| {
+                ctx.reader
+                    .in_memory()
+                    .block(height)
+                    .is_ok_and(|block| logs_in_memory(block.as_ref()))
+            }),
+        }
     }
 }
 
 /// Parses and resolves a filter, checks the range limit; the reply is the
-/// answer when there is nothing to scan (an error, or a miss).
-pub(crate) fn plan(ctx: &Context, raw: &RawValue) -> Result<Plan, Reply> {
+/// answer when there is nothing to scan (an error, or a miss), or
+/// [`Reply::Cold`] when the block a hash names is not in memory and
+/// `reads` may not wait for it.
+pub(crate) fn plan(ctx: &Context, raw: &RawValue, reads: Reads) -> Result<Plan, Reply> {
     let shape: FilterShape<'_> = match serde_json::from_str(raw.get()) {
         Ok(shape) => shape,
         Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
@@ -345,9 +357,14 @@ pub(crate) fn plan(ctx: &Context, raw: &RawValue) -> Result<Plan, Reply> {
             Ok(hash) => hash,
             Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
         };
-        match ctx.reader.block_by_hash(&hash) {
-            Some(block) => (block.height(), block.height(), Some(block)),
-            None => return Err(Reply::Miss),
+        let found = match reads {
+            Reads::InMemory => ctx.reader.in_memory().block_by_hash(&hash),
+            Reads::FromDisk => Ok(ctx.reader.block_by_hash(&hash)),
+        };
+        match found {
+            Ok(Some(block)) => (block.height(), block.height(), Some(block)),
+            Ok(None) => return Err(Reply::Miss),
+            Err(neve_store::Cold) => return Err(Reply::Cold),
         }
     } else {
         let tag = |text: Option<&str>| text.map_or(Ok(BlockTag::Latest), params::block_tag);
@@ -416,11 +433,13 @@ pub(crate) fn scan(ctx: &Context, plan: &Plan, budget: &mut Budget) -> Reply {
             continue;
         }
         let scanned = match block.emitter_runs() {
-            Some(runs) => answer.by_runs(filter, &block, runs),
-            None => answer.by_logs(filter, &block),
+            Ok(runs) => answer.by_runs(filter, &block, runs.iter()),
+            Err(_) => Err(Overrun::Damaged),
         };
         match scanned {
             Ok(()) => {}
+            // Counted and logged by the store; not ours to answer.
+            Err(Overrun::Damaged) => return Reply::Miss,
             Err(Overrun::Results) => {
                 let hint = if height > from {
                     format!("; try [0x{from:x}, 0x{:x}]", height - 1)
@@ -461,21 +480,29 @@ struct Pieces {
 }
 
 impl Pieces {
-    fn add(&mut self, chunks: &mut Vec<Bytes>, block: &neve_store::Block, start: u32, end: u32) {
+    fn add(
+        &mut self,
+        chunks: &mut Vec<Bytes>,
+        block: &neve_store::Block,
+        start: u32,
+        end: u32,
+    ) -> Result<(), Overrun> {
         match &mut self.open {
             Some((_, open_end)) if *open_end == start => *open_end = end,
             open => {
                 if let Some((s, e)) = open.replace((start, end)) {
-                    chunks.push(block.log_slice(s, e));
+                    chunks.push(block.log_slice(s, e).map_err(|_| Overrun::Damaged)?);
                 }
             }
         }
+        Ok(())
     }
 
-    fn finish(self, chunks: &mut Vec<Bytes>, block: &neve_store::Block) {
+    fn finish(self, chunks: &mut Vec<Bytes>, block: &neve_store::Block) -> Result<(), Overrun> {
         if let Some((start, end)) = self.open {
-            chunks.push(block.log_slice(start, end));
+            chunks.push(block.log_slice(start, end).map_err(|_| Overrun::Damaged)?);
         }
+        Ok(())
     }
 }
 
@@ -486,6 +513,8 @@ enum Overrun {
     Results,
     /// The request's bytes of logs.
     Bytes,
+    /// A part of the block failed its check.
+    Damaged,
 }
 
 /// A query's answer as it is scanned: the pieces of log sections, and what
@@ -522,6 +551,7 @@ impl Answer {
         runs: impl Iterator<Item = neve_store::EmitterRun<'a>>,
     ) -> Result<(), Overrun> {
         let mut pieces = Pieces::default();
+        let mut table: Option<neve_store::LogTable> = None;
         for run in runs {
             let whole = match filter.match_run(&run) {
                 RunMatch::None => continue,
@@ -534,43 +564,28 @@ impl Answer {
                         && self.bytes + bytes > self.max_bytes;
                     if !both {
                         self.take(run.count as usize, bytes)?;
-                        pieces.add(&mut self.chunks, block, run.start, run.end);
+                        pieces.add(&mut self.chunks, block, run.start, run.end)?;
                         continue;
                     }
                     true
                 }
                 RunMatch::Each => false,
             };
+            // Read once a block, and only when a run needs its logs' keys.
+            if table.is_none() {
+                table = Some(block.log_table().map_err(|_| Overrun::Damaged)?);
+            }
+            let table = table.as_ref().expect("read above");
             for index in run.first..run.first + run.count {
-                let log = block.log_key(index);
+                let log = table.key(index);
                 if whole || filter.matches(log.address, log.topics) {
-                    let (start, end) = block.log_piece(index);
+                    let (start, end) = table.piece(index);
                     self.take(1, (end - start) as u64)?;
-                    pieces.add(&mut self.chunks, block, start, end);
+                    pieces.add(&mut self.chunks, block, start, end)?;
                 }
             }
         }
-        pieces.finish(&mut self.chunks, block);
-        Ok(())
-    }
-
-    /// A block written before format 3: every log's table entry is read.
-    fn by_logs(&mut self, filter: &Filter, block: &neve_store::Block) -> Result<(), Overrun> {
-        let mut run: Option<(u32, u32)> = None;
-        for log in block.log_keys() {
-            if !filter.matches(log.address, log.topics) {
-                if let Some((first, last)) = run.take() {
-                    self.chunks.push(block.log_run(first, last));
-                }
-                continue;
-            }
-            self.take(1, block.log_len(log.index) as u64 + 1)?;
-            run = Some((run.map_or(log.index, |(first, _)| first), log.index));
-        }
-        if let Some((first, last)) = run {
-            self.chunks.push(block.log_run(first, last));
-        }
-        Ok(())
+        pieces.finish(&mut self.chunks, block)
     }
 }
 
@@ -579,6 +594,24 @@ mod tests {
     use alloy_primitives::BloomInput;
 
     use super::*;
+
+    impl Answer {
+        /// Every log's table entry read, each matching log a piece: what
+        /// [`Answer::by_runs`] must answer the same as.
+        fn by_logs(&mut self, filter: &Filter, block: &neve_store::Block) -> Result<(), Overrun> {
+            let table = block.log_table().map_err(|_| Overrun::Damaged)?;
+            let mut pieces = Pieces::default();
+            for index in 0..table.len() {
+                let log = table.key(index);
+                if filter.matches(log.address, log.topics) {
+                    let (start, end) = table.piece(index);
+                    self.take(1, (end - start) as u64)?;
+                    pieces.add(&mut self.chunks, block, start, end)?;
+                }
+            }
+            pieces.finish(&mut self.chunks, block)
+        }
+    }
 
     #[test]
     fn a_values_bits_are_the_bits_it_sets_in_a_bloom() {
@@ -693,7 +726,7 @@ mod tests {
             let scan = |by_runs: bool| {
                 let mut answer = Answer { chunks: Vec::new(), found: 0, bytes: 0, max_results, max_bytes };
                 let scanned = if by_runs {
-                    answer.by_runs(&filter, &block, block.emitter_runs().unwrap())
+                    answer.by_runs(&filter, &block, block.emitter_runs().unwrap().iter())
                 } else {
                     answer.by_logs(&filter, &block)
                 };
@@ -729,7 +762,7 @@ mod tests {
                 .by_runs(
                     &filter(json).unwrap(),
                     &block,
-                    block.emitter_runs().unwrap(),
+                    block.emitter_runs().unwrap().iter(),
                 )
                 .unwrap();
             (answer.found, answer.chunks.len())

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use neve_store::{Block, Cold, Reader};
+use neve_store::{Block, Cold, Reader, Unread};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -52,9 +52,20 @@ pub(crate) enum Reads {
 }
 
 /// Why dispatching stopped short of a reply.
-enum Stop {
+pub(crate) enum Stop {
     Param(ParamError),
     Cold,
+    /// A stored part failed its check (counted and logged by the store).
+    Damaged,
+}
+
+impl From<Unread> for Stop {
+    fn from(unread: Unread) -> Self {
+        match unread {
+            Unread::Cold => Stop::Cold,
+            Unread::Damaged => Stop::Damaged,
+        }
+    }
 }
 
 impl From<ParamError> for Stop {
@@ -147,9 +158,12 @@ pub(crate) enum Validity {
     Invalid { echo_id: bool },
 }
 
+/// A call's method and parameters, owned, to answer on another thread.
+pub(crate) type OwnedCall = (String, Option<Box<RawValue>>);
+
 impl Call<'_> {
     /// Its method and parameters, owned, to answer on another thread.
-    pub(crate) fn to_owned_call(&self) -> (String, Option<Box<RawValue>>) {
+    pub(crate) fn to_owned_call(&self) -> OwnedCall {
         (self.method.to_string(), self.params.map(RawValue::to_owned))
     }
 
@@ -297,7 +311,7 @@ impl Context {
         (min..=max).contains(&height).then_some(height)
     }
 
-    fn block(&self, reference: BlockRef, reads: Reads) -> Result<Option<Block>, Cold> {
+    pub(crate) fn block(&self, reference: BlockRef, reads: Reads) -> Result<Option<Block>, Cold> {
         let memory = self.reader.in_memory();
         match (reference, reads) {
             (BlockRef::Tag(tag), reads) => match (self.resolve(tag), reads) {
@@ -329,10 +343,14 @@ impl Context {
 
     /// The first half of `eth_getLogs`: parameters checked as for any call,
     /// the query resolved and its range checked, nothing scanned yet.
-    pub(crate) fn logs_plan(&self, params: Option<&RawValue>) -> Result<logs::Plan, Reply> {
+    pub(crate) fn logs_plan(
+        &self,
+        params: Option<&RawValue>,
+        reads: Reads,
+    ) -> Result<logs::Plan, Reply> {
         let params = Params::new(params)?;
         params.arity(1, 1)?;
-        logs::plan(self, params.object(0)?)
+        logs::plan(self, params.object(0)?, reads)
     }
 
     /// Answers one call; with [`Reads::InMemory`], [`Reply::Cold`] when
@@ -353,6 +371,7 @@ impl Context {
             Ok(reply) => reply,
             Err(Stop::Param(error)) => error.into(),
             Err(Stop::Cold) => Reply::Cold,
+            Err(Stop::Damaged) => Reply::Miss,
         }
     }
 
@@ -382,11 +401,11 @@ impl Context {
             },
             "eth_getBlockByNumber" => {
                 let full = p.bool_or(1, false)?;
-                self.block_reply(block(BlockRef::Tag(p.block_tag(0)?))?, full)
+                self.block_reply(block(BlockRef::Tag(p.block_tag(0)?))?, full)?
             }
             "eth_getBlockByHash" => {
                 let full = p.bool_or(1, false)?;
-                self.block_reply(block(BlockRef::Hash(p.hash(0)?))?, full)
+                self.block_reply(block(BlockRef::Hash(p.hash(0)?))?, full)?
             }
             "eth_getBlockTransactionCountByNumber" => {
                 count(block(BlockRef::Tag(p.block_tag(0)?))?, Block::tx_count)
@@ -395,49 +414,50 @@ impl Context {
                 count(block(BlockRef::Hash(p.hash(0)?))?, Block::tx_count)
             }
             "eth_getUncleCountByBlockNumber" => {
-                count(uncle_free(block(BlockRef::Tag(p.block_tag(0)?))?), |_| 0)
+                count(uncle_free(block(BlockRef::Tag(p.block_tag(0)?))?)?, |_| 0)
             }
             "eth_getUncleCountByBlockHash" => {
-                count(uncle_free(block(BlockRef::Hash(p.hash(0)?))?), |_| 0)
+                count(uncle_free(block(BlockRef::Hash(p.hash(0)?))?)?, |_| 0)
             }
             "eth_getUncleByBlockNumberAndIndex" => {
-                let block = uncle_free(block(BlockRef::Tag(p.block_tag(0)?))?);
+                let block = uncle_free(block(BlockRef::Tag(p.block_tag(0)?))?)?;
                 p.quantity(1)?;
                 block.map_or(Reply::Miss, |_| Reply::json("null"))
             }
             "eth_getUncleByBlockHashAndIndex" => {
-                let block = uncle_free(block(BlockRef::Hash(p.hash(0)?))?);
+                let block = uncle_free(block(BlockRef::Hash(p.hash(0)?))?)?;
                 p.quantity(1)?;
                 block.map_or(Reply::Miss, |_| Reply::json("null"))
             }
             "eth_getTransactionByBlockNumberAndIndex" => {
                 let block = block(BlockRef::Tag(p.block_tag(0)?))?;
-                by_index(block, p.quantity(1)?, Block::transaction)
+                by_index(block, p.quantity(1)?, Block::transaction)?
             }
             "eth_getTransactionByBlockHashAndIndex" => {
                 let block = block(BlockRef::Hash(p.hash(0)?))?;
-                by_index(block, p.quantity(1)?, Block::transaction)
+                by_index(block, p.quantity(1)?, Block::transaction)?
             }
             "eth_getTransactionByHash" => match transaction(p.hash(0)?)? {
-                Some((block, index)) => block.transaction(index).map_or(Reply::Miss, Reply::bytes),
+                Some((block, index)) => block.transaction(index)?.map_or(Reply::Miss, Reply::bytes),
                 None => Reply::Miss,
             },
             "eth_getTransactionReceipt" => match transaction(p.hash(0)?)? {
-                Some((block, index)) => block.receipt(index).map_or(Reply::Miss, Reply::bytes),
+                Some((block, index)) => block.receipt(index)?.map_or(Reply::Miss, Reply::bytes),
                 None => Reply::Miss,
             },
-            "eth_getBlockReceipts" => {
-                block(p.block_ref(0)?)?.map_or(Reply::Miss, |b| Reply::bytes(b.receipts()))
-            }
-            "eth_getLogs" => match logs::plan(self, p.object(0)?) {
+            "eth_getBlockReceipts" => match block(p.block_ref(0)?)? {
+                Some(block) => Reply::bytes(block.receipts()?),
+                None => Reply::Miss,
+            },
+            "eth_getLogs" => match logs::plan(self, p.object(0)?, reads) {
                 Ok(plan) => logs::scan(self, &plan, &mut self.logs_budget()),
                 Err(reply) => reply,
             },
-            "debug_getRawHeader" => raw(block(p.block_ref(0)?)?, Block::raw_header),
-            "debug_getRawBlock" => raw(block(p.block_ref(0)?)?, Block::raw_block),
-            "debug_getRawReceipts" => raw(block(p.block_ref(0)?)?, Block::raw_receipts),
+            "debug_getRawHeader" => raw(block(p.block_ref(0)?)?, Block::raw_header)?,
+            "debug_getRawBlock" => raw(block(p.block_ref(0)?)?, Block::raw_block)?,
+            "debug_getRawReceipts" => raw(block(p.block_ref(0)?)?, Block::raw_receipts)?,
             "debug_getRawTransaction" => match transaction(p.hash(0)?)? {
-                Some((block, index)) => match block.raw_transaction(index) {
+                Some((block, index)) => match block.raw_transaction(index)? {
                     Some(hex) if !hex.is_empty() => Reply::Result(vec![
                         Bytes::from_static(b"\"0x"),
                         hex,
@@ -452,7 +472,7 @@ impl Context {
                 None => Reply::Unsupported,
             },
             _ => match &self.state {
-                Some(state) => match self.state_call(state, method, p) {
+                Some(state) => match self.state_call(state, method, p, reads) {
                     Some(reply) => reply?,
                     None => Reply::Unsupported,
                 },
@@ -461,12 +481,12 @@ impl Context {
         })
     }
 
-    fn block_reply(&self, block: Option<Block>, full: bool) -> Reply {
-        match block {
-            Some(block) if full => Reply::bytes(block.full()),
-            Some(block) => Reply::bytes(block.hashes_only()),
+    fn block_reply(&self, block: Option<Block>, full: bool) -> Result<Reply, Unread> {
+        Ok(match block {
+            Some(block) if full => Reply::bytes(block.full()?),
+            Some(block) => Reply::bytes(block.hashes_only()?),
             None => Reply::Miss,
-        }
+        })
     }
 
     fn syncing(&self) -> Reply {
@@ -499,29 +519,41 @@ fn count(block: Option<Block>, f: impl Fn(&Block) -> u32) -> Reply {
 
 /// A transaction or receipt by index: the block is ours, so an index past
 /// its end is an authoritative `null`.
-fn by_index(block: Option<Block>, index: u64, f: impl Fn(&Block, u32) -> Option<Bytes>) -> Reply {
+fn by_index(
+    block: Option<Block>,
+    index: u64,
+    f: impl Fn(&Block, u32) -> Result<Option<Bytes>, Unread>,
+) -> Result<Reply, Unread> {
     let Some(block) = block else {
-        return Reply::Miss;
+        return Ok(Reply::Miss);
     };
-    match u32::try_from(index).ok().and_then(|i| f(&block, i)) {
-        Some(bytes) => Reply::bytes(bytes),
-        None => Reply::json("null"),
-    }
+    let found = match u32::try_from(index) {
+        Ok(index) => f(&block, index)?,
+        Err(_) => None,
+    };
+    Ok(found.map_or_else(|| Reply::json("null"), Reply::bytes))
 }
 
 /// Raw data as the upstream sent it; a block stored without it is a miss.
-fn raw(block: Option<Block>, f: impl Fn(&Block) -> Bytes) -> Reply {
-    match block.map(|b| f(&b)) {
+fn raw(block: Option<Block>, f: impl Fn(&Block) -> Result<Bytes, Unread>) -> Result<Reply, Unread> {
+    Ok(match block.map(|b| f(&b)).transpose()? {
         Some(bytes) if !bytes.is_empty() => Reply::bytes(bytes),
         _ => Reply::Miss,
-    }
+    })
 }
 
 /// The block, if it has no uncles. neve stores no uncle headers, so uncle
 /// answers are authoritative only for blocks whose `sha3Uncles` is the hash
 /// of the empty list (every block since the merge); others are misses.
-fn uncle_free(block: Option<Block>) -> Option<Block> {
+fn uncle_free(block: Option<Block>) -> Result<Option<Block>, Unread> {
     const EMPTY: &[u8] =
         b"\"sha3Uncles\":\"0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347\"";
-    block.filter(|b| b.hashes_only().windows(EMPTY.len()).any(|w| w == EMPTY))
+    let Some(block) = block else {
+        return Ok(None);
+    };
+    let header = block.hashes_only()?;
+    Ok(header
+        .windows(EMPTY.len())
+        .any(|w| w == EMPTY)
+        .then_some(block))
 }

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use crate::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
 use crate::rpc::{Context, Reply};
+use crate::rpc::{Reads, Stop};
 
 /// The methods answered here.
 pub(crate) const STATE_METHODS: &[&str] = &[
@@ -85,19 +86,20 @@ impl Context {
         state: &State,
         method: &str,
         p: &Params<'_>,
-    ) -> Option<Result<Reply, ParamError>> {
+        reads: Reads,
+    ) -> Option<Result<Reply, Stop>> {
         let reply = match method {
-            "eth_getBalance" => self.balance_or_nonce(state, p, |a| match a {
+            "eth_getBalance" => self.balance_or_nonce(state, p, reads, |a| match a {
                 Some(a) => quantity(a.balance),
                 None => "\"0x0\"".into(),
             }),
-            "eth_getTransactionCount" => self.balance_or_nonce(state, p, |a| {
+            "eth_getTransactionCount" => self.balance_or_nonce(state, p, reads, |a| {
                 format!("\"0x{:x}\"", a.map_or(0, |a| a.nonce))
             }),
-            "eth_getCode" => self.code(state, p),
-            "eth_getStorageAt" => self.storage_at(state, p),
-            "eth_getStorageValues" => self.storage_values(state, p),
-            "eth_getProof" => self.proof(state, p),
+            "eth_getCode" => self.code(state, p, reads),
+            "eth_getStorageAt" => self.storage_at(state, p, reads),
+            "eth_getStorageValues" => self.storage_values(state, p, reads),
+            "eth_getProof" => self.proof(state, p, reads),
             _ => return None,
         };
         Some(reply)
@@ -110,11 +112,15 @@ impl Context {
     /// was stored (the rule `latest` follows for blocks): reads then hit
     /// the refreshed nodes instead of each fetching what the refresh is
     /// about to bring.
-    fn state_at(&self, state: &State, at: BlockRef) -> Option<At> {
+    /// The block is looked up as `reads` allows: on an async worker only
+    /// through pages in memory ([`Stop::Cold`] otherwise).
+    fn state_at(&self, state: &State, at: BlockRef, reads: Reads) -> Result<Option<At>, Stop> {
         let latest = at == BlockRef::Tag(BlockTag::Latest);
-        let block = match at {
+        let height = match at {
             BlockRef::Tag(BlockTag::Latest) => {
-                let tip = self.resolve(BlockTag::Latest)?;
+                let Some(tip) = self.resolve(BlockTag::Latest) else {
+                    return Ok(None);
+                };
                 let refreshing = state.refreshed().is_some_and(|done| done + 1 == tip)
                     && self
                         .chain
@@ -123,28 +129,43 @@ impl Context {
                 let before = refreshing
                     .then(|| self.resolve(BlockTag::Number(tip - 1)))
                     .flatten();
-                self.reader.block(before.unwrap_or(tip))?
+                Some(before.unwrap_or(tip))
             }
-            BlockRef::Tag(tag) => self.reader.block(self.resolve(tag)?)?,
-            BlockRef::Hash(hash) => self.reader.block_by_hash(&hash)?,
+            BlockRef::Tag(tag) => self.resolve(tag),
+            BlockRef::Hash(_) => None,
+        };
+        let block = match (at, height) {
+            (BlockRef::Hash(hash), _) => self.block(BlockRef::Hash(hash), reads)?,
+            (_, Some(height)) => self.block(BlockRef::Tag(BlockTag::Number(height)), reads)?,
+            (_, None) => None,
+        };
+        let Some(block) = block else {
+            return Ok(None);
         };
         let block_hash = block.hash();
-        let root = state.state_root(block.height(), &block_hash, &block.hashes_only())?;
-        Some(At {
+        let mut unread = None;
+        let root = state.state_root(block.height(), &block_hash, || {
+            block.hashes_only().map_err(|e| unread = Some(e)).ok()
+        });
+        if let Some(unread) = unread {
+            return Err(unread.into());
+        }
+        Ok(root.map(|root| At {
             root,
             block_hash,
             latest,
-        })
+        }))
     }
 
     fn balance_or_nonce(
         &self,
         state: &State,
         p: &Params<'_>,
+        reads: Reads,
         render: impl Fn(Option<&neve_state::Account>) -> String,
-    ) -> Result<Reply, ParamError> {
+    ) -> Result<Reply, Stop> {
         let address = p.address(0)?;
-        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?, reads)? else {
             return Ok(Reply::Miss);
         };
         if at.latest {
@@ -159,9 +180,9 @@ impl Context {
         })
     }
 
-    fn code(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+    fn code(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
         let address = p.address(0)?;
-        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?, reads)? else {
             return Ok(Reply::Miss);
         };
         let fetch = || Reply::Fetch(vec![at.request(address, vec![], true)]);
@@ -225,10 +246,10 @@ impl Context {
         Ok((account, values))
     }
 
-    fn storage_at(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+    fn storage_at(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
         let address = p.address(0)?;
         let (slot, _) = p.storage_key(1)?;
-        let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?) else {
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?, reads)? else {
             return Ok(Reply::Miss);
         };
         Ok(match self.slots(state, &at, address, &[slot], false) {
@@ -237,7 +258,7 @@ impl Context {
         })
     }
 
-    fn storage_values(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+    fn storage_values(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
         let requests = parse_storage_requests(p.object(0)?)?;
         let total: usize = requests.iter().map(|(_, slots)| slots.len()).sum();
         if total > neve_state::MAX_SLOTS_PER_REQUEST {
@@ -247,9 +268,9 @@ impl Context {
             ));
         }
         if total == 0 {
-            return Err(ParamError("empty request".into()));
+            return Err(ParamError("empty request".into()).into());
         }
-        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?) else {
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?, reads)? else {
             return Ok(Reply::Miss);
         };
         let mut out = String::from("{");
@@ -294,10 +315,10 @@ impl Context {
         })
     }
 
-    fn proof(&self, state: &State, p: &Params<'_>) -> Result<Reply, ParamError> {
+    fn proof(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
         let address = p.address(0)?;
         let keys = parse_proof_keys(p.object(1)?)?;
-        let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?) else {
+        let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?, reads)? else {
             return Ok(Reply::Miss);
         };
         let slots: Vec<Hash> = keys.iter().map(|(key, _)| *key).collect();

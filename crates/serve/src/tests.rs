@@ -741,7 +741,7 @@ async fn poll_once<F: std::future::Future>(
 fn cold_reads_go_to_the_io_threads_and_others_are_answered_meanwhile() {
     let (server, _dir) = server();
     let runtime = runtime();
-    let expected = server.ctx.reader.block(3).unwrap().full();
+    let expected = server.ctx.reader.block(3).unwrap().full().unwrap();
     if !neve_store::testing::page_out(&server.ctx.reader) {
         eprintln!("MADV_PAGEOUT unsupported here: nothing to show");
         return;

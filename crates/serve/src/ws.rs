@@ -301,17 +301,24 @@ fn notifications(id: &str, subscription: &Subscription, event: &Event) -> Vec<Me
             vec![notification(id, std::slice::from_ref(head))]
         }
         (Subscription::NewBlocks, Event::Added { block, .. }) => {
+            // A damaged record (counted and logged by the store) is not
+            // sent: a mirror following this one fetches it from upstream.
+            let Ok(fields) = crate::body::record_fields(block) else {
+                return Vec::new();
+            };
             let mut parts = vec![Bytes::from_static(b"{")];
-            parts.extend(crate::body::record_fields(block));
+            parts.extend(fields);
             parts.push(Bytes::from_static(b"}"));
             vec![notification(id, &parts)]
         }
         (Subscription::Logs(filter), Event::Added { block, .. }) => filter
             .block_logs(block)
+            .into_iter()
             .map(|log| notification(id, &[log.bytes]))
             .collect(),
         (Subscription::Logs(filter), Event::Removed { block }) => filter
             .block_logs(block)
+            .into_iter()
             .map(|log| {
                 // The stored log says `"removed":false`; a reorg took it out.
                 let text = String::from_utf8_lossy(&log.bytes).replacen(

@@ -294,9 +294,15 @@ impl State {
     }
 
     /// The `stateRoot` of the block at `height` with hash `block_hash`,
-    /// read from its header JSON `header` (a verified block's hashes-only
-    /// form) the first time, remembered after.
-    pub fn state_root(&self, height: u64, block_hash: &Hash, header: &[u8]) -> Option<Hash> {
+    /// read from its header JSON (a verified block's hashes-only form, which
+    /// `header` reads) the first time, remembered after: a state read costs
+    /// the block's header bytes once, not on every request.
+    pub fn state_root<H: AsRef<[u8]>>(
+        &self,
+        height: u64,
+        block_hash: &Hash,
+        header: impl FnOnce() -> Option<H>,
+    ) -> Option<Hash> {
         let slot = (height % ROOT_CACHE as u64) as usize;
         {
             let roots = self.roots.lock().unwrap_or_else(|e| e.into_inner());
@@ -307,7 +313,7 @@ impl State {
                 return Some(root);
             }
         }
-        let root = state_root_in_header(header)?;
+        let root = state_root_in_header(header()?.as_ref())?;
         self.roots.lock().unwrap_or_else(|e| e.into_inner())[slot] =
             Some((height, *block_hash, root));
         Some(root)
@@ -387,13 +393,16 @@ mod tests {
         let state = State::new(1 << 20, 16);
         let header = format!(r#"{{"stateRoot":"0x{}"}}"#, "11".repeat(32));
         assert_eq!(
-            state.state_root(7, &[1; 32], header.as_bytes()),
+            state.state_root(7, &[1; 32], || Some(header.as_bytes())),
             Some([0x11; 32])
         );
         // Cached: the header is not read again for the same block.
-        assert_eq!(state.state_root(7, &[1; 32], b"garbage"), Some([0x11; 32]));
+        assert_eq!(
+            state.state_root(7, &[1; 32], || Some(b"garbage")),
+            Some([0x11; 32])
+        );
         // Another block at that height (after a reorg) is read afresh.
-        assert_eq!(state.state_root(7, &[2; 32], b"garbage"), None);
+        assert_eq!(state.state_root(7, &[2; 32], || Some(b"garbage")), None);
     }
 
     #[test]

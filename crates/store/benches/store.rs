@@ -75,10 +75,19 @@ fn reads(c: &mut Criterion) {
             &probes[i]
         };
         group.bench_function("block_by_number_hashes_only", |b| {
-            b.iter(|| black_box(reader.block(next().height).unwrap().hashes_only().len()))
+            b.iter(|| {
+                black_box(
+                    reader
+                        .block(next().height)
+                        .unwrap()
+                        .hashes_only()
+                        .unwrap()
+                        .len(),
+                )
+            })
         });
         group.bench_function("block_by_number_full", |b| {
-            b.iter(|| black_box(reader.block(next().height).unwrap().full().len()))
+            b.iter(|| black_box(reader.block(next().height).unwrap().full().unwrap().len()))
         });
         group.bench_function("block_by_hash", |b| {
             b.iter(|| {
@@ -87,6 +96,7 @@ fn reads(c: &mut Criterion) {
                         .block_by_hash(&next().hash)
                         .unwrap()
                         .hashes_only()
+                        .unwrap()
                         .len(),
                 )
             })
@@ -97,14 +107,14 @@ fn reads(c: &mut Criterion) {
                 let (block, index) = reader
                     .transaction(&probe.txs[probe.txs.len() / 2].hash)
                     .unwrap();
-                black_box(block.transaction(index).unwrap().len())
+                black_box(block.transaction(index).unwrap().unwrap().len())
             })
         });
         group.bench_function("receipt_by_hash", |b| {
             b.iter(|| {
                 let probe = next();
                 let (block, index) = reader.transaction(&probe.txs[0].hash).unwrap();
-                black_box(block.receipt(index).unwrap().len())
+                black_box(block.receipt(index).unwrap().unwrap().len())
             })
         });
         group.finish();

@@ -1,32 +1,241 @@
-//! A stored block as readers see it: the record's sections sliced zero-copy
-//! from the segment's map, its transaction, receipt and log tables, and the
-//! emitter runs `eth_getLogs` matches on.
+//! A stored block as readers see it: a handle on one record that reads and
+//! checks only the part asked for (a section, a transaction's spans, the
+//! log or run table, a slice of the log section), so an answer costs the
+//! bytes it answers, not the record they sit in.
+//!
+//! Opening a block reads its fixed fields (the first chunk). Every other
+//! part is read when asked: through the segment's mapping (zero-copy; on an
+//! async worker only when its pages are in memory, else [`Unread::Cold`]),
+//! or with `pread` into memory of its own on a thread that may wait. Either
+//! way the chunks the part lies in are checked against their CRCs first.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
 use crate::Hash;
-use crate::format::{self, Section, body};
+use crate::format::{
+    self, CHUNK_CRC_LEN, CHUNK_LEN, LOG_ENTRY_LEN, Layout, RECORD_HEADER_LEN, RUN_ENTRY_LEN,
+    RecordHeader, Section, body,
+};
 
-/// A stored block: the record body, sliced zero-copy from the map.
-#[derive(Clone, Debug)]
+/// Why a part of a block was not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unread {
+    /// Its pages are not in memory and the read may not wait for the disk:
+    /// read it again where it may ([`crate::Reader::from_disk`]).
+    Cold,
+    /// Its bytes fail their checksum or do not fit their record: counted
+    /// in [`crate::Stats::corrupt_reads`], logged, and answered as a miss.
+    Damaged,
+}
+
+impl From<crate::Cold> for Unread {
+    fn from(_: crate::Cold) -> Self {
+        Unread::Cold
+    }
+}
+
+/// What the blocks of one segment file share: the file for `pread`, its
+/// path for messages, the store's count of damaged reads.
+pub(crate) struct Origin {
+    pub(crate) path: PathBuf,
+    pub(crate) file: File,
+    pub(crate) corrupt_reads: Arc<AtomicU64>,
+}
+
+impl Origin {
+    /// Counts and logs damage found at `height`.
+    pub(crate) fn damaged(&self, height: u64, what: &str) -> Unread {
+        self.corrupt_reads.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            height,
+            path = %self.path.display(),
+            damage = what,
+            "corrupt record answered as a miss"
+        );
+        Unread::Damaged
+    }
+
+    /// `len` bytes at `offset` of the file, through the page cache: a part
+    /// read so is in memory for the next reader.
+    pub(crate) fn pread(&self, height: u64, offset: u64, len: usize) -> Result<Bytes, Unread> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = vec![0u8; len];
+        match self.file.read_exact_at(&mut bytes, offset) {
+            Ok(()) => Ok(Bytes::from(bytes)),
+            Err(e) => Err(self.damaged(height, &format!("reading: {e}"))),
+        }
+    }
+}
+
+/// Where a block's bytes are read from.
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// The record, sliced from the segment's mapping; without `may_wait`,
+    /// a part whose pages are not all in memory is [`Unread::Cold`].
+    Mapped { record: Bytes, may_wait: bool },
+    /// The record at `offset` of the file, read with `pread`.
+    File { offset: u64 },
+}
+
+/// Of bytes read to check a part: the table entries and the chunks are
+/// read with one `pread` when no more than this lies between them.
+const JOINED_READ_GAP: usize = 64 * 1024;
+
+/// A stored block: a handle that reads its parts when asked.
+#[derive(Clone)]
 pub struct Block {
     height: u64,
-    body: Bytes,
-    /// Its logs are in a section of their own, each after a comma (record
-    /// kinds 3 and 4); otherwise their spans point into the receipts.
-    log_section: bool,
-    /// An emitter-run table ends the body (record kind 4).
-    runs: bool,
+    header: RecordHeader,
+    source: Source,
+    origin: Arc<Origin>,
+    /// The fixed fields (hash, parent, bloom, counts, section lengths),
+    /// checked when the block was opened.
+    fixed: Bytes,
+    layout: Layout,
+}
+
+impl std::fmt::Debug for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Block")
+            .field("height", &self.height)
+            .field("body_len", &self.header.body_len)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Block {
-    pub(crate) fn new(height: u64, body: Bytes, kind: u8) -> Self {
-        Block {
+    /// Opens the record `header` describes: reads and checks its fixed
+    /// fields.
+    pub(crate) fn open(
+        height: u64,
+        header: RecordHeader,
+        source: Source,
+        origin: Arc<Origin>,
+    ) -> Result<Block, Unread> {
+        let mut block = Block {
             height,
-            body,
-            log_section: format::has_log_section(kind),
-            runs: kind == format::KIND_BLOCK_WITH_RUNS,
+            header,
+            source,
+            origin,
+            fixed: Bytes::new(),
+            layout: Layout {
+                tx_count: 0,
+                log_count: 0,
+                starts: [0; format::SECTIONS + 1],
+                lens: [0; format::SECTIONS],
+                body_len: header.body_len,
+            },
+        };
+        block.fixed = block.part(0..body::FIXED_LEN)?;
+        block.layout = Layout::of(&block.fixed, header.body_len)
+            .ok_or_else(|| block.damaged("its tables and sections do not fit its length"))?;
+        Ok(block)
+    }
+
+    fn damaged(&self, what: &str) -> Unread {
+        self.origin.damaged(self.height, what)
+    }
+
+    /// A block over a record held in memory (tests of the format).
+    #[cfg(test)]
+    pub(crate) fn from_record(height: u64, record: &[u8]) -> Block {
+        let header = format::read_header(record).expect("a record header");
+        let origin = Arc::new(Origin {
+            path: PathBuf::from("(memory)"),
+            file: File::open("/dev/null").expect("/dev/null"),
+            corrupt_reads: Arc::default(),
+        });
+        let source = Source::Mapped {
+            record: Bytes::copy_from_slice(record),
+            may_wait: true,
+        };
+        Block::open(height, header, source, origin).expect("an intact record")
+    }
+
+    /// Body bytes `range`, after checking the chunks they lie in.
+    fn part(&self, range: Range<usize>) -> Result<Bytes, Unread> {
+        let body_len = self.header.body_len;
+        if range.start > range.end || range.end > body_len {
+            return Err(self.damaged("a span runs past its record"));
         }
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let (first, last) = (range.start / CHUNK_LEN, range.end.div_ceil(CHUNK_LEN));
+        let table =
+            RECORD_HEADER_LEN + first * CHUNK_CRC_LEN..RECORD_HEADER_LEN + last * CHUNK_CRC_LEN;
+        let body_at = self.header.body_offset();
+        let chunks = body_at + first * CHUNK_LEN..body_at + (last * CHUNK_LEN).min(body_len);
+        let skip = range.start - first * CHUNK_LEN;
+        match &self.source {
+            Source::Mapped { record, may_wait } => {
+                let (entries, bytes) = (&record[table], &record[chunks]);
+                let resident =
+                    || crate::resident::in_memory(entries) && crate::resident::in_memory(bytes);
+                if !*may_wait && !resident() {
+                    return Err(Unread::Cold);
+                }
+                if !format::chunks_match(entries, bytes) {
+                    return Err(self.damaged("checksum mismatch"));
+                }
+                Ok(record.slice(body_at + range.start..body_at + range.end))
+            }
+            Source::File { offset } => {
+                let (entries, bytes) = if chunks.start - table.end <= JOINED_READ_GAP {
+                    let read = self.origin.pread(
+                        self.height,
+                        offset + table.start as u64,
+                        chunks.end - table.start,
+                    )?;
+                    (
+                        read.slice(..table.len()),
+                        read.slice(chunks.start - table.start..),
+                    )
+                } else {
+                    (
+                        self.origin
+                            .pread(self.height, offset + table.start as u64, table.len())?,
+                        self.origin.pread(
+                            self.height,
+                            offset + chunks.start as u64,
+                            chunks.len(),
+                        )?,
+                    )
+                };
+                if !format::chunks_match(&entries, &bytes) {
+                    return Err(self.damaged("checksum mismatch"));
+                }
+                Ok(bytes.slice(skip..skip + range.len()))
+            }
+        }
+    }
+
+    /// Whether reading `ranges` of the body now touches only pages in
+    /// memory (always, read from the file or where reads may wait).
+    fn parts_in_memory(&self, ranges: &[Range<usize>]) -> bool {
+        let Source::Mapped { record, .. } = &self.source else {
+            return true;
+        };
+        let body_at = self.header.body_offset();
+        ranges.iter().filter(|r| !r.is_empty()).all(|range| {
+            let (first, last) = (range.start / CHUNK_LEN, range.end.div_ceil(CHUNK_LEN));
+            let end = (last * CHUNK_LEN).min(self.header.body_len);
+            record
+                .get(
+                    RECORD_HEADER_LEN + first * CHUNK_CRC_LEN
+                        ..RECORD_HEADER_LEN + last * CHUNK_CRC_LEN,
+                )
+                .is_some_and(crate::resident::in_memory)
+                && record
+                    .get(body_at + first * CHUNK_LEN..body_at + end)
+                    .is_some_and(crate::resident::in_memory)
+        })
     }
 
     /// Its height.
@@ -36,202 +245,249 @@ impl Block {
 
     /// Its hash.
     pub fn hash(&self) -> Hash {
-        format::hash_at(&self.body, body::HASH)
+        format::hash_at(&self.fixed, body::HASH)
     }
 
     /// Its parent's hash.
     pub fn parent_hash(&self) -> Hash {
-        format::hash_at(&self.body, body::PARENT_HASH)
+        format::hash_at(&self.fixed, body::PARENT_HASH)
     }
 
     /// The header's logs bloom.
     pub fn logs_bloom(&self) -> &[u8] {
-        &self.body[body::LOGS_BLOOM..body::LOGS_BLOOM + 256]
+        &self.fixed[body::LOGS_BLOOM..body::LOGS_BLOOM + 256]
     }
 
     /// Number of transactions.
     pub fn tx_count(&self) -> u32 {
-        format::u32_at(&self.body, body::TX_COUNT)
+        self.layout.tx_count
     }
 
     /// Number of logs.
     pub fn log_count(&self) -> u32 {
-        format::u32_at(&self.body, body::LOG_COUNT)
+        self.layout.log_count
     }
 
-    fn section_len(&self, section: Section) -> usize {
-        format::u32_at(&self.body, body::SECTION_LENS + 4 * section as usize) as usize
-    }
-
-    /// Where section `index` starts; [`format::SECTIONS`] names the log
-    /// section, after the others.
-    fn section_start(&self, index: usize) -> usize {
-        let tables = body::FIXED_LEN
-            + self.tx_count() as usize * format::TX_ENTRY_LEN
-            + self.log_count() as usize * format::LOG_ENTRY_LEN;
-        tables
-            + (0..index)
-                .map(|earlier| {
-                    format::u32_at(&self.body, body::SECTION_LENS + 4 * earlier) as usize
-                })
-                .sum::<usize>()
-    }
-
-    fn section(&self, section: Section) -> Bytes {
-        let start = self.section_start(section as usize);
-        self.body.slice(start..start + self.section_len(section))
+    fn section(&self, section: Section) -> Result<Bytes, Unread> {
+        self.part(self.layout.section(section as usize))
     }
 
     /// The block with full transactions, bytes as the upstream sent them.
-    pub fn full(&self) -> Bytes {
+    pub fn full(&self) -> Result<Bytes, Unread> {
         self.section(Section::Full)
     }
 
     /// The block with transaction hashes only.
-    pub fn hashes_only(&self) -> Bytes {
+    pub fn hashes_only(&self) -> Result<Bytes, Unread> {
         self.section(Section::HashesOnly)
     }
 
     /// The receipts array, bytes as the upstream sent them.
-    pub fn receipts(&self) -> Bytes {
+    pub fn receipts(&self) -> Result<Bytes, Unread> {
         self.section(Section::Receipts)
     }
 
     /// Raw header as the upstream sent it; empty when not stored.
-    pub fn raw_header(&self) -> Bytes {
+    pub fn raw_header(&self) -> Result<Bytes, Unread> {
         self.section(Section::RawHeader)
     }
 
     /// Raw block as the upstream sent it; empty when not stored.
-    pub fn raw_block(&self) -> Bytes {
+    pub fn raw_block(&self) -> Result<Bytes, Unread> {
         self.section(Section::RawBlock)
     }
 
     /// Raw receipts as the upstream sent them; empty when not stored.
-    pub fn raw_receipts(&self) -> Bytes {
+    pub fn raw_receipts(&self) -> Result<Bytes, Unread> {
         self.section(Section::RawReceipts)
     }
 
-    fn tx_entry(&self, index: u32) -> usize {
-        body::FIXED_LEN + index as usize * format::TX_ENTRY_LEN
+    /// The hashes of its transactions, in order (one read of the table).
+    pub fn tx_hashes(&self) -> Result<impl Iterator<Item = Hash> + use<>, Unread> {
+        let table = self.part(self.layout.tx_table())?;
+        Ok((0..self.tx_count() as usize)
+            .map(move |i| format::hash_at(&table, i * format::TX_ENTRY_LEN)))
     }
 
-    /// The hash of transaction `index` (which must be below [`Block::tx_count`]).
-    pub fn tx_hash(&self, index: u32) -> Hash {
-        format::hash_at(&self.body, self.tx_entry(index))
+    /// The hash of transaction `index` (which must be below
+    /// [`Block::tx_count`], else the block is taken as damaged).
+    pub fn tx_hash(&self, index: u32) -> Result<Hash, Unread> {
+        if index >= self.tx_count() {
+            return Err(self.damaged("an index entry names a transaction past the block's"));
+        }
+        Ok(format::hash_at(&self.part(self.layout.tx_entry(index))?, 0))
     }
 
-    fn span_bytes(&self, section: Section, entry_at: usize) -> Bytes {
-        let offset = format::u32_at(&self.body, entry_at) as usize;
-        let len = format::u32_at(&self.body, entry_at + 4) as usize;
-        self.section(section).slice(offset..offset + len)
+    /// The span at byte `at` of transaction `index`'s table entry, in
+    /// `section`; `None` past the last transaction.
+    fn tx_span(&self, index: u32, at: usize, section: Section) -> Result<Option<Bytes>, Unread> {
+        if index >= self.tx_count() {
+            return Ok(None);
+        }
+        let entry = self.part(self.layout.tx_entry(index))?;
+        let (offset, len) = (
+            format::u32_at(&entry, at) as usize,
+            format::u32_at(&entry, at + 4) as usize,
+        );
+        let within = self.layout.section(section as usize);
+        if offset + len > within.len() {
+            return Err(self.damaged("a transaction's span runs past its section"));
+        }
+        let start = within.start + offset;
+        self.part(start..start + len).map(Some)
     }
 
-    /// Transaction `index` as it appears in the full block, if it exists.
-    pub fn transaction(&self, index: u32) -> Option<Bytes> {
-        (index < self.tx_count()).then(|| self.span_bytes(Section::Full, self.tx_entry(index) + 32))
+    /// Transaction `index` as it appears in the full block; `None` past
+    /// the last.
+    pub fn transaction(&self, index: u32) -> Result<Option<Bytes>, Unread> {
+        self.tx_span(index, 32, Section::Full)
     }
 
-    /// The receipt of transaction `index`, if it exists.
-    pub fn receipt(&self, index: u32) -> Option<Bytes> {
-        (index < self.tx_count())
-            .then(|| self.span_bytes(Section::Receipts, self.tx_entry(index) + 40))
+    /// The receipt of transaction `index`; `None` past the last.
+    pub fn receipt(&self, index: u32) -> Result<Option<Bytes>, Unread> {
+        self.tx_span(index, 40, Section::Receipts)
     }
 
     /// The hex digits of transaction `index`'s EIP-2718 encoding, inside the
-    /// raw block (empty when not stored).
-    pub fn raw_transaction(&self, index: u32) -> Option<Bytes> {
-        (index < self.tx_count())
-            .then(|| self.span_bytes(Section::RawBlock, self.tx_entry(index) + 48))
+    /// raw block (empty when not stored); `None` past the last.
+    pub fn raw_transaction(&self, index: u32) -> Result<Option<Bytes>, Unread> {
+        self.tx_span(index, 48, Section::RawBlock)
     }
 
-    /// The section the log spans point into.
-    pub(crate) fn log_bytes(&self) -> Bytes {
-        if self.log_section {
-            self.body
-                .slice(self.section_start(format::SECTIONS)..self.log_section_end())
-        } else {
-            self.receipts()
+    /// The run table and the log section, as ranges of the body.
+    fn runs_and_logs(&self) -> Result<(Range<usize>, Range<usize>), Unread> {
+        let count = format::u32_at(&self.part(self.layout.run_count_at())?, 0);
+        self.layout
+            .runs_and_logs(count)
+            .ok_or_else(|| self.damaged("its run table does not fit"))
+    }
+
+    /// Whether reading its logs (tables and log section) now touches only
+    /// pages in memory: what a short `eth_getLogs` asks before it scans on
+    /// an async worker.
+    pub fn logs_in_memory(&self) -> bool {
+        if self.log_count() == 0 {
+            return true;
+        }
+        let count_at = self.layout.run_count_at();
+        if !self.parts_in_memory(std::slice::from_ref(&count_at)) {
+            return false;
+        }
+        match self.runs_and_logs() {
+            Ok((runs, logs)) => self.parts_in_memory(&[runs, logs, self.layout.log_table()]),
+            Err(_) => true,
         }
     }
 
-    /// Entries in the run table (0 without one).
-    fn run_count(&self) -> usize {
-        if self.runs {
-            format::u32_at(&self.body, self.body.len() - format::RUN_COUNT_LEN) as usize
-        } else {
-            0
-        }
+    /// The block's emitter runs: consecutive logs sharing their address
+    /// and first topic, each read from one run table entry without
+    /// touching the log table.
+    pub fn emitter_runs(&self) -> Result<Runs, Unread> {
+        let (runs, _) = self.runs_and_logs()?;
+        Ok(Runs(self.part(runs)?))
     }
 
-    /// Where the log section stops: at the run table, or the body's end.
-    fn log_section_end(&self) -> usize {
-        if self.runs {
-            self.body.len() - format::RUN_COUNT_LEN - self.run_count() * format::RUN_ENTRY_LEN
-        } else {
-            self.body.len()
-        }
-    }
-
-    fn log_entry(&self, index: u32) -> &[u8] {
-        let at = body::FIXED_LEN
-            + self.tx_count() as usize * format::TX_ENTRY_LEN
-            + index as usize * format::LOG_ENTRY_LEN;
-        &self.body[at..at + format::LOG_ENTRY_LEN]
-    }
-
-    /// The block's emitter runs in log order: consecutive logs sharing
-    /// their address and first topic, each read from one table entry
-    /// without touching the log table. `None` for records written before
-    /// format version 3, which have no run table.
-    pub fn emitter_runs(&self) -> Option<impl Iterator<Item = EmitterRun<'_>> + '_> {
-        let (runs, count) = (self.log_section_end(), self.run_count());
-        self.runs.then(move || {
-            (0..count).map(move |r| {
-                let entry = &self.body[runs + r * format::RUN_ENTRY_LEN..][..format::RUN_ENTRY_LEN];
-                let fewest_topics = entry[format::run::FEWEST_TOPICS];
-                EmitterRun {
-                    first: format::u32_at(entry, format::run::FIRST),
-                    count: format::u32_at(entry, format::run::COUNT),
-                    start: format::u32_at(entry, format::run::START),
-                    end: format::u32_at(entry, format::run::END),
-                    address: entry[format::run::ADDRESS..format::run::ADDRESS + 20]
-                        .try_into()
-                        .expect("20 bytes"),
-                    topic0: (fewest_topics > 0).then(|| {
-                        entry[format::run::TOPIC0..format::run::TOPIC0 + 32]
-                            .try_into()
-                            .expect("32 bytes")
-                    }),
-                    fewest_topics,
-                }
-            })
+    /// The log table: what filters match on, and where each log lies.
+    pub fn log_table(&self) -> Result<LogTable, Unread> {
+        let (_, logs) = self.runs_and_logs()?;
+        Ok(LogTable {
+            table: self.part(self.layout.log_table())?,
+            log_section_len: logs.len() as u32,
         })
     }
 
     /// Bytes `start..end` of the log section, as an [`EmitterRun`] or
-    /// [`Block::log_piece`] gives them (pieces that touch join into one):
-    /// one slice, never a copy. Only for blocks with a log section (all
-    /// but format version 1's records).
-    pub fn log_slice(&self, start: u32, end: u32) -> Bytes {
-        debug_assert!(self.log_section, "version 1 records have no log section");
-        let base = self.section_start(format::SECTIONS);
-        self.body.slice(base + start as usize..base + end as usize)
+    /// [`LogTable::piece`] gives them (pieces that touch join into one):
+    /// one slice, never a copy, checked on its own.
+    pub fn log_slice(&self, start: u32, end: u32) -> Result<Bytes, Unread> {
+        let (_, logs) = self.runs_and_logs()?;
+        if start > end || end as usize > logs.len() {
+            return Err(self.damaged("a log slice runs past the log section"));
+        }
+        self.part(logs.start + start as usize..logs.start + end as usize)
     }
 
-    /// Where log `index` lies in the log section, from the comma before it
-    /// to its end, for [`Block::log_slice`]. Only for blocks with a log
-    /// section.
-    pub fn log_piece(&self, index: u32) -> (u32, u32) {
-        let entry = self.log_entry(index);
-        let offset = format::u32_at(entry, 4);
-        (offset - 1, offset + format::u32_at(entry, 8))
+    /// The logs of the block, in order, with what filters match on (the
+    /// log table and the whole log section: for subscriptions, which send
+    /// every matching log of a new block).
+    pub fn logs(&self) -> Result<Vec<Log>, Unread> {
+        let table = self.log_table()?;
+        let (_, section) = self.runs_and_logs()?;
+        let bytes = self.part(section)?;
+        (0..self.log_count())
+            .map(|i| {
+                let (start, end) = table.piece(i);
+                let entry = table.entry(i);
+                if start >= end || end as usize > bytes.len() {
+                    return Err(self.damaged("a log's span runs past the log section"));
+                }
+                let topic_count = entry[32].min(4) as usize;
+                Ok(Log {
+                    tx_index: format::u32_at(entry, 0),
+                    address: entry[12..32].try_into().expect("20 bytes"),
+                    topics: std::array::from_fn(|t| format::hash_at(entry, 36 + 32 * t)),
+                    topic_count,
+                    bytes: bytes.slice(start as usize + 1..end as usize),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A block's emitter-run table, checked ([`Block::emitter_runs`]).
+pub struct Runs(Bytes);
+
+impl Runs {
+    /// The runs, in log order.
+    pub fn iter(&self) -> impl Iterator<Item = EmitterRun<'_>> + '_ {
+        self.0.chunks_exact(RUN_ENTRY_LEN).map(|entry| {
+            let fewest_topics = entry[format::run::FEWEST_TOPICS];
+            EmitterRun {
+                first: format::u32_at(entry, format::run::FIRST),
+                count: format::u32_at(entry, format::run::COUNT),
+                start: format::u32_at(entry, format::run::START),
+                end: format::u32_at(entry, format::run::END),
+                address: entry[format::run::ADDRESS..format::run::ADDRESS + 20]
+                    .try_into()
+                    .expect("20 bytes"),
+                topic0: (fewest_topics > 0).then(|| {
+                    entry[format::run::TOPIC0..format::run::TOPIC0 + 32]
+                        .try_into()
+                        .expect("32 bytes")
+                }),
+                fewest_topics,
+            }
+        })
+    }
+}
+
+/// A block's log table, checked ([`Block::log_table`]).
+pub struct LogTable {
+    table: Bytes,
+    log_section_len: u32,
+}
+
+impl LogTable {
+    fn entry(&self, index: u32) -> &[u8] {
+        let at = index as usize * LOG_ENTRY_LEN;
+        self.table
+            .get(at..at + LOG_ENTRY_LEN)
+            .unwrap_or(&[0; LOG_ENTRY_LEN])
     }
 
-    /// What a filter matches log `index` on (which must be below
-    /// [`Block::log_count`]), from the log table alone.
-    pub fn log_key(&self, index: u32) -> LogKey<'_> {
-        let entry = self.log_entry(index);
+    /// How many logs it describes.
+    pub fn len(&self) -> u32 {
+        (self.table.len() / LOG_ENTRY_LEN) as u32
+    }
+
+    /// Whether it describes no logs.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// What a filter matches log `index` on.
+    pub fn key(&self, index: u32) -> LogKey<'_> {
+        let entry = self.entry(index);
         let topic_count = entry[32].min(4) as usize;
         let (topics, _) = entry[36..36 + 32 * topic_count].as_chunks::<32>();
         LogKey {
@@ -241,57 +497,17 @@ impl Block {
         }
     }
 
-    /// The logs of the block, in order, with what filters match on.
-    pub fn logs(&self) -> impl Iterator<Item = Log> + '_ {
-        let bytes = self.log_bytes();
-        (0..self.log_count()).map(move |i| {
-            let entry = self.log_entry(i);
-            let offset = format::u32_at(entry, 4) as usize;
-            let len = format::u32_at(entry, 8) as usize;
-            let topic_count = entry[32].min(4) as usize;
-            Log {
-                tx_index: format::u32_at(entry, 0),
-                address: entry[12..32].try_into().expect("20 bytes"),
-                topics: std::array::from_fn(|t| format::hash_at(entry, 36 + 32 * t)),
-                topic_count,
-                bytes: bytes.slice(offset..offset + len),
-            }
-        })
-    }
-
-    /// What a filter matches each log on, in order, read from the log
-    /// table alone: no log bytes are touched.
-    pub fn log_keys(&self) -> impl Iterator<Item = LogKey<'_>> + '_ {
-        (0..self.log_count()).map(move |index| self.log_key(index))
-    }
-
-    /// The length of log `index`'s bytes.
-    pub fn log_len(&self, index: u32) -> u32 {
-        format::u32_at(self.log_entry(index), 8)
-    }
-
-    /// Logs `first..=last` as they go into a JSON array after an earlier
-    /// element: each preceded by a comma. One slice of the log section,
-    /// whatever the run's length; a record without one (kind 1) is copied.
-    pub fn log_run(&self, first: u32, last: u32) -> Bytes {
-        let bytes = self.log_bytes();
-        let span = |i: u32| {
-            let entry = self.log_entry(i);
-            let offset = format::u32_at(entry, 4) as usize;
-            (offset, offset + format::u32_at(entry, 8) as usize)
-        };
-        if self.log_section {
-            // Verified with the CRC: the logs lie back to back, each right
-            // after its comma.
-            return bytes.slice(span(first).0 - 1..span(last).1);
-        }
-        let mut joined = Vec::new();
-        for i in first..=last {
-            let (start, end) = span(i);
-            joined.push(b',');
-            joined.extend_from_slice(&bytes[start..end]);
-        }
-        joined.into()
+    /// Where log `index` lies in the log section, from the comma before it
+    /// to its end, for [`Block::log_slice`] (clamped to the section: a
+    /// damaged entry yields a slice the block refuses, never a panic).
+    pub fn piece(&self, index: u32) -> (u32, u32) {
+        let entry = self.entry(index);
+        let offset = format::u32_at(entry, 4).max(1);
+        let end = offset.saturating_add(format::u32_at(entry, 8));
+        (
+            (offset - 1).min(self.log_section_len),
+            end.min(self.log_section_len),
+        )
     }
 }
 

@@ -4,19 +4,16 @@
 
 use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
 
-/// The store format this build writes. Version 2 added block records with
-/// a log section (kind 3), version 3 their emitter-run table (kind 4);
-/// version 1 and 2 stores are read as they are and their META is rewritten
-/// as this version on open, so an older neve refuses the store instead of
-/// misreading it.
-pub const FORMAT_VERSION: u32 = 3;
-
-/// The oldest store format this build reads.
-pub const OLDEST_READABLE_VERSION: u32 = 1;
+/// The store format this build writes and reads. Version 4 checks a
+/// record in 4 KiB chunks, each with a CRC of its own, so a read checks
+/// the bytes it returns rather than the whole record; stores of versions 1
+/// to 3 (one CRC a record) are refused with [`crate::StoreError::FormatVersion`]
+/// and re-ingested (docs/store-format.md, "Upgrading").
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Whether this build reads files of format `version`.
 pub(crate) fn readable(version: u32) -> bool {
-    (OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version)
+    version == FORMAT_VERSION
 }
 
 // ---- record header (24 bytes), in front of every record in a segment ----
@@ -25,31 +22,28 @@ pub(crate) fn readable(version: u32) -> bool {
 pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"NVRC");
 /// Record header length.
 pub const RECORD_HEADER_LEN: usize = 24;
-/// Record kind: a block whose log spans point into its receipts (format
-/// version 1; read, no longer written).
-pub const KIND_BLOCK: u8 = 1;
 /// Record kind: a rollback tombstone; its height is the last height kept.
 pub const KIND_ROLLBACK: u8 = 2;
-/// Record kind: a block with a log section after its other sections; its
-/// log spans point into that section (format version 2; read, no longer
-/// written).
-pub const KIND_BLOCK_WITH_LOGS: u8 = 3;
-/// Record kind: a kind 3 block followed by its emitter-run table and the
-/// table's entry count, so a log filter decides whole runs of logs from
-/// one table entry instead of reading every log's.
-pub const KIND_BLOCK_WITH_RUNS: u8 = 4;
+/// Record kind: a block (format version 4): its chunk table, then a body
+/// of tables, sections, log section and emitter-run table. Kinds 1, 3 and
+/// 4 were the blocks of versions 1 to 3, which this build does not read.
+pub const KIND_BLOCK: u8 = 5;
+
+/// The bytes one CRC of a block's chunk table covers: 4 KiB, a page, so
+/// an answer of a few hundred bytes checks at most two chunks, and the
+/// table costs 0.1 % of the body.
+pub const CHUNK_LEN: usize = 4096;
+/// A chunk table entry: the u32 CRC-32C of one chunk.
+pub const CHUNK_CRC_LEN: usize = 4;
 
 /// Whether a record of `kind` is a block.
 pub(crate) fn is_block(kind: u8) -> bool {
-    matches!(
-        kind,
-        KIND_BLOCK | KIND_BLOCK_WITH_LOGS | KIND_BLOCK_WITH_RUNS
-    )
+    kind == KIND_BLOCK
 }
 
-/// Whether a block record of `kind` has a log section.
-pub(crate) fn has_log_section(kind: u8) -> bool {
-    kind == KIND_BLOCK_WITH_LOGS || kind == KIND_BLOCK_WITH_RUNS
+/// How many chunks a body of `body_len` bytes has.
+pub(crate) fn chunk_count(body_len: usize) -> usize {
+    body_len.div_ceil(CHUNK_LEN)
 }
 
 /// Header field offsets.
@@ -62,7 +56,8 @@ pub mod header {
     pub const HEIGHT: usize = 8;
     /// u32 body length.
     pub const BODY_LEN: usize = 16;
-    /// u32 CRC-32C of header bytes 4..20 followed by the body.
+    /// u32 CRC-32C of header bytes 4..20 (the chunk table checks the
+    /// body, a chunk at a time).
     pub const CRC: usize = 20;
 }
 
@@ -110,15 +105,15 @@ pub const SECTIONS: usize = 6;
 /// Transaction table entry: [32] hash, then (offset u32, len u32) spans into
 /// the full, receipts and raw-block sections.
 pub const TX_ENTRY_LEN: usize = 56;
-/// Log table entry: u32 tx index, span (u32, u32) into the log section
-/// (kind 1: into receipts), [20] address, u8 topic count, [3] zero, 4 × [32]
+/// Log table entry: u32 tx index, span (u32, u32) into the log section,
+/// [20] address, u8 topic count, [3] zero, 4 × [32]
 /// topics (unused ones zero).
 pub const LOG_ENTRY_LEN: usize = 164;
 
-/// Emitter-run table entry (kind 4): a maximal run of consecutive logs
+/// Emitter-run table entry: a maximal run of consecutive logs
 /// with the same address and the same first topic (or none).
 pub const RUN_ENTRY_LEN: usize = 72;
-/// The u32 run count that ends a kind 4 body, after the run table.
+/// The u32 run count that ends a block body, after the run table.
 pub const RUN_COUNT_LEN: usize = 4;
 
 /// Emitter-run entry field offsets.
@@ -233,13 +228,15 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
         + runs.len() * RUN_ENTRY_LEN
         + RUN_COUNT_LEN;
     let body_len = u32::try_from(body_len).map_err(|_| EncodeError::TooLarge)?;
+    let chunks = chunk_count(body_len as usize);
     let start = out.len();
-    out.reserve(RECORD_HEADER_LEN + body_len as usize);
+    out.reserve(RECORD_HEADER_LEN + chunks * CHUNK_CRC_LEN + body_len as usize);
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
-    out.extend_from_slice(&[KIND_BLOCK_WITH_RUNS, 0, 0, 0]);
+    out.extend_from_slice(&[KIND_BLOCK, 0, 0, 0]);
     out.extend_from_slice(&block.height.to_le_bytes());
     out.extend_from_slice(&body_len.to_le_bytes());
     out.extend_from_slice(&[0; 4]); // CRC, filled below
+    out.resize(out.len() + chunks * CHUNK_CRC_LEN, 0); // chunk table, filled below
     out.extend_from_slice(&block.hash);
     out.extend_from_slice(&block.parent_hash);
     out.extend_from_slice(&block.logs_bloom);
@@ -295,8 +292,19 @@ pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<()
         run_start = run_end;
     }
     out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
-    debug_assert_eq!(out.len() - start, RECORD_HEADER_LEN + body_len as usize);
-    seal_crc(&mut out[start..]);
+    let record = &mut out[start..];
+    debug_assert_eq!(
+        record.len(),
+        RECORD_HEADER_LEN + chunks * CHUNK_CRC_LEN + body_len as usize
+    );
+    let (head, body) = record.split_at_mut(RECORD_HEADER_LEN + chunks * CHUNK_CRC_LEN);
+    for (chunk, entry) in body
+        .chunks(CHUNK_LEN)
+        .zip(head[RECORD_HEADER_LEN..].chunks_mut(CHUNK_CRC_LEN))
+    {
+        entry.copy_from_slice(&crc32c::crc32c(chunk).to_le_bytes());
+    }
+    seal_crc(record);
     Ok(())
 }
 
@@ -350,17 +358,16 @@ pub(crate) fn encode_rollback(keep_up_to: u64, out: &mut Vec<u8>) {
     seal_crc(&mut out[start..]);
 }
 
-fn record_crc(record: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&record[header::KIND..header::CRC]);
-    crc32c::crc32c_append(crc, &record[RECORD_HEADER_LEN..])
+fn header_crc(record: &[u8]) -> u32 {
+    crc32c::crc32c(&record[header::KIND..header::CRC])
 }
 
 fn seal_crc(record: &mut [u8]) {
-    let crc = record_crc(record);
+    let crc = header_crc(record);
     record[header::CRC..header::CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// A record header that passed its structural checks.
+/// A record header that passed its structural checks and its CRC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RecordHeader {
     pub(crate) kind: u8,
@@ -369,113 +376,197 @@ pub(crate) struct RecordHeader {
 }
 
 impl RecordHeader {
+    /// How many chunks (and chunk table entries) its body has.
+    pub(crate) fn chunks(&self) -> usize {
+        chunk_count(self.body_len)
+    }
+
+    /// Where its body starts, from the start of the record.
+    pub(crate) fn body_offset(&self) -> usize {
+        RECORD_HEADER_LEN + self.chunks() * CHUNK_CRC_LEN
+    }
+
     pub(crate) fn total_len(&self) -> usize {
-        RECORD_HEADER_LEN + self.body_len
+        self.body_offset() + self.body_len
     }
 }
 
-/// Reads the header at the start of `bytes`: `None` when it is not a record
-/// (zeros, garbage, or a length running past `bytes`).
+/// Reads the header at the start of `bytes` (at least its 24 bytes):
+/// `None` when it is not an intact record header (zeros, garbage, a torn
+/// write, a kind this build does not know). Whether the record's length
+/// fits what follows is the caller's to check.
 pub(crate) fn read_header(bytes: &[u8]) -> Option<RecordHeader> {
     if bytes.len() < RECORD_HEADER_LEN || u32_at(bytes, header::MAGIC) != RECORD_MAGIC {
+        return None;
+    }
+    if u32_at(bytes, header::CRC) != header_crc(bytes) {
         return None;
     }
     let kind = bytes[header::KIND];
     let body_len = u32_at(bytes, header::BODY_LEN) as usize;
     let valid_kind = match kind {
-        KIND_BLOCK | KIND_BLOCK_WITH_LOGS | KIND_BLOCK_WITH_RUNS => body_len >= body::FIXED_LEN,
+        KIND_BLOCK => body_len >= body::FIXED_LEN + RUN_COUNT_LEN,
         KIND_ROLLBACK => body_len == 0,
         _ => false,
     };
-    if !valid_kind || bytes.len() - RECORD_HEADER_LEN < body_len {
-        return None;
-    }
-    Some(RecordHeader {
+    valid_kind.then(|| RecordHeader {
         kind,
         height: u64_at(bytes, header::HEIGHT),
         body_len,
     })
 }
 
-/// Whether the record at the start of `bytes` (as sized by its header) has
-/// an intact checksum and a body whose tables fit.
-pub(crate) fn verify_record(bytes: &[u8], header: &RecordHeader) -> bool {
-    let record = &bytes[..header.total_len()];
-    if u32_at(record, self::header::CRC) != record_crc(record) {
-        return false;
-    }
-    !is_block(header.kind) || body_is_consistent(&record[RECORD_HEADER_LEN..], header.kind)
+/// Whether every chunk of `body` from chunk `first` on matches its entry
+/// in `table` (entries for those chunks only).
+pub(crate) fn chunks_match(table: &[u8], body: &[u8]) -> bool {
+    table.len() == chunk_count(body.len()) * CHUNK_CRC_LEN
+        && body
+            .chunks(CHUNK_LEN)
+            .zip(table.chunks(CHUNK_CRC_LEN))
+            .all(|(chunk, entry)| crc32c::crc32c(chunk).to_le_bytes() == entry)
 }
 
-/// The tables and sections of a block body add up to its length, and every
-/// span in its tables lies inside its section. Checked with the CRC, so a
-/// record that passes can be sliced by readers without a bounds check
-/// failing: a CRC only says the bytes are the ones written, not that what
-/// was written is sane (a bug, or a file crafted by hand). A kind 3 body's
-/// log section is what follows the other sections; each of its logs starts
-/// after a comma. A kind 4 body's log section stops at its run table, whose
-/// entries must say what the log table says.
-fn body_is_consistent(body: &[u8], kind: u8) -> bool {
-    if body.len() < body::FIXED_LEN {
+/// Whether the record at the start of `bytes` (as sized by its header) is
+/// whole: every chunk matches its CRC and the body's tables fit. Read so
+/// by the recovery scan; serving checks only the chunks it answers from.
+pub(crate) fn verify_record(bytes: &[u8], header: &RecordHeader) -> bool {
+    if bytes.len() < header.total_len() {
         return false;
     }
-    let tx_count = u32_at(body, body::TX_COUNT) as u64;
-    let log_count = u32_at(body, body::LOG_COUNT) as u64;
-    let lens: [u64; SECTIONS] =
-        std::array::from_fn(|i| u32_at(body, body::SECTION_LENS + 4 * i) as u64);
-    let tables =
-        body::FIXED_LEN as u64 + tx_count * TX_ENTRY_LEN as u64 + log_count * LOG_ENTRY_LEN as u64;
-    let sections_end = tables + lens.iter().sum::<u64>();
-    let body_len = body.len() as u64;
-    let (log_section_len, run_count) = match kind {
-        KIND_BLOCK if sections_end == body_len => (0, 0),
-        KIND_BLOCK_WITH_LOGS if sections_end <= body_len => (body_len - sections_end, 0),
-        KIND_BLOCK_WITH_RUNS if sections_end + RUN_COUNT_LEN as u64 <= body_len => {
-            let run_count = u32_at(body, body.len() - RUN_COUNT_LEN) as u64;
-            let runs_len = run_count * RUN_ENTRY_LEN as u64 + RUN_COUNT_LEN as u64;
-            match (body_len - sections_end).checked_sub(runs_len) {
-                Some(len) => (len, run_count),
-                None => return false,
-            }
+    let record = &bytes[..header.total_len()];
+    let body = &record[header.body_offset()..];
+    chunks_match(&record[RECORD_HEADER_LEN..header.body_offset()], body)
+        && (!is_block(header.kind) || body_is_consistent(body))
+}
+
+/// Where the parts of a block body lie, from its fixed fields alone (the
+/// first [`body::FIXED_LEN`] bytes): what a reader needs to find any part
+/// without touching the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) tx_count: u32,
+    pub(crate) log_count: u32,
+    /// Each section's start and length in the body; index [`SECTIONS`] is
+    /// the log section's start (its length needs the run count).
+    pub(crate) starts: [usize; SECTIONS + 1],
+    pub(crate) lens: [usize; SECTIONS],
+    pub(crate) body_len: usize,
+}
+
+impl Layout {
+    /// The layout the fixed fields describe, if it fits a body of
+    /// `body_len` bytes (tables, sections, and at least the run count).
+    pub(crate) fn of(fixed: &[u8], body_len: usize) -> Option<Layout> {
+        if fixed.len() < body::FIXED_LEN {
+            return None;
         }
-        _ => return false,
+        let tx_count = u32_at(fixed, body::TX_COUNT);
+        let log_count = u32_at(fixed, body::LOG_COUNT);
+        let lens: [usize; SECTIONS] =
+            std::array::from_fn(|i| u32_at(fixed, body::SECTION_LENS + 4 * i) as usize);
+        let tables = body::FIXED_LEN as u64
+            + tx_count as u64 * TX_ENTRY_LEN as u64
+            + log_count as u64 * LOG_ENTRY_LEN as u64;
+        let mut starts = [0usize; SECTIONS + 1];
+        let mut at = tables;
+        for (i, len) in lens.iter().enumerate() {
+            starts[i] = at as usize;
+            at += *len as u64;
+        }
+        starts[SECTIONS] = at as usize;
+        (at + RUN_COUNT_LEN as u64 <= body_len as u64).then_some(Layout {
+            tx_count,
+            log_count,
+            starts,
+            lens,
+            body_len,
+        })
+    }
+
+    /// Where transaction `index`'s table entry lies.
+    pub(crate) fn tx_entry(&self, index: u32) -> std::ops::Range<usize> {
+        let at = body::FIXED_LEN + index as usize * TX_ENTRY_LEN;
+        at..at + TX_ENTRY_LEN
+    }
+
+    /// The whole transaction table.
+    pub(crate) fn tx_table(&self) -> std::ops::Range<usize> {
+        body::FIXED_LEN..self.log_table().start
+    }
+
+    /// The whole log table.
+    pub(crate) fn log_table(&self) -> std::ops::Range<usize> {
+        let at = body::FIXED_LEN + self.tx_count as usize * TX_ENTRY_LEN;
+        at..at + self.log_count as usize * LOG_ENTRY_LEN
+    }
+
+    /// A section's bytes.
+    pub(crate) fn section(&self, section: usize) -> std::ops::Range<usize> {
+        self.starts[section]..self.starts[section] + self.lens[section]
+    }
+
+    /// Where the run count lies (the body's last 4 bytes).
+    pub(crate) fn run_count_at(&self) -> std::ops::Range<usize> {
+        self.body_len - RUN_COUNT_LEN..self.body_len
+    }
+
+    /// The run table of `run_count` entries, and the log section before
+    /// it; `None` when they do not fit.
+    pub(crate) fn runs_and_logs(
+        &self,
+        run_count: u32,
+    ) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+        let end = self.body_len - RUN_COUNT_LEN;
+        let runs = end.checked_sub(run_count as usize * RUN_ENTRY_LEN)?;
+        (runs >= self.starts[SECTIONS]).then_some((runs..end, self.starts[SECTIONS]..runs))
+    }
+}
+
+/// The tables and sections of a block body add up to its length, every
+/// span in its tables lies inside its section, each log starts right after
+/// the previous one and its comma (the last ending the log section, so any
+/// run of logs is one slice from the byte before its first), and the run
+/// table says what the log table says. Checked by the recovery scan and
+/// the tests: a CRC only says the bytes are the ones written, not that
+/// what was written is sane (a bug, or a file crafted by hand). Readers
+/// bounds-check what they slice as well, so a record that passes its
+/// chunk CRCs but not this can answer a miss, never a panic.
+fn body_is_consistent(body: &[u8]) -> bool {
+    let Some(layout) = Layout::of(body, body.len()) else {
+        return false;
     };
-    let within_len = |at: usize, limit: u64| {
+    let run_count = u32_at(body, body.len() - RUN_COUNT_LEN);
+    let Some((_, logs)) = layout.runs_and_logs(run_count) else {
+        return false;
+    };
+    let log_section_len = logs.len() as u64;
+    let within_len = |at: usize, limit: usize| {
         let offset = u32_at(body, at) as u64;
         let len = u32_at(body, at + 4) as u64;
-        offset + len <= limit
+        offset + len <= limit as u64
     };
-    let within = |at: usize, section: Section| within_len(at, lens[section as usize]);
-    let txs = (0..tx_count as usize).all(|i| {
-        let entry = body::FIXED_LEN + i * TX_ENTRY_LEN;
+    let within = |at: usize, section: Section| within_len(at, layout.lens[section as usize]);
+    let txs = (0..layout.tx_count).all(|i| {
+        let entry = layout.tx_entry(i).start;
         within(entry + 32, Section::Full)
             && within(entry + 40, Section::Receipts)
             && within(entry + 48, Section::RawBlock)
     });
-    let table = body::FIXED_LEN + tx_count as usize * TX_ENTRY_LEN;
-    // Kind 3: each log starts right after the previous one and its comma,
-    // and the last ends the section, so any run of logs is one slice from
-    // the byte before its first.
+    let table = layout.log_table().start;
     let mut next_log = 1u64;
-    let logs = (0..log_count as usize).all(|i| {
+    let logs_fit = (0..layout.log_count as usize).all(|i| {
         let entry = table + i * LOG_ENTRY_LEN;
-        let span_fits = if has_log_section(kind) {
-            let offset = u32_at(body, entry + 4) as u64;
-            let fits = offset == next_log && within_len(entry + 4, log_section_len);
-            next_log = offset + u32_at(body, entry + 8) as u64 + 1;
-            fits
-        } else {
-            within(entry + 4, Section::Receipts)
-        };
-        (u32_at(body, entry) as u64) < tx_count && span_fits && body[entry + 32] <= 4
+        let offset = u32_at(body, entry + 4) as u64;
+        let fits = offset == next_log && within_len(entry + 4, logs.len());
+        next_log = offset + u32_at(body, entry + 8) as u64 + 1;
+        (u32_at(body, entry) as u64) < layout.tx_count as u64 && fits && body[entry + 32] <= 4
     });
-    let log_section_filled = !has_log_section(kind) || next_log - 1 == log_section_len;
-    txs && logs
-        && log_section_filled
-        && (kind != KIND_BLOCK_WITH_RUNS || runs_agree(body, table, log_count, run_count))
+    txs && logs_fit
+        && next_log - 1 == log_section_len
+        && runs_agree(body, table, layout.log_count as u64, run_count as u64)
 }
 
-/// A kind 4 body's run table covers its logs in order, each entry a run of
+/// A body's run table covers its logs in order, each entry a run of
 /// at least one log whose bytes, address, first topic and fewest topics
 /// are the log table's. Called once the log table is known to fit.
 fn runs_agree(body: &[u8], table: usize, log_count: u64, run_count: u64) -> bool {
@@ -615,15 +706,9 @@ mod tests {
         );
         assert_eq!((run::FEWEST_TOPICS, run::TOPIC0), (36, 40));
         assert_eq!(run::TOPIC0 + 32, RUN_ENTRY_LEN);
-        assert_eq!(
-            (
-                KIND_BLOCK,
-                KIND_ROLLBACK,
-                KIND_BLOCK_WITH_LOGS,
-                KIND_BLOCK_WITH_RUNS
-            ),
-            (1, 2, 3, 4)
-        );
+        assert_eq!((KIND_ROLLBACK, KIND_BLOCK), (2, 5));
+        assert_eq!((CHUNK_LEN, CHUNK_CRC_LEN), (4096, 4));
+        assert_eq!(FORMAT_VERSION, 4);
         assert_eq!(&RECORD_MAGIC.to_le_bytes(), b"NVRC");
     }
 
@@ -634,10 +719,13 @@ mod tests {
         let mut out = Vec::new();
         encode_block(&b, &mut out).unwrap();
         let h = read_header(&out).unwrap();
-        assert_eq!((h.kind, h.height), (KIND_BLOCK_WITH_RUNS, 7));
+        assert_eq!((h.kind, h.height), (KIND_BLOCK, 7));
         assert_eq!(h.total_len(), out.len());
         assert!(verify_record(&out, &h));
-        let body = &out[RECORD_HEADER_LEN..];
+        // One chunk: its CRC follows the header, the body follows it.
+        assert_eq!((h.chunks(), h.body_offset()), (1, BODY_AT));
+        let body = &out[BODY_AT..];
+        assert_eq!(u32_at(&out, RECORD_HEADER_LEN), crc32c::crc32c(body));
         assert_eq!(hash_at(body, body::HASH), [1; 32]);
         assert_eq!(hash_at(body, body::PARENT_HASH), [2; 32]);
         assert_eq!(body[body::LOGS_BLOOM..body::LOGS_BLOOM + 256], [3; 256]);
@@ -669,38 +757,25 @@ mod tests {
         assert_eq!(u32_at(body, body.len() - RUN_COUNT_LEN), 1);
     }
 
-    /// The same block as a version 2 record (kind 3, no run table), as
-    /// builds before version 3 wrote it.
-    pub(crate) fn as_kind_3(record: &[u8]) -> Vec<u8> {
-        let runs = u32_at(record, record.len() - RUN_COUNT_LEN) as usize;
-        let mut out = record[..record.len() - RUN_COUNT_LEN - runs * RUN_ENTRY_LEN].to_vec();
-        out[header::KIND] = KIND_BLOCK_WITH_LOGS;
-        let body_len = (out.len() - RECORD_HEADER_LEN) as u32;
-        out[header::BODY_LEN..header::BODY_LEN + 4].copy_from_slice(&body_len.to_le_bytes());
-        seal_crc(&mut out);
-        out
-    }
+    /// Where the body of a one-chunk record starts.
+    const BODY_AT: usize = RECORD_HEADER_LEN + CHUNK_CRC_LEN;
 
-    /// The same block as a version 1 record (kind 1, log spans into the
-    /// receipts, no log section), as older builds wrote it.
-    pub(crate) fn as_kind_1(record: &[u8], block: &NewBlock<'_>) -> Vec<u8> {
-        let record = as_kind_3(record);
-        let log_section: usize = block.logs.iter().map(|l| 1 + l.span.len as usize).sum();
-        let mut out = record[..record.len() - log_section].to_vec();
-        out[header::KIND] = KIND_BLOCK;
-        let body_len = (out.len() - RECORD_HEADER_LEN) as u32;
-        out[header::BODY_LEN..header::BODY_LEN + 4].copy_from_slice(&body_len.to_le_bytes());
-        let table = RECORD_HEADER_LEN + body::FIXED_LEN + block.txs.len() * TX_ENTRY_LEN;
-        for (i, log) in block.logs.iter().enumerate() {
-            let at = table + i * LOG_ENTRY_LEN + 4;
-            out[at..at + 4].copy_from_slice(&log.span.offset.to_le_bytes());
+    /// Seals a record whose body a test changed: its chunk CRCs and its
+    /// header CRC, as the writer would have.
+    fn reseal(record: &mut [u8]) {
+        let h = read_header(record).unwrap();
+        let (head, body) = record.split_at_mut(h.body_offset());
+        for (chunk, entry) in body
+            .chunks(CHUNK_LEN)
+            .zip(head[RECORD_HEADER_LEN..].chunks_mut(CHUNK_CRC_LEN))
+        {
+            entry.copy_from_slice(&crc32c::crc32c(chunk).to_le_bytes());
         }
-        seal_crc(&mut out);
-        out
+        seal_crc(record);
     }
 
     #[test]
-    fn records_of_every_version_read_the_same_logs() {
+    fn a_blocks_logs_read_from_its_tables_and_log_section() {
         let (full, receipts) = sample();
         let mut b = block(&full, &receipts);
         // A second log in the same receipt, and one in the next.
@@ -716,39 +791,33 @@ mod tests {
             topics: vec![],
         };
         b.logs = vec![log(0, 16), log(0, 24), log(1, 49)];
-        let mut v3 = Vec::new();
-        encode_block(&b, &mut v3).unwrap();
-        let (v2, v1) = (as_kind_3(&v3), as_kind_1(&v3, &b));
-        let mut blocks = Vec::new();
-        for record in [&v3, &v2, &v1] {
-            let h = read_header(record).unwrap();
-            assert!(verify_record(record, &h), "kind {}", h.kind);
-            let body = bytes::Bytes::copy_from_slice(&record[RECORD_HEADER_LEN..]);
-            blocks.push(crate::Block::new(7, body, h.kind));
-        }
-        for block in &blocks {
-            let logs: Vec<_> = block.logs().map(|l| l.bytes).collect();
-            assert_eq!(logs, [&b"{\"l\":0}"[..], b"{\"l\":1}", b"{\"l\":2}"]);
-            assert_eq!(&block.log_run(0, 2)[..], b",{\"l\":0},{\"l\":1},{\"l\":2}");
-            assert_eq!(&block.log_run(1, 1)[..], b",{\"l\":1}");
-            assert_eq!(block.log_len(2), 7);
-            let keys: Vec<_> = block.log_keys().map(|k| (k.index, *k.address)).collect();
-            assert_eq!(keys, [(0, [5; 20]), (1, [5; 20]), (2, [5; 20])]);
-        }
-        // The log section is sliced, not copied.
-        let (run, section) = (blocks[0].log_run(0, 2), blocks[0].log_bytes());
-        assert_eq!(run.as_ptr(), section.as_ptr());
-        // Only version 3 records have emitter runs: here one, of all three.
-        let runs: Vec<_> = blocks[0].emitter_runs().unwrap().collect();
+        let mut record = Vec::new();
+        encode_block(&b, &mut record).unwrap();
+        let h = read_header(&record).unwrap();
+        assert!(verify_record(&record, &h));
+        let block = crate::Block::from_record(7, &record);
+        let logs: Vec<_> = block.logs().unwrap().into_iter().map(|l| l.bytes).collect();
+        assert_eq!(logs, [&b"{\"l\":0}"[..], b"{\"l\":1}", b"{\"l\":2}"]);
+        let table = block.log_table().unwrap();
+        let keys: Vec<_> = (0..table.len())
+            .map(|i| table.key(i))
+            .map(|k| (k.index, *k.address))
+            .collect();
+        assert_eq!(keys, [(0, [5; 20]), (1, [5; 20]), (2, [5; 20])]);
+        assert_eq!(table.piece(1), (8, 16));
+        assert_eq!(&block.log_slice(8, 16).unwrap()[..], b",{\"l\":1}");
+        // One run, of all three: one slice of the log section.
+        let runs = block.emitter_runs().unwrap();
+        let runs: Vec<_> = runs.iter().collect();
         assert_eq!(runs.len(), 1);
         let (first, count) = (runs[0].first, runs[0].count);
         assert_eq!((first, count, runs[0].topic0), (0, 3, None));
         assert_eq!(
-            &blocks[0].log_slice(runs[0].start, runs[0].end)[..],
+            &block.log_slice(runs[0].start, runs[0].end).unwrap()[..],
             b",{\"l\":0},{\"l\":1},{\"l\":2}"
         );
-        assert_eq!(blocks[0].log_piece(1), (8, 16));
-        assert!(blocks[1].emitter_runs().is_none() && blocks[2].emitter_runs().is_none());
+        // A slice past the log section is refused, not a panic.
+        assert_eq!(block.log_slice(0, 1_000), Err(crate::Unread::Damaged));
     }
 
     /// Logs of a few addresses and first topics, with 0 to 4 topics each,
@@ -796,8 +865,9 @@ mod tests {
             encode_block(&b, &mut record).unwrap();
             let h = read_header(&record).unwrap();
             proptest::prop_assert!(verify_record(&record, &h));
-            let block = crate::Block::new(7, bytes::Bytes::copy_from_slice(&record[RECORD_HEADER_LEN..]), h.kind);
-            let runs: Vec<_> = block.emitter_runs().unwrap().collect();
+            let block = crate::Block::from_record(7, &record);
+            let runs = block.emitter_runs().unwrap();
+            let runs: Vec<_> = runs.iter().collect();
             let mut next = 0;
             for (r, run) in runs.iter().enumerate() {
                 proptest::prop_assert_eq!(run.first, next);
@@ -813,7 +883,7 @@ mod tests {
                 }
                 let fewest = members.iter().map(|l| l.topics.len()).min().unwrap();
                 proptest::prop_assert_eq!(run.fewest_topics as usize, fewest);
-                proptest::prop_assert_eq!(&block.log_slice(run.start, run.end)[..], &expected[..]);
+                proptest::prop_assert_eq!(&block.log_slice(run.start, run.end).unwrap()[..], &expected[..]);
                 if let Some(following) = runs.get(r + 1) {
                     proptest::prop_assert!(
                         (following.address, following.topic0) != (run.address, run.topic0),
@@ -842,6 +912,7 @@ mod tests {
         encode_block(&b, &mut out).unwrap();
         let header = read_header(&out).unwrap();
         assert!(verify_record(&out, &header));
+        assert_eq!(header.chunks(), 1);
         let count_at = out.len() - RUN_COUNT_LEN;
         assert_eq!(u32_at(&out, count_at), 2);
         let first_run = count_at - 2 * RUN_ENTRY_LEN;
@@ -866,7 +937,7 @@ mod tests {
         for (at, value) in crafts.drain(..) {
             let mut crafted = out.clone();
             crafted[at..at + value.len()].copy_from_slice(&value);
-            seal_crc(&mut crafted);
+            reseal(&mut crafted);
             let header = read_header(&crafted).unwrap();
             assert!(
                 !verify_record(&crafted, &header),
@@ -897,9 +968,9 @@ mod tests {
         let (full, receipts) = sample();
         let mut out = Vec::new();
         encode_block(&block(&full, &receipts), &mut out).unwrap();
-        let tx_receipt_len = RECORD_HEADER_LEN + body::FIXED_LEN + 40 + 4;
-        let log_offset = RECORD_HEADER_LEN + body::FIXED_LEN + 2 * TX_ENTRY_LEN + 4;
-        let topic_count = RECORD_HEADER_LEN + body::FIXED_LEN + 2 * TX_ENTRY_LEN + 32;
+        let tx_receipt_len = BODY_AT + body::FIXED_LEN + 40 + 4;
+        let log_offset = BODY_AT + body::FIXED_LEN + 2 * TX_ENTRY_LEN + 4;
+        let topic_count = BODY_AT + body::FIXED_LEN + 2 * TX_ENTRY_LEN + 32;
         for (at, value) in [
             (tx_receipt_len, 1_000u32.to_le_bytes()),
             (log_offset, u32::MAX.to_le_bytes()),
@@ -909,7 +980,7 @@ mod tests {
         ] {
             let mut crafted = out.clone();
             crafted[at..at + 4].copy_from_slice(&value);
-            seal_crc(&mut crafted);
+            reseal(&mut crafted);
             let header = read_header(&crafted).unwrap();
             assert!(!verify_record(&crafted, &header), "crafted at {at}");
         }
@@ -955,11 +1026,12 @@ mod tests {
         };
         let mut bytes = encode_meta(&meta);
         assert!(matches!(decode_meta(&bytes), MetaRead::Ok(m) if m == meta));
-        let mut version_1 = bytes;
-        version_1[8] = 1;
-        let crc = crc32c::crc32c(&version_1[..68]);
-        version_1[68..72].copy_from_slice(&crc.to_le_bytes());
-        assert!(matches!(decode_meta(&version_1), MetaRead::Ok(m) if m == meta));
+        // Versions 1 to 3 checked a record with one CRC: refused.
+        let mut version_3 = bytes;
+        version_3[8] = 3;
+        let crc = crc32c::crc32c(&version_3[..68]);
+        version_3[68..72].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(decode_meta(&version_3), MetaRead::Version(3)));
         bytes[8] = 9;
         let crc = crc32c::crc32c(&bytes[..68]);
         bytes[68..72].copy_from_slice(&crc.to_le_bytes());

@@ -47,7 +47,7 @@ use std::sync::atomic::AtomicU64;
 use arc_swap::ArcSwap;
 pub use bytes::Bytes;
 
-pub use block::{Block, EmitterRun, Log, LogKey};
+pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs, Unread};
 pub use format::FORMAT_VERSION;
 pub use reader::{Cold, FromDisk, InMemory, Reader, Residency, Stats};
 use reader::{Shared, State};
@@ -356,17 +356,26 @@ impl Store {
         let mut segments: Vec<Arc<Segment>> = Vec::new();
         let mut active = None;
         let blocks = meta.segment_blocks as usize;
+        let corrupt_reads = Arc::new(AtomicU64::new(0));
         for (i, first_height) in files.iter().copied().enumerate() {
             let is_last = i + 1 == files.len();
-            if !is_last && let Some(segment) = Segment::open_sealed(dir, first_height, blocks)? {
+            if !is_last
+                && let Some(segment) =
+                    Segment::open_sealed(dir, first_height, blocks, corrupt_reads.clone())?
+            {
                 segments.push(Arc::new(segment));
                 continue;
             }
             // The last segment is reopened for writing; an earlier one whose
             // sealing a crash cut short is rebuilt from its records.
             segment::unlink(&dir.join(index_file_name(first_height)), journal)?;
-            let Some((file, segment, scan)) =
-                reopen_for_writing(dir, &meta, first_height, config.crash_journal.clone())?
+            let Some((file, segment, scan)) = reopen_for_writing(
+                dir,
+                &meta,
+                first_height,
+                config.crash_journal.clone(),
+                &corrupt_reads,
+            )?
             else {
                 // Nothing intact in it: a segment created just before a crash.
                 remove_segment(dir, first_height, journal)?;
@@ -437,7 +446,7 @@ impl Store {
             config,
             shared: Arc::new(Shared {
                 state: ArcSwap::from_pointee(State::default()),
-                corrupt_reads: AtomicU64::new(0),
+                corrupt_reads,
             }),
             active,
             tip: None,
@@ -624,6 +633,7 @@ impl Store {
             first_height,
             self.meta.segment_blocks as usize,
             &[],
+            self.shared.corrupt_reads.clone(),
         )?);
         self.active = Some(Active {
             file,
@@ -727,6 +737,7 @@ impl Store {
                 &self.meta,
                 first,
                 self.config.crash_journal.clone(),
+                &self.shared.corrupt_reads,
             )?
             .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
             self.active = Some(Active {
@@ -742,7 +753,7 @@ impl Store {
         let active = self.active.as_mut().expect("reopened above");
         let keep = (keep_up_to + 1 - active.segment.first_height) as usize;
         for height in keep_up_to + 1..active.segment.first_height + active.count as u64 {
-            if let Ok(Some(block)) = active.segment.read(height) {
+            if let Ok(Some(block)) = active.segment.block(height, segment::Pages::MayWait) {
                 active.segment.unindex(&block);
             }
         }
@@ -871,12 +882,21 @@ fn reopen_for_writing(
     meta: &Meta,
     first_height: u64,
     journal: Option<Arc<testing::CrashJournal>>,
+    corrupt_reads: &Arc<AtomicU64>,
 ) -> Result<Option<(io::StoreFile, Arc<Segment>, segment::Scan)>, StoreError> {
     let path = dir.join(segment_file_name(first_height));
     let file = segment::open_for_writing(&path, first_height, meta.segment_bytes, journal)?;
     let blocks = meta.segment_blocks as usize;
     let scan = Segment::scan(
-        &Segment::active(path.clone(), file.file(), first_height, blocks, &[])?.bytes(),
+        &Segment::active(
+            path.clone(),
+            file.file(),
+            first_height,
+            blocks,
+            &[],
+            corrupt_reads.clone(),
+        )?
+        .bytes(),
     );
     if scan.first_height != Some(first_height) {
         return Ok(None);
@@ -886,7 +906,14 @@ fn reopen_for_writing(
     segment::zero_tail(&file, scan.end, meta.segment_bytes)?;
     file.sync_data()
         .map_err(io_error(&path, "cutting the tail"))?;
-    let segment = Segment::active(path, file.file(), first_height, blocks, &scan.offsets)?;
+    let segment = Segment::active(
+        path,
+        file.file(),
+        first_height,
+        blocks,
+        &scan.offsets,
+        corrupt_reads.clone(),
+    )?;
     Ok(Some((file, Arc::new(segment), scan)))
 }
 
@@ -909,14 +936,18 @@ fn seal(
     file.sync_all()
         .map_err(io_error(&segment.path, "syncing"))?;
     segment.write_index(dir, count, end, journal)?;
-    let sealed = Segment::open_sealed(dir, segment.first_height, meta.segment_blocks as usize)?
-        .ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "index of {} unreadable right after writing",
-                segment.path.display()
-            ))
-        })?;
-    sealed.inherit_verified(segment);
+    let sealed = Segment::open_sealed(
+        dir,
+        segment.first_height,
+        meta.segment_blocks as usize,
+        segment.corrupt_reads(),
+    )?
+    .ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "index of {} unreadable right after writing",
+            segment.path.display()
+        ))
+    })?;
     Ok(Arc::new(sealed))
 }
 
@@ -989,14 +1020,7 @@ fn open_meta(dir: &Path, identity: Identity, config: &StoreConfig) -> Result<Met
     let path = dir.join(META_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => match format::decode_meta(&bytes) {
-            format::MetaRead::Ok(meta) if meta.identity == identity => {
-                // An older format's store is read as it is; from here on it
-                // gets records only this format's readers know.
-                if format::u32_at(&bytes, 8) < FORMAT_VERSION {
-                    write_meta(dir, &meta, config)?;
-                }
-                Ok(meta)
-            }
+            format::MetaRead::Ok(meta) if meta.identity == identity => Ok(meta),
             format::MetaRead::Ok(meta) => Err(StoreError::WrongChain {
                 dir: dir.to_path_buf(),
                 stored: meta.identity.chain_id,

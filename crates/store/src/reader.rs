@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 
-use crate::segment::Segment;
-use crate::{Block, Hash, hashes};
+use crate::segment::{Pages, Segment};
+use crate::{Block, Hash, Unread, hashes};
 
 /// Store counters, each O(1) to read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,7 +101,7 @@ impl State {
 
 pub(crate) struct Shared {
     pub(crate) state: ArcSwap<State>,
-    pub(crate) corrupt_reads: AtomicU64,
+    pub(crate) corrupt_reads: Arc<AtomicU64>,
 }
 
 /// Reads the store; cheap to clone, `Send + Sync`, never waits for the writer
@@ -193,24 +193,16 @@ impl Reader {
         state.segments.iter().all(|segment| segment.page_out())
     }
 
+    /// Opens the block at `height`; damage (already counted and logged by
+    /// the segment) is answered as not stored.
     fn read(&self, state: &State, height: u64, pages: Pages) -> Result<Option<Block>, Cold> {
         let Some(segment) = state.segment_for(height) else {
             return Ok(None);
         };
-        if pages == Pages::InMemory && !segment.in_memory(height) {
-            return Err(Cold);
-        }
-        let read = match pages {
-            Pages::FromDisk => segment.read_copied(height),
-            Pages::InMemory | Pages::MayWait => segment.read(height),
-        };
-        match read {
+        match segment.block(height, pages) {
             Ok(block) => Ok(block),
-            Err(damage) => {
-                self.shared.corrupt_reads.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(height, %damage, "corrupt record answered as a miss");
-                Ok(None)
-            }
+            Err(Unread::Cold) => Err(Cold),
+            Err(Unread::Damaged) => Ok(None),
         }
     }
 
@@ -286,23 +278,16 @@ impl Reader {
             let Some(index) = tx else {
                 return Ok(None);
             };
-            let block = self.read(&state, height, pages)?;
-            Ok(block
-                .filter(|b| index < b.tx_count() && b.tx_hash(index) == *hash)
-                .map(|b| (b, index)))
+            let Some(block) = self.read(&state, height, pages)? else {
+                return Ok(None);
+            };
+            match block.tx_hash(index) {
+                Ok(found) if found == *hash => Ok(Some((block, index))),
+                Ok(_) | Err(Unread::Damaged) => Ok(None),
+                Err(Unread::Cold) => Err(Cold),
+            }
         })
     }
-}
-
-/// Whether a read may wait for the disk, and how it reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pages {
-    /// Through the mapping, faulting pages in.
-    MayWait,
-    /// Through the mapping, only pages in memory.
-    InMemory,
-    /// Into memory of its own with `pread`.
-    FromDisk,
 }
 
 /// A read that would have touched a page not in memory, and so was not

@@ -12,63 +12,23 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use memmap2::Mmap;
 
+use crate::block::{Origin, Source, Unread};
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
 use crate::io::StoreFile;
 use crate::testing::CrashJournal;
 use crate::{Block, Hash, StoreError, io_error};
 
-/// Alignment of `O_DIRECT` reads: offsets, lengths and buffers (a page,
-/// which covers every logical block size Linux file systems use).
-const DIRECT_ALIGN: usize = 4096;
-
-/// A heap buffer aligned for `O_DIRECT`.
-struct Aligned {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
+/// Whether a read may wait for the disk, and how it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pages {
+    /// Through the mapping, faulting pages in.
+    MayWait,
+    /// Through the mapping, only pages in memory.
+    InMemory,
+    /// Into memory of its own with `pread`.
+    FromDisk,
 }
 
-// SAFETY: it owns its allocation, like a Vec<u8>.
-unsafe impl Send for Aligned {}
-// SAFETY: shared access is read-only, like a Vec<u8>.
-unsafe impl Sync for Aligned {}
-
-impl Aligned {
-    fn layout(len: usize) -> Option<std::alloc::Layout> {
-        std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN).ok()
-    }
-
-    fn new(len: usize) -> Option<Aligned> {
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(Aligned::layout(len)?) };
-        Some(Aligned {
-            ptr: std::ptr::NonNull::new(ptr)?,
-            len,
-        })
-    }
-
-    fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `len` bytes were allocated and zeroed; `&mut self` is unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl AsRef<[u8]> for Aligned {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `len` bytes were allocated and zeroed.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        if let Some(layout) = Aligned::layout(self.len) {
-            // SAFETY: allocated with this layout in `new`.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-        }
-    }
-}
-
-/// File name of the segment starting at `first_height`.
 pub(crate) fn segment_file_name(first_height: u64) -> String {
     format!("{first_height:020}.seg")
 }
@@ -83,22 +43,10 @@ pub(crate) struct Segment {
     pub(crate) first_height: u64,
     /// The whole mapping; reads slice it (zero-copy, reference counted).
     data: Bytes,
-    /// Bit per height: the record's checksum was verified once already.
-    verified: Box<[AtomicU64]>,
-    /// Per height, when its record was last found in memory
-    /// ([`resident::now`] ticks): a record found so within
-    /// [`resident::FRESH_TICKS`] is taken to be there still, which spares
-    /// the hot path a system call a read.
-    in_memory_at: Box<[std::sync::atomic::AtomicU32]>,
     index: SegmentIndex,
     pub(crate) path: PathBuf,
-    /// The file, for reading a record into memory of its own
-    /// ([`Segment::read_copied`]).
-    file: File,
-    /// The file opened with `O_DIRECT` (once, when first needed; `None`
-    /// where the file system refuses it): such a read neither fills the
-    /// page cache nor pushes the hot part of the tail out of it.
-    direct: std::sync::OnceLock<Option<File>>,
+    /// The file and the store's damage count, shared with its blocks.
+    origin: Arc<Origin>,
 }
 
 enum SegmentIndex {
@@ -141,10 +89,6 @@ fn map(file: &File, path: &Path) -> Result<Bytes, StoreError> {
     Ok(Bytes::from_owner(map))
 }
 
-fn bitmap(bits: usize) -> Box<[AtomicU64]> {
-    (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
-}
-
 impl Segment {
     /// Scans the records of a segment file from the start. Stops at the
     /// first record that is not intact or does not continue the chain
@@ -158,6 +102,7 @@ impl Segment {
         let mut hashes: Vec<Hash> = Vec::new();
         let mut at = format::SEGMENT_HEADER_LEN;
         while let Some(header) = format::read_header(&data[at.min(data.len())..]) {
+            // A length running past the file is a torn write.
             if !format::verify_record(&data[at..], &header) {
                 break;
             }
@@ -166,7 +111,7 @@ impl Segment {
                 .map(|first| first + scan.offsets.len() as u64);
             match header.kind {
                 kind if format::is_block(kind) => {
-                    let body = &data[at + format::RECORD_HEADER_LEN..];
+                    let body = &data[at + header.body_offset()..];
                     if next_height.is_some_and(|next| next != header.height)
                         || hashes
                             .last()
@@ -204,26 +149,26 @@ impl Segment {
         first_height: u64,
         segment_blocks: usize,
         offsets: &[u64],
+        corrupt_reads: Arc<AtomicU64>,
     ) -> Result<Segment, StoreError> {
         let data = map(file, &path)?;
         let segment = Segment {
             first_height,
             data,
-            verified: bitmap(segment_blocks),
-            in_memory_at: (0..segment_blocks).map(|_| Default::default()).collect(),
             index: SegmentIndex::Active {
                 offsets: (0..segment_blocks).map(|_| AtomicU64::new(0)).collect(),
                 hashes: RwLock::new(ActiveHashes::default()),
             },
-            file: file.try_clone().map_err(io_error(&path, "duplicating"))?,
-            direct: std::sync::OnceLock::new(),
+            origin: Arc::new(Origin {
+                path: path.clone(),
+                file: file.try_clone().map_err(io_error(&path, "duplicating"))?,
+                corrupt_reads,
+            }),
             path,
         };
         for (i, offset) in offsets.iter().enumerate() {
             segment.publish_offset(i, *offset);
-            // The scan that found these records checked each one.
-            segment.mark_verified(i);
-            if let Some(block) = segment.read_unchecked(first_height + i as u64, *offset) {
+            if let Some(block) = segment.read_unchecked(first_height + i as u64) {
                 segment.index_hashes(&block);
             }
         }
@@ -237,6 +182,7 @@ impl Segment {
         dir: &Path,
         first_height: u64,
         segment_blocks: usize,
+        corrupt_reads: Arc<AtomicU64>,
     ) -> Result<Option<Segment>, StoreError> {
         let path = dir.join(segment_file_name(first_height));
         let index_path = dir.join(index_file_name(first_height));
@@ -260,16 +206,17 @@ impl Segment {
         Ok(Some(Segment {
             first_height,
             data: map(&file, &path)?,
-            verified: bitmap(segment_blocks),
-            in_memory_at: (0..segment_blocks).map(|_| Default::default()).collect(),
             index: SegmentIndex::Sealed {
                 index,
                 count,
                 tx_count,
             },
+            origin: Arc::new(Origin {
+                path: path.clone(),
+                file,
+                corrupt_reads,
+            }),
             path,
-            file,
-            direct: std::sync::OnceLock::new(),
         }))
     }
 
@@ -288,13 +235,13 @@ impl Segment {
         for i in 0..count {
             let height = self.first_height + i as u64;
             let offset = self.offset(i).expect("indexed heights have offsets");
-            let block = self.read_unchecked(height, offset).ok_or_else(|| {
-                StoreError::Corrupt(format!("record {height} vanished while sealing"))
-            })?;
+            let vanished =
+                || StoreError::Corrupt(format!("record {height} vanished while sealing"));
+            let block = self.read_unchecked(height).ok_or_else(vanished)?;
             offsets.push(offset);
             blocks.push((format::prefix(&block.hash()), i as u32, 0u32));
-            for t in 0..block.tx_count() {
-                txs.push((format::prefix(&block.tx_hash(t)), i as u32, t));
+            for (t, hash) in block.tx_hashes().map_err(|_| vanished())?.enumerate() {
+                txs.push((format::prefix(&hash), i as u32, t as u32));
             }
         }
         blocks.sort_unstable();
@@ -334,34 +281,22 @@ impl Segment {
     pub(crate) fn push(&self, i: usize, offset: u64) -> Result<(), StoreError> {
         self.publish_offset(i, offset);
         let height = self.first_height + i as u64;
-        let block = self.read_unchecked(height, offset).ok_or_else(|| {
+        let block = self.read_unchecked(height).ok_or_else(|| {
             StoreError::Corrupt(format!("record {height} unreadable right after writing"))
         })?;
-        // Its checksum was computed from these bytes a moment ago: the
-        // first reader of a new block (often a request on an async
-        // worker, or the events watcher) need not check megabytes again.
-        self.mark_verified(i);
         self.index_hashes(&block);
         Ok(())
     }
 
-    fn mark_verified(&self, i: usize) {
-        self.verified[i / 64].fetch_or(1u64 << (i % 64), Ordering::Relaxed);
-    }
-
-    /// Takes over what `other` (the same file, before sealing) has checked.
-    pub(crate) fn inherit_verified(&self, other: &Segment) {
-        for (mine, theirs) in self.verified.iter().zip(other.verified.iter()) {
-            mine.fetch_or(theirs.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-    }
-
     fn index_hashes(&self, block: &Block) {
         if let SegmentIndex::Active { hashes, .. } = &self.index {
+            let Ok(txs) = block.tx_hashes() else {
+                return;
+            };
             let mut hashes = hashes.write().unwrap_or_else(|p| p.into_inner());
             hashes.blocks.insert(block.hash(), block.height());
-            for t in 0..block.tx_count() {
-                hashes.txs.insert(block.tx_hash(t), (block.height(), t));
+            for (t, hash) in txs.enumerate() {
+                hashes.txs.insert(hash, (block.height(), t as u32));
             }
         }
     }
@@ -369,10 +304,13 @@ impl Segment {
     /// Forgets the hashes of a record a rollback removed.
     pub(crate) fn unindex(&self, block: &Block) {
         if let SegmentIndex::Active { hashes, .. } = &self.index {
+            let Ok(txs) = block.tx_hashes() else {
+                return;
+            };
             let mut hashes = hashes.write().unwrap_or_else(|p| p.into_inner());
             hashes.blocks.remove(&block.hash());
-            for t in 0..block.tx_count() {
-                hashes.txs.remove(&block.tx_hash(t));
+            for hash in txs {
+                hashes.txs.remove(&hash);
             }
         }
     }
@@ -388,6 +326,11 @@ impl Segment {
                 (i < *count).then(|| format::u64_at(index, INDEX_HEADER_LEN + 8 * i))
             }
         }
+    }
+
+    /// The store's count of damaged reads, which this segment's blocks add to.
+    pub(crate) fn corrupt_reads(&self) -> Arc<AtomicU64> {
+        self.origin.corrupt_reads.clone()
     }
 
     /// All mapped bytes (for the recovery scan).
@@ -431,53 +374,6 @@ impl Segment {
         (sampled, resident)
     }
 
-    /// Whether reading `height` now touches only pages in memory: its
-    /// index entry and its whole record (a miss touches nothing more).
-    pub(crate) fn in_memory(&self, height: u64) -> bool {
-        use crate::resident::{FRESH_TICKS, in_memory, now};
-        let i = (height - self.first_height) as usize;
-        let now = now();
-        let seen = self
-            .in_memory_at
-            .get(i)
-            .map_or(0, |t| t.load(Ordering::Relaxed));
-        if seen != 0 && now.wrapping_sub(seen) < FRESH_TICKS {
-            return true;
-        }
-        if let SegmentIndex::Sealed { index, count, .. } = &self.index
-            && i < *count
-        {
-            let at = INDEX_HEADER_LEN + 8 * i;
-            if !in_memory(index.get(at..at + 8).unwrap_or_default()) {
-                return false;
-            }
-        }
-        let Some(offset) = self.offset(i).map(|o| o as usize) else {
-            return true;
-        };
-        let head = offset..(offset + format::RECORD_HEADER_LEN).min(self.data.len());
-        if !in_memory(self.data.get(head).unwrap_or_default()) {
-            return false;
-        }
-        let Some(header) = format::read_header(self.data.get(offset..).unwrap_or_default()) else {
-            return true;
-        };
-        let end = (offset + header.total_len()).min(self.data.len());
-        let resident = in_memory(self.data.get(offset..end).unwrap_or_default());
-        if resident && let Some(t) = self.in_memory_at.get(i) {
-            t.store(now, Ordering::Relaxed);
-        }
-        resident
-    }
-
-    /// Forgets that records were found in memory (a test's pages were
-    /// dropped on purpose).
-    pub(crate) fn forget_in_memory(&self) {
-        for t in self.in_memory_at.iter() {
-            t.store(0, Ordering::Relaxed);
-        }
-    }
-
     /// Whether a search of this segment's hash index touches only pages in
     /// memory: the active segment's are on the heap; a sealed one's are its
     /// mapped `.idx`, searched by bisection, so all of it.
@@ -495,7 +391,6 @@ impl Segment {
     /// never read back), which the first cannot see.
     pub(crate) fn page_out(&self) -> bool {
         use std::os::fd::AsRawFd;
-        self.forget_in_memory();
         // SAFETY: the range is this segment's mapping, kept alive by
         // `self.data`; MADV_PAGEOUT only drops pages, never their contents.
         let mapped = unsafe {
@@ -520,136 +415,61 @@ impl Segment {
         }
     }
 
-    /// Reads the block at `height`, verifying its checksum the first time.
-    /// `Err` means the bytes on disk are damaged.
-    pub(crate) fn read(&self, height: u64) -> Result<Option<Block>, String> {
+    /// Opens the block at `height` (its fixed fields read and checked);
+    /// its parts are read as asked, in the same way. `Unread::Cold` when
+    /// `pages` is [`Pages::InMemory`] and the index entry, the record
+    /// header or the fixed fields are not in memory.
+    pub(crate) fn block(&self, height: u64, pages: Pages) -> Result<Option<Block>, Unread> {
+        use crate::resident::in_memory;
         let i = (height - self.first_height) as usize;
+        if pages == Pages::InMemory
+            && let SegmentIndex::Sealed { index, count, .. } = &self.index
+            && i < *count
+        {
+            let at = INDEX_HEADER_LEN + 8 * i;
+            if !in_memory(index.get(at..at + 8).unwrap_or_default()) {
+                return Err(Unread::Cold);
+            }
+        }
         let Some(offset) = self.offset(i) else {
             return Ok(None);
         };
-        let bytes = self.data.get(offset as usize..).unwrap_or_default();
-        let header = format::read_header(bytes)
+        let at = offset as usize;
+        let head = match pages {
+            Pages::FromDisk => self
+                .origin
+                .pread(height, offset, format::RECORD_HEADER_LEN)?,
+            Pages::MayWait | Pages::InMemory => {
+                let head = self.data.slice(
+                    at.min(self.data.len())..(at + format::RECORD_HEADER_LEN).min(self.data.len()),
+                );
+                if pages == Pages::InMemory && !in_memory(&head) {
+                    return Err(Unread::Cold);
+                }
+                head
+            }
+        };
+        let Some(header) = format::read_header(&head)
             .filter(|h| format::is_block(h.kind) && h.height == height)
-            .ok_or_else(|| {
-                format!(
-                    "no record header for height {height} at offset {offset} of {}",
-                    self.path.display()
-                )
-            })?;
-        let (word, bit) = (i / 64, 1u64 << (i % 64));
-        if self.verified[word].load(Ordering::Relaxed) & bit == 0 {
-            if !format::verify_record(bytes, &header) {
-                return Err(format!(
-                    "checksum mismatch for height {height} in {}",
-                    self.path.display()
-                ));
-            }
-            self.verified[word].fetch_or(bit, Ordering::Relaxed);
-        }
-        let start = offset as usize + format::RECORD_HEADER_LEN;
-        Ok(Some(Block::new(
-            height,
-            self.data.slice(start..start + header.body_len),
-            header.kind,
-        )))
-    }
-
-    /// [`Segment::read`], but read into memory of its own rather than
-    /// through the mapping: for a record not in memory, one `pread` reads it
-    /// whole where faulting through the mapping takes a page at a time, the
-    /// copy cannot be evicted before a worker writes it out, and with
-    /// `O_DIRECT` (where the file system allows) the read neither fills the
-    /// page cache nor pushes the hot part of the tail out of it. Always
-    /// checked: these are new bytes.
-    pub(crate) fn read_copied(&self, height: u64) -> Result<Option<Block>, String> {
-        let i = (height - self.first_height) as usize;
-        let Some(offset) = self.offset(i) else {
-            return Ok(None);
+            .filter(|h| at + h.total_len() <= self.data.len())
+        else {
+            return Err(self
+                .origin
+                .damaged(height, "no block record header at its offset"));
         };
-        let missing = || {
-            format!(
-                "no record header for height {height} at offset {offset} of {}",
-                self.path.display()
-            )
+        let source = match pages {
+            Pages::FromDisk => Source::File { offset },
+            Pages::MayWait | Pages::InMemory => Source::Mapped {
+                record: self.data.slice(at..at + header.total_len()),
+                may_wait: pages == Pages::MayWait,
+            },
         };
-        // The header says how long the record is; read it the same way, so
-        // nothing is faulted in through the mapping.
-        let head = self.read_uncached(offset, format::RECORD_HEADER_LEN)?;
-        let total =
-            format::RECORD_HEADER_LEN + format::u32_at(&head, format::header::BODY_LEN) as usize;
-        if total > self.data.len().saturating_sub(offset as usize) {
-            return Err(missing());
-        }
-        let record = self.read_uncached(offset, total)?;
-        let header = format::read_header(&record)
-            .filter(|h| format::is_block(h.kind) && h.height == height && h.total_len() == total)
-            .ok_or_else(missing)?;
-        if !format::verify_record(&record, &header) {
-            return Err(format!(
-                "checksum mismatch for height {height} in {}",
-                self.path.display()
-            ));
-        }
-        let body = format::RECORD_HEADER_LEN..format::RECORD_HEADER_LEN + header.body_len;
-        Ok(Some(Block::new(height, record.slice(body), header.kind)))
-    }
-
-    /// `len` bytes at `offset`, read with `O_DIRECT` where the file system
-    /// allows, else through the page cache.
-    fn read_uncached(&self, offset: u64, len: usize) -> Result<Bytes, String> {
-        use std::os::unix::fs::FileExt;
-        if let Some((span, at)) = self.read_direct(offset, len) {
-            return Ok(span.slice(at..at + len));
-        }
-        let mut bytes = vec![0u8; len];
-        self.file
-            .read_exact_at(&mut bytes, offset)
-            .map_err(|e| format!("reading {}: {e}", self.path.display()))?;
-        Ok(Bytes::from(bytes))
-    }
-
-    /// Reads `len` bytes at `offset` with `O_DIRECT`: the aligned span that
-    /// holds them, and where they start in it. `None` when the file cannot
-    /// be read so (the caller reads it through the page cache).
-    fn read_direct(&self, offset: u64, len: usize) -> Option<(Bytes, usize)> {
-        use std::os::unix::fs::{FileExt, OpenOptionsExt};
-        let file = self
-            .direct
-            .get_or_init(|| {
-                OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_DIRECT)
-                    .open(&self.path)
-                    .ok()
-            })
-            .as_ref()?;
-        let align = DIRECT_ALIGN as u64;
-        let start = offset / align * align;
-        let end = (offset + len as u64).div_ceil(align) * align;
-        let mut buffer = Aligned::new((end - start) as usize)?;
-        let needed = (offset - start) as usize + len;
-        let mut got = 0;
-        while got < needed {
-            // The file may end before the aligned span does: a short read.
-            match file.read_at(&mut buffer.as_mut()[got..], start + got as u64) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => got += n,
-            }
-        }
-        Some((Bytes::from_owner(buffer), (offset - start) as usize))
+        Block::open(height, header, source, self.origin.clone()).map(Some)
     }
 
     /// Reads a record the writer itself just wrote or scanned.
-    fn read_unchecked(&self, height: u64, offset: u64) -> Option<Block> {
-        let bytes = self.data.get(offset as usize..)?;
-        let header = format::read_header(bytes)
-            .filter(|h| format::is_block(h.kind) && h.height == height)?;
-        let start = offset as usize + format::RECORD_HEADER_LEN;
-        Some(Block::new(
-            height,
-            self.data.slice(start..start + header.body_len),
-            header.kind,
-        ))
+    fn read_unchecked(&self, height: u64) -> Option<Block> {
+        self.block(height, Pages::MayWait).ok().flatten()
     }
 
     /// Heights whose block hash may be `hash` (callers compare the record).

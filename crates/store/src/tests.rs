@@ -54,34 +54,34 @@ fn assert_block(reader: &Reader, fork: u64, height: u64) {
         .unwrap_or_else(|| panic!("height {height} missing"));
     assert_eq!(block.hash(), expected.hash);
     assert_eq!(block.parent_hash(), expected.parent_hash);
-    assert_eq!(&block.full()[..], &expected.full[..]);
-    assert_eq!(&block.hashes_only()[..], &expected.hashes_only[..]);
-    assert_eq!(&block.receipts()[..], &expected.receipts[..]);
-    assert_eq!(&block.raw_block()[..], &expected.raw_block[..]);
-    assert_eq!(&block.raw_header()[..], b"\"0xf9beef\"");
-    assert_eq!(&block.raw_receipts()[..], b"[]");
+    assert_eq!(&block.full().unwrap()[..], &expected.full[..]);
+    assert_eq!(&block.hashes_only().unwrap()[..], &expected.hashes_only[..]);
+    assert_eq!(&block.receipts().unwrap()[..], &expected.receipts[..]);
+    assert_eq!(&block.raw_block().unwrap()[..], &expected.raw_block[..]);
+    assert_eq!(&block.raw_header().unwrap()[..], b"\"0xf9beef\"");
+    assert_eq!(&block.raw_receipts().unwrap()[..], b"[]");
     assert_eq!(block.logs_bloom(), &[height as u8; 256][..]);
     for (i, tx) in expected.txs.iter().enumerate() {
         let i = i as u32;
         let span =
             |bytes: &[u8], s: Span| bytes[s.offset as usize..(s.offset + s.len) as usize].to_vec();
         assert_eq!(
-            block.transaction(i).unwrap().to_vec(),
+            block.transaction(i).unwrap().unwrap().to_vec(),
             span(&expected.full, tx.full)
         );
         assert_eq!(
-            block.receipt(i).unwrap().to_vec(),
+            block.receipt(i).unwrap().unwrap().to_vec(),
             span(&expected.receipts, tx.receipt)
         );
         assert_eq!(
-            block.raw_transaction(i).unwrap().to_vec(),
+            block.raw_transaction(i).unwrap().unwrap().to_vec(),
             span(&expected.raw_block, tx.raw)
         );
         let (found, index) = reader.transaction(&tx.hash).expect("tx by hash");
         assert_eq!((found.height(), index), (height, i));
     }
-    assert!(block.transaction(TXS).is_none());
-    let logs: Vec<_> = block.logs().collect();
+    assert!(block.transaction(TXS).unwrap().is_none());
+    let logs = block.logs().unwrap();
     assert_eq!(logs.len(), expected.logs.len());
     for (log, entry) in logs.iter().zip(&expected.logs) {
         assert_eq!(log.tx_index, entry.tx_index);
@@ -98,7 +98,9 @@ fn assert_block(reader: &Reader, fork: u64, height: u64) {
             .iter()
             .flat_map(|l| [&b","[..], &l.bytes[..]].concat())
             .collect();
-        assert_eq!(&block.log_run(0, last as u32)[..], &joined[..]);
+        let (start, _) = block.log_table().unwrap().piece(0);
+        let (_, end) = block.log_table().unwrap().piece(last as u32);
+        assert_eq!(&block.log_slice(start, end).unwrap()[..], &joined[..]);
     }
     assert_eq!(
         reader.block_by_hash(&expected.hash).map(|b| b.height()),
@@ -167,14 +169,14 @@ fn residency_counts_the_pages_in_memory() {
         );
         assert!(
             memory
-                .transaction(&reader.block(7).unwrap().tx_hash(0))
+                .transaction(&reader.block(7).unwrap().tx_hash(0).unwrap())
                 .is_ok(),
             "read just now"
         );
         // Read into memory of its own: the same bytes.
         let copied = reader.from_disk().block(6).unwrap();
         assert_eq!(
-            &copied.full()[..],
+            &copied.full().unwrap()[..],
             &SyntheticBlock::new(0, 6, TXS, 200).full[..]
         );
         let by_hash = reader.from_disk().block_by_hash(&block_hash(0, 6));
@@ -184,7 +186,7 @@ fn residency_counts_the_pages_in_memory() {
         // inside an O_DIRECT block.
         let last = reader.from_disk().block(7).unwrap();
         assert_eq!(
-            &last.full()[..],
+            &last.full().unwrap()[..],
             &SyntheticBlock::new(0, 7, TXS, 200).full[..]
         );
         assert_block(&reader, 0, 5);
@@ -398,32 +400,6 @@ fn another_chain_or_format_is_refused_with_what_to_do() {
     ));
 }
 
-/// A store an older build wrote (format version 1) opens as it is, and its
-/// META says this build's version from then on, so that build refuses it
-/// rather than misread the records this one adds.
-#[test]
-fn a_version_1_store_opens_and_is_marked_as_this_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
-    append_range(&mut store, 0, 0..=9);
-    drop(store);
-    let meta_path = dir.path().join("META");
-    let version = |meta: &[u8]| u32::from_le_bytes(meta[8..12].try_into().unwrap());
-    let mut meta = std::fs::read(&meta_path).unwrap();
-    meta[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let crc = crc32c::crc32c(&meta[..68]);
-    meta[68..72].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&meta_path, meta).unwrap();
-
-    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
-    assert_eq!(version(&std::fs::read(&meta_path).unwrap()), FORMAT_VERSION);
-    append_range(&mut store, 0, 10..=12);
-    let reader = store.reader();
-    for height in 0..=12 {
-        assert_block(&reader, 0, height);
-    }
-}
-
 #[test]
 fn a_second_writer_is_locked_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -551,8 +527,8 @@ fn readers_keep_their_bytes_across_pruning_and_rollback() {
     };
     let mut store = Store::open(dir.path(), CHAIN, config).unwrap();
     append_range(&mut store, 0, 0..=5);
-    let held = store.reader().block(1).unwrap().full();
-    let tail = store.reader().block(5).unwrap().full();
+    let held = store.reader().block(1).unwrap().full().unwrap();
+    let tail = store.reader().block(5).unwrap().full().unwrap();
     append_range(&mut store, 0, 6..=20);
     store.rollback(17).unwrap();
     assert!(store.reader().block(1).is_none(), "pruned");
@@ -585,7 +561,7 @@ fn a_rollback_into_a_sealed_segment_never_shrinks_its_file() {
     store.rollback(2).unwrap();
     assert!(std::fs::metadata(&first).unwrap().len() >= before);
     assert_eq!(
-        &held.full()[..],
+        &held.full().unwrap()[..],
         &SyntheticBlock::new(0, 2, TXS, 200).full[..]
     );
     // The garbage reads as zeros now (the rollback's tombstone is written
@@ -664,7 +640,7 @@ proptest! {
             for (height, fork) in &model {
                 let block = reader.block(*height).expect("modelled height stored");
                 prop_assert_eq!(block.hash(), block_hash(*fork, *height));
-                prop_assert_eq!(&block.full()[..], &SyntheticBlock::new(*fork, *height, TXS, 200).full[..]);
+                prop_assert_eq!(&block.full().unwrap()[..], &SyntheticBlock::new(*fork, *height, TXS, 200).full[..]);
                 prop_assert_eq!(reader.block_by_hash(&block_hash(*fork, *height)).map(|b| b.height()), Some(*height));
             }
         }
@@ -764,7 +740,7 @@ proptest! {
                 let fork = *fork.unwrap();
                 let block = reader.block(height).expect("no gap");
                 prop_assert_eq!(block.hash(), block_hash(fork, height));
-                prop_assert_eq!(&block.full()[..], &SyntheticBlock::new(fork, height, TXS, 200).full[..]);
+                prop_assert_eq!(&block.full().unwrap()[..], &SyntheticBlock::new(fork, height, TXS, 200).full[..]);
             }
             prop_assert!(reader.block(max + 1).is_none());
         }
@@ -826,12 +802,9 @@ fn fuzz_store_records_on_open() {
             let Some(header) = format::read_header(bytes) else {
                 continue;
             };
-            let start = *offset as usize + format::RECORD_HEADER_LEN;
-            let block = Block::new(
-                header.height,
-                bytes::Bytes::copy_from_slice(&input[start..start + header.body_len]),
-                header.kind,
-            );
+            let start = *offset as usize;
+            let block =
+                Block::from_record(header.height, &input[start..start + header.total_len()]);
             let _ = (block.hash(), block.parent_hash(), block.logs_bloom().len());
             let _ = (block.full(), block.hashes_only(), block.receipts());
             let _ = (block.raw_header(), block.raw_block(), block.raw_receipts());
@@ -843,16 +816,16 @@ fn fuzz_store_records_on_open() {
                     block.raw_transaction(i),
                 );
             }
-            for log in block.logs().take(4096) {
+            for log in block.logs().unwrap_or_default().iter().take(4096) {
                 let _ = log.topics().len();
             }
             let logs = block.log_count().min(4096);
-            let _ = block.log_keys().take(4096).count();
-            if logs > 0 {
-                let _ = (
-                    block.log_run(0, logs - 1),
-                    block.log_run(logs - 1, logs - 1),
-                );
+            if let Ok(table) = block.log_table()
+                && logs > 0
+            {
+                let _ = (0..logs).map(|i| table.key(i).topics.len()).sum::<usize>();
+                let (start, end) = (table.piece(0).0, table.piece(logs - 1).1);
+                let _ = block.log_slice(start, end);
             }
         }
         let _ = segment::check_index_header(input, 0, input.len() as u64);
@@ -1118,7 +1091,7 @@ fn a_single_failure_anywhere_loses_no_block_and_no_lookup() {
                     let block = reader.block(7).expect("height 7");
                     assert_eq!(block.parent_hash(), block_hash(0, 6));
                     let expected = SyntheticBlock::new(1, 7, TXS, 200);
-                    assert_eq!(&block.full()[..], &expected.full[..]);
+                    assert_eq!(&block.full().unwrap()[..], &expected.full[..]);
                 } else {
                     assert_block(&reader, fork, height);
                 }
@@ -1227,7 +1200,7 @@ fn fuzz_store_directories_on_open() {
                         let found = reader.block_by_hash(&block.hash());
                         let _ = (
                             found.map(|b| b.height()),
-                            block.full().len(),
+                            block.full().unwrap().len(),
                             block.tx_count(),
                         );
                     }

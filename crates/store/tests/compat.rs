@@ -1,12 +1,13 @@
-//! Stores written by earlier releases keep opening: `fixtures/vN` was
-//! written by format version N. When a version is replaced, write the
+//! Stores written by earlier releases: `fixtures/vN` was written by format
+//! version N. Versions 1 and 2 are refused (version 4 changed how records
+//! are checked); version 4 keeps opening. When a version is replaced, write the
 //! outgoing version's fixture with the outgoing build, once:
 //! `NEVE_WRITE_FIXTURE=N cargo test -p neve-store --test compat`.
 
 use std::path::{Path, PathBuf};
 
 use neve_store::testing::SyntheticBlock;
-use neve_store::{Durability, Identity, Store, StoreConfig};
+use neve_store::{Durability, FORMAT_VERSION, Identity, Store, StoreConfig, StoreError};
 
 const CHAIN: Identity = Identity {
     chain_id: 31337,
@@ -48,22 +49,36 @@ fn write_fixture_on_request() {
     std::fs::remove_file(dir.join("LOCK")).unwrap();
 }
 
+/// A store of format 1 or 2 (one CRC a record) is refused with an error
+/// naming both versions and what to do, and left exactly as it was.
 #[test]
-fn a_version_1_store_opens_and_reads_back() {
-    opens_and_reads_back(1);
-}
-
-#[test]
-fn a_version_2_store_opens_and_reads_back() {
-    opens_and_reads_back(2);
-}
-
-fn opens_and_reads_back(version: u32) {
-    let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture(version)).expect("fixture present") {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
+fn stores_before_version_4_are_refused_and_left_untouched() {
+    for version in [1, 2] {
+        let copy = copy_of(version);
+        let before = contents(copy.path());
+        match Store::open(copy.path(), CHAIN, config()) {
+            Err(StoreError::FormatVersion {
+                found, expected, ..
+            }) => assert_eq!((found, expected), (version, FORMAT_VERSION)),
+            Err(other) => panic!("version {version}: {other}"),
+            Ok(_) => panic!("version {version} opened"),
+        }
+        let message = Store::open(copy.path(), CHAIN, config())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("re-ingest"), "{message}");
+        let mut after = contents(copy.path());
+        after.retain(|(name, _)| name != "LOCK");
+        let mut before = before;
+        before.retain(|(name, _)| name != "LOCK");
+        assert_eq!(before, after, "version {version}");
     }
+}
+
+#[test]
+fn a_version_4_store_opens_and_reads_back() {
+    let copy = copy_of(4);
     let mut store = Store::open(copy.path(), CHAIN, config()).unwrap();
     let reader = store.reader();
     let stats = reader.stats();
@@ -71,31 +86,6 @@ fn opens_and_reads_back(version: u32) {
         (stats.min_height, stats.max_contiguous_height),
         (Some(*HEIGHTS.start()), Some(*HEIGHTS.end()))
     );
-    for height in HEIGHTS {
-        let expected = SyntheticBlock::new(0, height, 2, 150);
-        let block = reader.block(height).unwrap();
-        assert_eq!(&block.full()[..], &expected.full[..]);
-        assert_eq!(&block.receipts()[..], &expected.receipts[..]);
-        let logs: Vec<_> = block.logs().map(|log| log.bytes).collect();
-        let want: Vec<_> = expected
-            .logs
-            .iter()
-            .map(|log| &expected.receipts[log.span.offset as usize..][..log.span.len as usize])
-            .collect();
-        assert_eq!(logs, want);
-        assert_eq!(
-            reader
-                .transaction(&expected.txs[1].hash)
-                .map(|(b, i)| (b.height(), i)),
-            Some((height, 1))
-        );
-        assert!(
-            block.emitter_runs().is_none(),
-            "no run table before version 3"
-        );
-    }
-
-    // This build's records follow the old ones in the same store.
     let next = *HEIGHTS.end() + 1..=*HEIGHTS.end() + 3;
     let blocks: Vec<_> = next
         .clone()
@@ -106,9 +96,51 @@ fn opens_and_reads_back(version: u32) {
         .unwrap();
     let reader = store.reader();
     for height in *HEIGHTS.start()..=*next.end() {
+        let expected = SyntheticBlock::new(0, height, 2, 150);
         let block = reader.block(height).unwrap();
-        let logs: Vec<_> = block.logs().map(|log| log.bytes).collect();
-        assert_eq!(logs.len(), 2, "height {height}");
-        assert_eq!(block.emitter_runs().is_some(), next.contains(&height));
+        assert_eq!(&block.full().unwrap()[..], &expected.full[..]);
+        assert_eq!(&block.receipts().unwrap()[..], &expected.receipts[..]);
+        let logs: Vec<_> = block
+            .logs()
+            .unwrap()
+            .into_iter()
+            .map(|log| log.bytes)
+            .collect();
+        let want: Vec<_> = expected
+            .logs
+            .iter()
+            .map(|log| &expected.receipts[log.span.offset as usize..][..log.span.len as usize])
+            .collect();
+        assert_eq!(logs, want, "height {height}");
+        assert_eq!(
+            reader
+                .transaction(&expected.txs[1].hash)
+                .map(|(b, i)| (b.height(), i)),
+            Some((height, 1))
+        );
     }
+}
+
+fn copy_of(version: u32) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture(version)).expect("fixture present") {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
+    }
+    copy
+}
+
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
 }

@@ -204,7 +204,7 @@ fn sigkill_at_random_instants_never_corrupts_or_loses_acknowledged_blocks() {
                     panic!("round {round}: {height} holds no block any writer wrote")
                 });
             assert_eq!(
-                &block.full()[..],
+                &block.full().unwrap()[..],
                 &SyntheticBlock::new(fork, height, TXS, 300).full[..]
             );
             if rolling.is_none_or(|keep| height <= keep)

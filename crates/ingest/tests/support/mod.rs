@@ -62,7 +62,7 @@ pub async fn assert_store_matches_node(
             .unwrap_or_else(|| panic!("height {height} not stored"));
         let number = quantity(height);
         assert_eq!(
-            parse(&block.full()),
+            parse(&block.full().unwrap()),
             call(
                 client,
                 "eth_getBlockByNumber",
@@ -72,7 +72,7 @@ pub async fn assert_store_matches_node(
             "block {height} full"
         );
         assert_eq!(
-            parse(&block.hashes_only()),
+            parse(&block.hashes_only().unwrap()),
             call(
                 client,
                 "eth_getBlockByNumber",
@@ -82,18 +82,18 @@ pub async fn assert_store_matches_node(
             "block {height} hashes"
         );
         assert_eq!(
-            parse(&block.receipts()),
+            parse(&block.receipts().unwrap()),
             call(client, "eth_getBlockReceipts", serde_json::json!([number])).await,
             "receipts {height}"
         );
         for index in 0..block.tx_count() {
-            let hash = format!("0x{}", hex(&block.tx_hash(index)));
+            let hash = format!("0x{}", hex(&block.tx_hash(index).unwrap()));
             let (found, at) = reader
-                .transaction(&block.tx_hash(index))
+                .transaction(&block.tx_hash(index).unwrap())
                 .expect("tx indexed");
             assert_eq!((found.height(), at), (height, index));
             assert_eq!(
-                parse(&block.transaction(index).unwrap()),
+                parse(&block.transaction(index).unwrap().unwrap()),
                 call(
                     client,
                     "eth_getTransactionByHash",
@@ -103,7 +103,7 @@ pub async fn assert_store_matches_node(
                 "tx {hash}"
             );
             assert_eq!(
-                parse(&block.receipt(index).unwrap()),
+                parse(&block.receipt(index).unwrap().unwrap()),
                 call(
                     client,
                     "eth_getTransactionReceipt",
@@ -116,7 +116,8 @@ pub async fn assert_store_matches_node(
                 let expected =
                     call(client, "debug_getRawTransaction", serde_json::json!([hash])).await;
                 let stored =
-                    String::from_utf8(block.raw_transaction(index).unwrap().to_vec()).unwrap();
+                    String::from_utf8(block.raw_transaction(index).unwrap().unwrap().to_vec())
+                        .unwrap();
                 assert_eq!(
                     Value::String(format!("0x{stored}")),
                     expected,
@@ -126,9 +127,9 @@ pub async fn assert_store_matches_node(
         }
         if raw {
             for (method, stored) in [
-                ("debug_getRawHeader", block.raw_header()),
-                ("debug_getRawBlock", block.raw_block()),
-                ("debug_getRawReceipts", block.raw_receipts()),
+                ("debug_getRawHeader", block.raw_header().unwrap()),
+                ("debug_getRawBlock", block.raw_block().unwrap()),
+                ("debug_getRawReceipts", block.raw_receipts().unwrap()),
             ] {
                 assert_eq!(
                     parse(&stored),

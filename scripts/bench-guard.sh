@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# CI's performance guard: a short head-to-head of neve against geth on a
+# demo-sized chain, failing when neve falls under a floor.
+#
+# A geth dev chain on 127.0.0.1 (archive, a block per transaction batch)
+# grown by `neve load` into a few dozen blocks of ~1,000+ transactions, a
+# neve following it, then one `neve bench` run against both for every
+# workload it has for what neve serves, at 1 and 16 connections. Prints
+# neve's req/s over geth's beside the floors below, and neve's anonymous
+# memory (RssAnon, peak over its whole life: backfill and serving) beside
+# its cap; exits 1 when a ratio is under its floor, a cell measured the
+# reject path, or the memory is over the cap. A benchmark CI runs, not a
+# timed test: a few minutes on 2 cores.
+#
+#   scripts/bench-guard.sh [--out DIR]      # default: a new temporary directory
+#   NEVE_BIN=path/to/neve scripts/bench-guard.sh   # a neve already built
+#
+# DIR gets results.json, results.md and the plots of `neve bench`,
+# guard.txt / guard.json (the table below), neve's RssAnon samples
+# (rss-anon-kib.txt), its /metrics and /health after the runs, and the
+# logs of neve and geth.
+# BLOCKS, DURATION, WARMUP and POOL resize the run (defaults below).
+set -euo pipefail
+
+# Floors: neve's req/s over geth's on the same requests, under which the
+# guard fails. Each is a half to an eighth of the lowest this guard
+# measured on the project's 2-core machine (2026-11-26: four runs, one
+# beside other builds, chains of 470-1,320 transactions a block), so a
+# noisy machine (the load generator and both servers share the cores)
+# does not trip them while a regression of a few times does. The serving
+# issue asks ≥10x geth at c16 for most workloads; on blocks this big geth
+# is slow wherever it assembles a block's worth of JSON, so those margins
+# are wide. At c1 neve's latency moves 3-4x from run to run (p50 0.02 or
+# 0.07 ms for the same request: where the scheduler puts the client and
+# the server), so c1 floors are lower, and 1 (never slower than geth)
+# for small answers. Recalibrate from guard.txt when the machine or the
+# chain changes.
+declare -A FLOOR=(
+  # Hashes-only blocks (~90 KB answers): measured 6.4-27x at c1, 12-21x
+  # at c16.
+  [randblock/1]=2 [randblock/16]=4
+  # Full blocks (~1 MB): geth encodes each answer, neve sends stored
+  # bytes; measured 9.4-17x at c1, 16x at c16.
+  [randblock-full/1]=3 [randblock-full/16]=4
+  # A transaction by hash (~0.8 KB): 5.1x / 6.0x on ~470-transaction
+  # blocks; 0.09-0.87x on bigger ones with the known big-block regression
+  # of the build measured.
+  [tx/1]=1 [tx/16]=2
+  # A receipt (~1.3 KB): 5.8x / 6.0x, and 0.10-0.88x regressed, as tx
+  # (BENCHMARKS.md, ~50-transaction blocks: 5.3x at c16).
+  [receipt/1]=1 [receipt/16]=2
+  # A block's receipts (~1.6 MB): measured 11-22x at c1, 17-23x at c16.
+  [block-receipts/1]=4 [block-receipts/16]=4
+  # 10-block windows of the token's logs (~2.7 MB): measured 33-59x.
+  [logs/1]=6 [logs/16]=6
+  # State, from verified proofs held after the first read (~100 B):
+  # measured 1.7-6.0x at c1 and 3.8-6.2x at c16, the client's CPU the
+  # limit there (BENCHMARKS.md: 4.6-5.5x). The tightest floors here.
+  [balance/1]=1 [balance/16]=2
+  [storage/1]=1 [storage/16]=2
+  # The seeds' read mix (balances, head polling, blocks, logs, and 8 %
+  # transactions and receipts): measured 10-17x, 1.9-4.5x at c1 and
+  # 3.0-5.3x at c16 with the big-block regression.
+  [mix:seeds-read/1]=2 [mix:seeds-read/16]=3
+)
+WORKLOADS=(randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read)
+CONNS=(1 16)
+
+# neve's state budget (--state-cache-bytes), set here rather than left at
+# its 256 MiB default so the memory cap below means something: the issue's
+# bound is 64 MiB of anonymous memory plus the state budget.
+STATE_BUDGET_MIB=32
+ANON_CAP_MIB=$((64 + STATE_BUDGET_MIB))
+
+# The chain: one round of `neve load` (10 s) into geth sealing a block per
+# batch gives ~40 blocks of ~1,250 transactions; a cap far above what geth
+# takes, so it is the node that sets the pace and the blocks are big.
+BLOCKS=${BLOCKS:-32}
+LOAD_TPS=20000
+# Per cell: short, since the floors are far below the margins. The pool is
+# the distinct requests per workload, each answered once by every target
+# before its cells (unmeasured): small, as geth takes up to ~60 ms an
+# answer here (10-block log windows).
+DURATION=${DURATION:-3}
+WARMUP=${WARMUP:-1}
+POOL=${POOL:-200}
+# Bounds on waiting for neve (backfill of the chain, sender recovery of
+# every transaction included).
+CATCH_UP_SECONDS=300
+
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=${2:?--out needs a directory}; shift 2 ;;
+    *) echo "usage: $0 [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+# Made and resolved before lib.sh moves to the repository and before its
+# cleanup, which removes only its own work directory.
+if [ -z "$out" ]; then out=$(mktemp -d -t neve-bench-guard.XXXXXX); fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+source "$(dirname "$0")/lib.sh"
+# A signal ends the script through exit, so lib.sh's EXIT trap stops
+# everything it started.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+started=$SECONDS
+
+start_geth_dev
+grow_chain "$BLOCKS" "$LOAD_TPS"
+chain=$(head_of "$geth_url")
+# Block sizes vary a lot when geth seals per batch: the chain is described
+# by its mean and largest block, asked in one batch.
+chain_shape=$(rpc "$geth_url" "$(python3 -c 'import json,sys; print(json.dumps([{"jsonrpc":"2.0","id":h,"method":"eth_getBlockTransactionCountByNumber","params":[hex(h)]} for h in range(int(sys.argv[1]) + 1)]))' "$chain")" |
+  python3 -c 'import json,sys; n=[int(a["result"],16) for a in json.load(sys.stdin)]; print(f"{len(n)} blocks, {sum(n)} transactions: {sum(n)/len(n):.0f} a block, {sum(x >= 1000 for x in n)} blocks of 1,000+, the largest {max(n)}")')
+echo "chain: $chain_shape ($((SECONDS - started)) s so far)" >&2
+
+port=$(free_port)
+neve_url="http://127.0.0.1:$port"
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$port" \
+  --data-dir "$work/neve" --state-cache-bytes "${STATE_BUDGET_MIB}MiB" >"$work/neve.log" 2>&1 &
+neve_pid=$!; pids+=("$neve_pid")
+sample_peak "$neve_pid" "$work/rss" &
+pids+=($!)
+
+deadline=$((SECONDS + CATCH_UP_SECONDS))
+until [ "$(stored_height "$neve_url")" -ge "$chain" ]; do
+  kill -0 "$neve_pid" 2>/dev/null || { echo "neve exited:" >&2; tail -20 "$work/neve.log" >&2; exit 1; }
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo "neve did not store the chain in $CATCH_UP_SECONDS s:" >&2; tail -20 "$work/neve.log" >&2; exit 1
+  fi
+  sleep 0.2
+done
+# Holding the head: `latest` answered, not 421.
+until [ "$(head_of "$neve_url" 2>/dev/null || echo -1)" -ge "$chain" ]; do
+  if [ "$SECONDS" -ge "$deadline" ]; then echo "neve does not answer latest = $chain" >&2; exit 1; fi
+  sleep 0.2
+done
+backfill_samples=$(wc -l <"$work/rss")
+echo "neve holds the head ($((SECONDS - started)) s so far); benchmarking …" >&2
+
+workload_args=()
+for w in "${WORKLOADS[@]}"; do workload_args+=(--workload "$w"); done
+conns=$(IFS=,; echo "${CONNS[*]}")
+# --allow-flagged: a flagged cell (the reject path) is reported and failed
+# below with the rest, not by bench's own exit before the table is printed.
+"$neve" bench --target "neve=$neve_url" --target "geth=$geth_url" "${workload_args[@]}" \
+  --conns "$conns" --pool "$POOL" --warmup "$WARMUP" --duration "$DURATION" \
+  --out "$out" --allow-flagged >"$out/bench.txt"
+after_kb=$(rss_anon_kb "$neve_pid")
+# neve's own account of the run (store reads, state cache, memory), for
+# telling a regression's cause from the outside.
+curl -s "$neve_url/metrics" >"$out/neve-metrics.txt" || true
+curl -s "$neve_url/health" >"$out/neve-health.json" || true
+cp "$work/neve.log" "$work/geth.log" "$out/"
+cp "$work/rss" "$out/rss-anon-kib.txt"
+
+floors=()
+for key in "${!FLOOR[@]}"; do floors+=("$key=${FLOOR[$key]}"); done
+set +e
+python3 - "$out" "$work/rss" "$backfill_samples" "$after_kb" "$ANON_CAP_MIB" "$STATE_BUDGET_MIB" \
+  "$chain_shape" "${WORKLOADS[*]}" "${CONNS[*]}" "${floors[@]}" <<'PY'
+import json, sys
+out, rss_file, backfill_samples, after_kb, cap_mib, budget_mib, chain, workloads, conns = sys.argv[1:10]
+floors = {}
+for spec in sys.argv[10:]:
+    key, value = spec.rsplit("=", 1)
+    floors[key] = float(value)
+results = json.load(open(f"{out}/results.json"))
+points = {}
+for run in results["workloads"]:
+    for target in run["targets"]:
+        for p in target["points"]:
+            if p["rate"] is None:
+                points[(run["workload"], target["target"]["name"], p["conns"])] = p
+
+rows, failed = [], 0
+for workload in workloads.split():
+    for c in map(int, conns.split()):
+        n, g = points.get((workload, "neve", c)), points.get((workload, "geth", c))
+        floor = floors.get(f"{workload}/{c}")
+        row = {"workload": workload, "conns": c, "floor": floor}
+        if n is None or g is None or floor is None:
+            row["status"] = "FAIL (no measurement or no floor)"
+        else:
+            row["neve_rps"], row["geth_rps"] = n["requests_per_second"], g["requests_per_second"]
+            row["ratio"] = row["neve_rps"] / row["geth_rps"] if row["geth_rps"] > 0 else None
+            flags = [f"{who}: {p.get('reject_path') or p.get('client_bound')}"
+                     for who, p in (("neve", n), ("geth", g)) if p.get("reject_path") or p.get("client_bound")]
+            if flags:
+                # Only real answers count: a rate of 421s or errors says nothing.
+                row["status"] = "FAIL (flagged: " + "; ".join(flags) + ")"
+            elif row["ratio"] is None or row["ratio"] < floor:
+                row["status"] = "FAIL"
+            else:
+                row["status"] = "ok"
+        failed += row["status"] != "ok"
+        rows.append(row)
+
+samples = [int(line) for line in open(rss_file) if line.strip().isdigit()]
+b = int(backfill_samples)
+kib = lambda k: k / 1024
+memory = {
+    "peak_mib": kib(max(samples, default=0)),
+    "backfill_peak_mib": kib(max(samples[:b], default=0)),
+    "serving_peak_mib": kib(max(samples[b:], default=0)),
+    "after_runs_mib": kib(int(after_kb or 0)),
+    "cap_mib": float(cap_mib),
+    "state_budget_mib": float(budget_mib),
+}
+memory["status"] = "ok" if samples and memory["peak_mib"] <= memory["cap_mib"] else "FAIL"
+failed += memory["status"] != "ok"
+
+fmt = lambda v, spec: "-" if v is None else format(v, spec)
+lines = [f"neve vs geth on a chain of {chain}; "
+         f"{results['duration_seconds']:g} s per cell after {results['warmup_seconds']:g} s warm-up",
+         f"{'workload':<16} {'conns':>5} {'neve req/s':>11} {'geth req/s':>11} {'ratio':>8} {'floor':>6}  status"]
+for r in rows:
+    lines.append(f"{r['workload']:<16} {r['conns']:>5} {fmt(r.get('neve_rps'), '11.0f')} {fmt(r.get('geth_rps'), '11.0f')} "
+                 f"{fmt(r.get('ratio'), '7.2f')}x {fmt(r['floor'], '5.1f')}x  {r['status']}")
+m = memory
+lines.append(f"neve anonymous memory (RssAnon): peak {m['peak_mib']:.1f} MiB (backfill {m['backfill_peak_mib']:.1f}, "
+             f"serving {m['serving_peak_mib']:.1f}), {m['after_runs_mib']:.1f} MiB after the runs; "
+             f"cap {m['cap_mib']:.0f} MiB (64 + state budget {m['state_budget_mib']:.0f})  {m['status']}")
+lines.append("bench guard: " + ("ok" if failed == 0 else f"FAIL ({failed} over the line)"))
+text = "\n".join(lines)
+print(text)
+open(f"{out}/guard.txt", "w").write(text + "\n")
+json.dump({"chain": chain, "cells": rows, "memory": memory, "failed": failed},
+          open(f"{out}/guard.json", "w"), indent=2)
+sys.exit(1 if failed else 0)
+PY
+status=$?
+set -e
+echo "took $((SECONDS - started)) s; results in $out" >&2
+exit "$status"
