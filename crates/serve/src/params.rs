@@ -52,9 +52,18 @@ fn hex_digits(text: &str) -> Result<&str, String> {
         .ok_or_else(|| "hex string without 0x prefix".to_string())
 }
 
+/// Whether `digits` are hex digits only: checked before `from_str_radix`,
+/// which also takes a leading `+` (`"0x+1"` is not a quantity to geth).
+fn all_hex(digits: &str) -> bool {
+    digits.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Parses a `0x` quantity: no empty digits, at most 64 bits.
 pub fn quantity(text: &str) -> Result<u64, String> {
     let digits = hex_digits(text)?;
+    if !all_hex(digits) {
+        return Err("invalid hex string".into());
+    }
     if digits.is_empty() {
         return Err("hex string \"0x\"".into());
     }
@@ -72,7 +81,7 @@ fn fixed_hex<const N: usize>(text: &str) -> Result<[u8; N], String> {
     let digits = hex_digits(text)?;
     // Byte slicing below needs ASCII: a multi-byte character is an error,
     // not a panic.
-    if !digits.is_ascii() {
+    if !all_hex(digits) {
         return Err("invalid hex string".into());
     }
     if digits.len() != 2 * N {
@@ -121,7 +130,7 @@ pub fn storage_key(text: &str) -> Result<([u8; 32], usize), String> {
             "storage key too long (want at most 32 bytes): {text:?}"
         ));
     }
-    if !digits.is_ascii() {
+    if !all_hex(digits) {
         return Err(format!("invalid hex in storage key: {text:?}"));
     }
     let given = digits.len() / 2;
@@ -305,6 +314,22 @@ mod tests {
         assert!(quantity("0x").is_err());
         assert!(quantity("0x01").is_err());
         assert!(quantity("0x10000000000000000").is_err());
+    }
+
+    /// Issue 32 (9): `from_str_radix` takes a leading `+`; geth does not.
+    #[test]
+    fn a_plus_sign_is_not_a_hex_digit() {
+        assert!(quantity("0x+1").is_err());
+        assert!(quantity("0x+").is_err());
+        let plus_hash = format!("0x{}", "+a".repeat(32));
+        assert!(hash(&plus_hash).is_err());
+        assert!(address(&format!("0x{}", "+a".repeat(20))).is_err());
+        assert!(storage_key("0x+1").is_err());
+        assert!(storage_key(&"+a".repeat(16)).is_err());
+        assert_eq!(
+            storage_key("0x1"),
+            Ok(([[0; 31].as_slice(), &[1]].concat().try_into().unwrap(), 1))
+        );
     }
 
     #[test]

@@ -49,6 +49,23 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
+    /// The origin of the blocks of the segment file `file` at `path`. Its
+    /// reads are told the kernel to be random (`POSIX_FADV_RANDOM`): a
+    /// part is read with one `pread` of exactly its chunks, and readahead
+    /// around it would bring in (and hold in the page cache) hundreds of
+    /// KiB of the record for an answer of a few hundred bytes.
+    pub(crate) fn new(path: PathBuf, file: File, corrupt_reads: Arc<AtomicU64>) -> Origin {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for the call's duration; the
+        // advice changes only how the kernel reads ahead.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        Origin {
+            path,
+            file,
+            corrupt_reads,
+        }
+    }
+
     /// Counts and logs damage found at `height`.
     pub(crate) fn damaged(&self, height: u64, what: &str) -> Unread {
         self.corrupt_reads.fetch_add(1, Ordering::Relaxed);
@@ -146,11 +163,11 @@ impl Block {
     #[cfg(test)]
     pub(crate) fn from_record(height: u64, record: &[u8]) -> Block {
         let header = format::read_header(record).expect("a record header");
-        let origin = Arc::new(Origin {
-            path: PathBuf::from("(memory)"),
-            file: File::open("/dev/null").expect("/dev/null"),
-            corrupt_reads: Arc::default(),
-        });
+        let origin = Arc::new(Origin::new(
+            PathBuf::from("(memory)"),
+            File::open("/dev/null").expect("/dev/null"),
+            Arc::default(),
+        ));
         let source = Source::Mapped {
             record: Bytes::copy_from_slice(record),
             may_wait: true,

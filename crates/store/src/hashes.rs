@@ -36,7 +36,7 @@ use crate::format::{self, u32_at, u64_at};
 use crate::io::StoreFile;
 use crate::segment::{self, Segment};
 use crate::testing::CrashJournal;
-use crate::{Durability, Hash, StoreError, io_error};
+use crate::{Durability, Hash, StoreError, io_error, sync_error};
 
 pub(crate) const HASHES_FILE: &str = "HASHES";
 const MAGIC: [u8; 8] = *b"NEVEHASH";
@@ -306,7 +306,7 @@ impl HashWriter {
         if durability == Durability::Fsync {
             open.file
                 .sync_data()
-                .map_err(io_error(open.file.path(), "syncing"))?;
+                .map_err(sync_error(open.file.path(), "syncing"))?;
         }
         open.write_header(new_end, durability)?;
         self.covered_end = new_end;
@@ -382,7 +382,9 @@ impl OpenTable {
             .write_all_at(&header, 0)
             .map_err(io_error(&path, "writing the header"))?;
         if durability == Durability::Fsync {
-            self.file.sync_data().map_err(io_error(&path, "syncing"))?;
+            self.file
+                .sync_data()
+                .map_err(sync_error(&path, "syncing"))?;
         }
         Ok(())
     }
@@ -489,7 +491,7 @@ fn write_table(
     map[..44].copy_from_slice(&encode_header(header));
     map.flush().map_err(io_error(tmp, "writing"))?;
     drop(map);
-    file.sync_all().map_err(io_error(tmp, "syncing"))
+    file.sync_all().map_err(sync_error(tmp, "syncing"))
 }
 
 /// Writes zeros over `0..len` of `file`, so every block is allocated

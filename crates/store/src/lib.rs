@@ -224,6 +224,19 @@ pub enum StoreError {
         /// The error.
         source: std::io::Error,
     },
+    /// An fsync of a file or a directory failed: what the kernel kept of
+    /// the unsynced writes is unknown. Every fsync's failure is this
+    /// variant ([`sync_error`]), so [`StoreError::is_sync_failure`] needs
+    /// no reading of the words.
+    #[error("{action} {path}: {source}")]
+    SyncFailed {
+        /// What the sync was for.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// The directory holds another chain's blocks.
     #[error(
         "the store in {dir} holds chain {stored} (genesis {stored_genesis}), not chain {wanted} \
@@ -295,6 +308,21 @@ pub(crate) fn io_error(
     }
 }
 
+/// The error of a failed fsync of `path` (a file, or a directory's
+/// entries): the one way every sync's failure is made, so each stops the
+/// writer.
+pub(crate) fn sync_error(
+    path: &Path,
+    action: &'static str,
+) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::SyncFailed {
+        action,
+        path,
+        source,
+    }
+}
+
 /// The segment being written.
 struct Active {
     file: io::StoreFile,
@@ -328,7 +356,7 @@ impl StoreError {
     /// Whether this is a failed fsync (of a file or a directory): what the
     /// kernel kept of unsynced writes is then unknown.
     pub fn is_sync_failure(&self) -> bool {
-        matches!(self, StoreError::Io { action, .. } if action.starts_with("syncing"))
+        matches!(self, StoreError::SyncFailed { .. })
     }
 }
 
@@ -526,7 +554,7 @@ impl Store {
                 && let Some(active) = &self.active
                 && let Err(error) = active.file.sync_data()
             {
-                return Err(self.fail(io_error(&active.segment.path, "syncing")(error)));
+                return Err(self.fail(sync_error(&active.segment.path, "syncing")(error)));
             }
             self.publish(|state| {
                 state.max = written_through;
@@ -766,7 +794,7 @@ impl Store {
         if self.config.durability == Durability::Fsync
             && let Err(error) = active.file.sync_data()
         {
-            let error = io_error(&active.segment.path, "syncing")(error);
+            let error = sync_error(&active.segment.path, "syncing")(error);
             return Err(self.fail(error));
         }
         active.end += self.scratch.len() as u64;
@@ -905,7 +933,7 @@ fn reopen_for_writing(
     // never shorten the file under them.
     segment::zero_tail(&file, scan.end, meta.segment_bytes)?;
     file.sync_data()
-        .map_err(io_error(&path, "cutting the tail"))?;
+        .map_err(sync_error(&path, "syncing the cut tail of"))?;
     let segment = Segment::active(
         path,
         file.file(),
@@ -934,7 +962,7 @@ fn seal(
     file.set_len(end)
         .map_err(io_error(&segment.path, "trimming"))?;
     file.sync_all()
-        .map_err(io_error(&segment.path, "syncing"))?;
+        .map_err(sync_error(&segment.path, "syncing"))?;
     segment.write_index(dir, count, end, journal)?;
     let sealed = Segment::open_sealed(
         dir,

@@ -16,7 +16,7 @@ use crate::block::{Origin, Source, Unread};
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
 use crate::io::StoreFile;
 use crate::testing::CrashJournal;
-use crate::{Block, Hash, StoreError, io_error};
+use crate::{Block, Hash, StoreError, io_error, sync_error};
 
 /// Whether a read may wait for the disk, and how it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,11 +159,13 @@ impl Segment {
                 offsets: (0..segment_blocks).map(|_| AtomicU64::new(0)).collect(),
                 hashes: RwLock::new(ActiveHashes::default()),
             },
-            origin: Arc::new(Origin {
-                path: path.clone(),
-                file: file.try_clone().map_err(io_error(&path, "duplicating"))?,
+            origin: Arc::new(Origin::new(
+                path.clone(),
+                // Its own open file: the readahead advice is per open file,
+                // and the writer's stays as it was.
+                File::open(&path).map_err(io_error(&path, "opening"))?,
                 corrupt_reads,
-            }),
+            )),
             path,
         };
         for (i, offset) in offsets.iter().enumerate() {
@@ -211,11 +213,7 @@ impl Segment {
                 count,
                 tx_count,
             },
-            origin: Arc::new(Origin {
-                path: path.clone(),
-                file,
-                corrupt_reads,
-            }),
+            origin: Arc::new(Origin::new(path.clone(), file, corrupt_reads)),
             path,
         }))
     }
@@ -602,7 +600,7 @@ pub(crate) fn write_atomically(
     let tmp = dir.join(format!("{name}.tmp"));
     let mut file = File::create(&tmp).map_err(io_error(&tmp, "creating"))?;
     file.write_all(bytes).map_err(io_error(&tmp, "writing"))?;
-    file.sync_all().map_err(io_error(&tmp, "syncing"))?;
+    file.sync_all().map_err(sync_error(&tmp, "syncing"))?;
     let path = dir.join(name);
     rename(&tmp, &path, journal)?;
     sync_dir(dir, journal)
@@ -642,11 +640,11 @@ pub(crate) fn sync_dir(dir: &Path, journal: Option<&CrashJournal>) -> Result<(),
     if let Some(journal) = journal {
         journal
             .before_sync()
-            .map_err(io_error(dir, "syncing directory"))?;
+            .map_err(sync_error(dir, "syncing directory"))?;
     }
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(io_error(dir, "syncing directory"))?;
+        .map_err(sync_error(dir, "syncing directory"))?;
     if let Some(journal) = journal {
         journal.dir_synced();
     }

@@ -204,6 +204,46 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// `error` with every text the upstream sent (a body's start, a
+    /// JSON-RPC error message, a decoding failure that quotes it, a
+    /// transport error) scrubbed of this endpoint's secrets: a gateway
+    /// echoing "Cannot POST /v3/KEY" must not put the key into a log, an
+    /// error or `/health`. Every error a client returns passes here.
+    pub fn scrub_error(&self, error: RpcError) -> RpcError {
+        match error {
+            RpcError::Http {
+                status,
+                retry_after,
+                url,
+                snippet,
+            } => RpcError::Http {
+                status,
+                retry_after,
+                url,
+                snippet: self.scrub(&snippet),
+            },
+            RpcError::Malformed { reason, snippet } => RpcError::Malformed {
+                reason: self.scrub(&reason),
+                snippet: self.scrub(&snippet),
+            },
+            RpcError::Rpc { code, message } => RpcError::Rpc {
+                code,
+                message: self.scrub(&message),
+            },
+            RpcError::Transport { url, reason } => RpcError::Transport {
+                url,
+                reason: self.scrub(&reason),
+            },
+            RpcError::InvalidUrl { url, reason } => RpcError::InvalidUrl {
+                url,
+                reason: self.scrub(&reason),
+            },
+            other @ (RpcError::Timeout { .. } | RpcError::TooLarge { .. }) => other,
+        }
+    }
+}
+
 fn sensitive(value: &str) -> Result<HeaderValue, RpcError> {
     let mut value = HeaderValue::from_str(value).map_err(|_| RpcError::InvalidUrl {
         url: RedactedUrl::of(""),

@@ -36,7 +36,7 @@ pub mod tls;
 pub mod ws;
 pub use capabilities::StateWindow;
 pub use endpoint::{Endpoint, MASK, RedactedUrl};
-pub use pacing::{Pacing, PacingStats, jitter, parse_retry_after, retry_after_of};
+pub use pacing::{Pacing, PacingStats, TooLate, jitter, parse_retry_after, retry_after_of};
 
 /// Most calls sent in one batch unless the endpoint's refusals teach fewer
 /// (geth's `--rpc.batch-request-limit` default). Default is 1,000.
@@ -164,6 +164,8 @@ pub type BatchItem = Result<Box<RawValue>, RpcError>;
 #[derive(Debug)]
 pub struct BatchAnswer {
     parts: Vec<Part>,
+    /// Whose secrets the errors decoded from it are scrubbed of.
+    endpoint: Endpoint,
 }
 
 /// One exchange's answer: `count` calls with ids from `first`, as an array,
@@ -182,9 +184,13 @@ impl BatchAnswer {
     pub fn items(&self) -> Result<Vec<Result<&RawValue, RpcError>>, RpcError> {
         let mut out = Vec::with_capacity(self.parts.iter().map(|p| p.count).sum());
         for part in &self.parts {
-            part.items(&mut out)?;
+            part.items(&mut out)
+                .map_err(|e| self.endpoint.scrub_error(e))?;
         }
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|item| item.map_err(|e| self.endpoint.scrub_error(e)))
+            .collect())
     }
 }
 
@@ -393,9 +399,11 @@ impl RpcClient {
         params: impl Serialize,
     ) -> Result<T, RpcError> {
         let raw = self.call_raw(method, params).await?;
-        serde_json::from_str(raw.get()).map_err(|e| RpcError::Malformed {
-            reason: format!("result of {method} does not decode: {e}"),
-            snippet: snippet(raw.get().as_bytes()),
+        serde_json::from_str(raw.get()).map_err(|e| {
+            self.endpoint.scrub_error(RpcError::Malformed {
+                reason: format!("result of {method} does not decode: {e}"),
+                snippet: snippet(raw.get().as_bytes()),
+            })
         })
     }
 
@@ -414,8 +422,10 @@ impl RpcClient {
         })
         .expect("request serialises");
         let (_, bytes) = self.post(Bytes::from(body)).await?;
-        let response: ResponseObject<'_> = decode(&bytes)?;
-        into_result(response).map(ToOwned::to_owned)
+        decode::<ResponseObject<'_>>(&bytes)
+            .and_then(into_result)
+            .map(ToOwned::to_owned)
+            .map_err(|e| self.endpoint.scrub_error(e))
     }
 
     /// Sends `calls` as one JSON-RPC batch and returns one item per call, in
@@ -487,7 +497,10 @@ impl RpcClient {
                     single,
                 });
             }
-            return Ok(BatchAnswer { parts });
+            return Ok(BatchAnswer {
+                parts,
+                endpoint: self.endpoint.clone(),
+            });
         }
     }
 
@@ -495,6 +508,12 @@ impl RpcClient {
     /// Non-2xx statuses other than those a JSON-RPC server uses for request
     /// errors (400, 421 and friends carry JSON-RPC bodies) are errors.
     pub async fn post(&self, body: Bytes) -> Result<(StatusCode, Bytes), RpcError> {
+        self.post_unscrubbed(body)
+            .await
+            .map_err(|e| self.endpoint.scrub_error(e))
+    }
+
+    async fn post_unscrubbed(&self, body: Bytes) -> Result<(StatusCode, Bytes), RpcError> {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.uri().clone())
@@ -503,7 +522,17 @@ impl RpcClient {
             request = request.header(name, value.clone());
         }
         let request = request.body(Full::new(body)).expect("request builds");
-        self.pacing.admit().await;
+        // The pacing pause is inside the request's time: one that cannot
+        // start within its timeout is a miss now, not a wait.
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let timed_out = || RpcError::Timeout {
+            url: self.endpoint.shown().clone(),
+            timeout: self.timeout,
+        };
+        self.pacing
+            .admit_by(deadline)
+            .await
+            .map_err(|_| timed_out())?;
         let exchange = async {
             let response = self
                 .http
@@ -518,12 +547,9 @@ impl RpcClient {
                 Err(code) => Err(self.refusal(code, retry_after, &bytes)),
             }
         };
-        tokio::time::timeout(self.timeout, exchange)
+        tokio::time::timeout_at(deadline, exchange)
             .await
-            .map_err(|_| RpcError::Timeout {
-                url: self.endpoint.shown().clone(),
-                timeout: self.timeout,
-            })?
+            .map_err(|_| timed_out())?
     }
 
     /// [`RpcError::Http`] for a status [`RpcClient::judge`] refused.
@@ -578,13 +604,18 @@ impl RpcClient {
         let request = request
             .body(Full::new(Bytes::new()))
             .expect("request builds");
-        self.pacing.admit().await;
-        let response = tokio::time::timeout(self.timeout, self.http.request(request))
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let too_late = || RpcError::Timeout {
+            url: self.endpoint.shown().clone(),
+            timeout: self.timeout,
+        };
+        self.pacing
+            .admit_by(deadline)
             .await
-            .map_err(|_| RpcError::Timeout {
-                url: self.endpoint.shown().clone(),
-                timeout: self.timeout,
-            })?
+            .map_err(|_| too_late())?;
+        let response = tokio::time::timeout_at(deadline, self.http.request(request))
+            .await
+            .map_err(|_| too_late())?
             .map_err(|e| self.transport(&e))?;
         let status = response.status();
         let retry_after = retry_after_of(response.headers());
@@ -817,6 +848,67 @@ mod tests {
         assert!(!refused.to_string().contains("s3cret"), "{refused}");
     }
 
+    /// Issue 32 (5): a gateway that echoes the path ("Cannot POST
+    /// /v3/KEY") in a 404 page or in a 200 that is not JSON-RPC, or a
+    /// JSON-RPC error quoting the key: no error the client returns holds
+    /// the key. A fault a real node does not produce, so a fake gateway.
+    #[tokio::test]
+    async fn texts_from_the_upstream_reach_errors_scrubbed_of_its_secrets() {
+        const KEY: &str = "a1b2c3d4e5f6a7b8c9d0";
+        let answers = [
+            format!(
+                "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: {{len}}\r\n\r\n<pre>Cannot POST /v3/{KEY}?apikey={KEY}</pre>"
+            ),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {{len}}\r\n\r\n<pre>Cannot POST /v3/{KEY}</pre>"
+            ),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {{len}}\r\n\r\n{{{{\"jsonrpc\":\"2.0\",\"id\":0,\"error\":{{{{\"code\":-32000,\"message\":\"bad key {KEY}\"}}}}}}}}"
+            ),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {{len}}\r\n\r\n[{{{{\"id\":5,\"result\":\"{KEY}\"}}}}]"
+            ),
+        ];
+        for answer in answers {
+            let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+            let response = format!(
+                "{}\r\n\r\n{body}",
+                head.replace("{len}", &body.len().to_string())
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server = tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                for _ in 0..2 {
+                    let Ok((mut socket, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let mut buffer = vec![0u8; 64 << 10];
+                    let _ = socket.read(&mut buffer).await;
+                    let _ = socket.write_all(response.as_bytes()).await;
+                }
+            });
+            let client = RpcClient::new(&format!("http://127.0.0.1:{port}/v3/{KEY}?apikey={KEY}"))
+                .unwrap()
+                .with_max_batch(1);
+            let single = client.call::<String>("eth_chainId", ()).await.unwrap_err();
+            assert!(!format!("{single} {single:?}").contains(KEY), "{single}");
+            if let Ok(items) = client
+                .batch(&[("eth_chainId", ()), ("eth_chainId", ())])
+                .await
+            {
+                for item in items {
+                    if let Err(error) = item {
+                        assert!(!format!("{error} {error:?}").contains(KEY), "{error}");
+                    }
+                }
+            } else if let Err(error) = client.batch(&[("eth_chainId", ())]).await {
+                assert!(!format!("{error} {error:?}").contains(KEY), "{error}");
+            }
+            server.abort();
+        }
+    }
+
     #[test]
     fn a_batch_refused_as_such_is_told_from_refused_calls() {
         let ok = StatusCode::OK;
@@ -872,6 +964,7 @@ mod tests {
                             count: if single { 1 } else { 3 },
                             single,
                         }],
+                        endpoint: Endpoint::parse("http://127.0.0.1:8545").unwrap(),
                     };
                     if let Ok(items) = answer.items() {
                         assert_eq!(items.len(), if single { 1 } else { 3 });

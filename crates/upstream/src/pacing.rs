@@ -64,6 +64,10 @@ enum Wait {
     Slot(Instant),
 }
 
+/// A request could not start before its deadline ([`Pacing::admit_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooLate;
+
 /// What [`Pacing`] has counted, for `/metrics` and `/health`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PacingStats {
@@ -98,15 +102,28 @@ impl Pacing {
 
     /// Waits until a request may be sent, and books it.
     pub async fn admit(&self) {
+        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let _ = self.admit_by(far).await;
+    }
+
+    /// [`Pacing::admit`] for a request that must start by `deadline` (its
+    /// timeout): `Err` at once, nothing booked, when a pause or the next
+    /// slot lies past it. A `Retry-After` of minutes then costs a caller
+    /// its miss now, not a held connection.
+    pub async fn admit_by(&self, deadline: Instant) -> Result<(), TooLate> {
         let started = Instant::now();
         loop {
             let wait = {
                 let mut schedule = self.schedule.lock().expect("pacing lock");
                 let now = Instant::now();
                 match schedule.paused_until {
+                    Some(until) if until > deadline => return Err(TooLate),
                     Some(until) if until > now => Wait::Pause(until),
                     _ => {
                         let slot = schedule.next_slot.map_or(now, |slot| slot.max(now));
+                        if slot > deadline {
+                            return Err(TooLate);
+                        }
                         let spacing = self.interval.max(schedule.learnt);
                         if !spacing.is_zero() {
                             schedule.next_slot = Some(slot + spacing);
@@ -133,6 +150,7 @@ impl Pacing {
                 .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The endpoint refused a request (429, 503): no request leaves for
@@ -222,22 +240,62 @@ pub fn retry_after_of(headers: &hyper::HeaderMap) -> Option<std::time::Duration>
         .and_then(parse_retry_after)
 }
 
-/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110).
+/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110), clamped to
+/// [`MAX_RETRY_AFTER`] here, where it is read: every pause taken from it
+/// (pacing, the follower, the head watcher, start-up), and the error that
+/// carries it, sees the clamped value, so a daily quota's `86400` or a
+/// `u64::MAX` never parks ingest for longer.
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let when = httpdate::parse_http_date(value).ok()?;
-    Some(
-        when.duration_since(SystemTime::now())
+    let asked = match value.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => httpdate::parse_http_date(value)
+            .ok()?
+            .duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO),
-    )
+    };
+    Some(asked.min(MAX_RETRY_AFTER))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 32 (2): a request that cannot start within its timeout does
+    /// not wait for the pause; one that can, does.
+    #[tokio::test]
+    async fn a_pause_past_the_deadline_is_too_late_at_once() {
+        let pacing = Pacing::new(0.0);
+        pacing.refused(Some(Duration::from_secs(300)));
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(10);
+        assert_eq!(pacing.admit_by(deadline).await, Err(TooLate));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        let pacing = Pacing::new(0.0);
+        pacing.refused(Some(Duration::from_millis(50)));
+        assert_eq!(
+            pacing
+                .admit_by(Instant::now() + Duration::from_secs(10))
+                .await,
+            Ok(())
+        );
+    }
+
+    /// Issue 32 (1): a day, or forever, is the cap, wherever it is read.
+    #[test]
+    fn a_retry_after_past_the_cap_is_the_cap() {
+        assert_eq!(parse_retry_after("86400"), Some(MAX_RETRY_AFTER));
+        assert_eq!(
+            parse_retry_after("18446744073709551615"),
+            Some(MAX_RETRY_AFTER)
+        );
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(MAX_RETRY_AFTER)
+        );
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after("soon"), None);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_budget_spaces_requests_evenly() {
