@@ -23,12 +23,20 @@ cgroups=/sys/fs/cgroup/memory
 start_geth_dev
 grow_chain "$BLOCKS" "$TPS"
 chain=$(head_of "$geth_url")
-port=$(free_port)
-"$neve" serve --upstream "$geth_url" --ws-url none --floor 0 --listen "127.0.0.1:$port" --data-dir "$work/store" >"$work/ingest.log" 2>&1 &
-ingest=$!; pids+=("$ingest")
-until [ "$(stored_height "http://127.0.0.1:$port")" -ge "$chain" ]; do sleep 0.2; done
-store_bytes=$(curl -s "http://127.0.0.1:$port/health" | grep -o '"storage":{"bytes":[0-9]*' | grep -o '[0-9]*$')
-kill "$ingest"; wait "$ingest" 2>/dev/null || true
+# Each build ingests a store of its own from the same chain: builds of
+# different store formats cannot share one.
+ingest_with() {
+  local bin=$1 dir=$2 port
+  port=$(free_port)
+  "$bin" serve --upstream "$geth_url" --ws-url none --floor 0 --listen "127.0.0.1:$port" --data-dir "$dir" >"$work/ingest.log" 2>&1 &
+  local ingest=$!; pids+=("$ingest")
+  until [ "$(stored_height "http://127.0.0.1:$port")" -ge "$chain" ]; do sleep 0.2; done
+  store_bytes=$(curl -s "http://127.0.0.1:$port/health" | grep -o '"storage":{"bytes":[0-9]*' | grep -o '[0-9]*$')
+  kill "$ingest"; wait "$ingest" 2>/dev/null || true
+}
+ingest_with "$other" "$work/store-other"
+ingest_with "$neve" "$work/store-current"
+ln -s "$work/store-current" "$work/store"
 echo "store: $chain blocks, $((store_bytes >> 20)) MiB of records; memory limit for cold rounds: $LIMIT_MIB MiB" >&2
 
 cat >"$work/full.lua" <<LUA
@@ -76,8 +84,9 @@ non2xx_of() { awk '/Non-2xx/ {n=$NF} END {print n+0}'; }
 # one BINARY MODE: serves the store (in a fresh memory cgroup when MODE is
 # cold), then full blocks at c16 beside eth_chainId at c1.
 one() {
-  local bin=$1 mode=$2 group="" serve_port
+  local bin=$1 mode=$2 group="" serve_port store
   serve_port=$(free_port)
+  store="$work/store-$([ "$bin" = "$neve" ] && echo current || echo other)"
   if [ "$mode" = cold ]; then
     # Nothing maps the store now, so this drops every cached page of it;
     # from here on the pages neve reads are charged to its group.
@@ -85,17 +94,17 @@ one() {
 for f in os.listdir(sys.argv[1]):
     p = os.path.join(sys.argv[1], f)
     if os.path.isfile(p):
-        fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$work/store"
+        fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$store"
   else
-    cat "$work/store"/* >/dev/null
+    cat "$store"/* >/dev/null
   fi
   if [ "$mode" = cold ]; then
     group="$cgroups/neve-cold-$$"
     mkdir -p "$group"
     echo $((LIMIT_MIB << 20)) >"$group/memory.limit_in_bytes"
-    bash -c "echo \$\$ >'$group/cgroup.procs'; exec '$bin' serve --upstream '$geth_url' --ws-url none --listen 127.0.0.1:$serve_port --data-dir '$work/store'" >"$work/serve.log" 2>&1 &
+    bash -c "echo \$\$ >'$group/cgroup.procs'; exec '$bin' serve --upstream '$geth_url' --ws-url none --listen 127.0.0.1:$serve_port --data-dir '$store'" >"$work/serve.log" 2>&1 &
   else
-    "$bin" serve --upstream "$geth_url" --ws-url none --listen "127.0.0.1:$serve_port" --data-dir "$work/store" >"$work/serve.log" 2>&1 &
+    "$bin" serve --upstream "$geth_url" --ws-url none --listen "127.0.0.1:$serve_port" --data-dir "$store" >"$work/serve.log" 2>&1 &
   fi
   local pid=$!
   until curl -sf "http://127.0.0.1:$serve_port/health/ready" >/dev/null; do sleep 0.1; done
@@ -104,19 +113,21 @@ for f in os.listdir(sys.argv[1]):
   local full=$!
   wrk -c1 -t1 -d"${SECONDS_EACH}s" --latency -s "$work/chainid.lua" "http://127.0.0.1:$serve_port/" >"$work/chainid.out"
   wait "$full"
-  local cold_reads
+  local cold_reads anon
   cold_reads=$(curl -s "http://127.0.0.1:$serve_port/metrics" | awk '/^neve_store_cold_reads_total / {print $2}')
+  # Still there? An OOM kill shows here, not as a slow row.
+  if kill -0 "$pid" 2>/dev/null; then anon="$(now_mib "$pid") MiB"; else anon="killed"; fi
   kill "$pid"; wait "$pid" 2>/dev/null || true
   [ -n "$group" ] && rmdir "$group"
-  printf '| %s | %s | %s (%s non-2xx) | %s | %s | %s | %s | %s |\n' \
+  printf '| %s | %s | %s (%s non-2xx) | %s | %s | %s | %s | %s | %s |\n' \
     "$([ "$bin" = "$neve" ] && echo current || echo other)" "$mode" \
     "$(rate_of <"$work/full.out")" "$(non2xx_of <"$work/full.out")" "$(p99_of <"$work/full.out")" \
     "$(rate_of <"$work/chainid.out")" "$(p50_of <"$work/chainid.out")" "$(p99_of <"$work/chainid.out")" \
-    "${cold_reads:--}"
+    "${cold_reads:--}" "$anon"
 }
 
-echo "| build | store | full blocks c16 req/s | its p99 ms | eth_chainId c1 req/s | its p50 ms | its p99 ms | cold reads (current) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| build | store | full blocks c16 req/s | its p99 ms | eth_chainId c1 req/s | its p50 ms | its p99 ms | cold reads | anonymous memory after |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for _ in $(seq "$ROUNDS"); do
   for mode in hot cold; do
     for bin in "$other" "$neve"; do

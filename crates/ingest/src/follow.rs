@@ -36,10 +36,16 @@ pub const DEFAULT_APPEND_BATCH: usize = 64;
 /// verified, and waiting to be appended. Fetches in flight are limited by
 /// it (at the size of recent blocks) as well as by their count, so a chain
 /// of 5 MB blocks does not cost sixteen times that per fetch in flight.
-/// With the append batch and the rest of the process, a mirror of blocks
-/// of ~1,400 transactions peaked at 60–66 MiB of anonymous memory with
-/// 32 MiB here; 24 keeps it under the 64 MiB budget. Default is 24 MiB.
-pub const DEFAULT_INGEST_BUFFER_BYTES: usize = 24 << 20;
+/// A block in flight costs several times its bytes (the answer, the
+/// decoded values verification checks, the prepared record), so the
+/// process's peak is a few times this. Backfilling 129 blocks of ~1,400
+/// transactions from geth (2026-11-26, two rounds alternated): 24 MiB
+/// peaked at 145–153 MiB of anonymous memory at 7.5–8.7 blocks/s; 12 MiB
+/// at 80–81 MiB and 7.9–8.0 blocks/s; 8 MiB at 75–80 MiB and 6.8–7.9
+/// blocks/s. 12 keeps a backfill of big blocks under the 64 MiB serving
+/// budget plus a state cache's, at a backfill rate within the noise of
+/// twice the buffer. Default is 12 MiB.
+pub const DEFAULT_INGEST_BUFFER_BYTES: usize = 12 << 20;
 
 /// Blocks waiting to be appended are appended once they weigh this much,
 /// even short of [`DEFAULT_APPEND_BATCH`]. Default is 8 MiB.
@@ -663,6 +669,7 @@ impl Follower {
         self.status.follower_down.store(false, Ordering::Relaxed);
         let mut backoff = Duration::from_millis(100);
         let mut appended_since_trim = 0u64;
+        let mut backlog_since_trim = false;
         loop {
             if *shutdown.borrow() {
                 return;
@@ -673,17 +680,28 @@ impl Follower {
                 // Progress, even if the step then failed: no growing backoff.
                 backoff = Duration::from_millis(100);
             }
-            appended_since_trim += self
+            let appended = self
                 .status
                 .appended_blocks
                 .load(Ordering::Relaxed)
                 .saturating_sub(before);
+            appended_since_trim += appended;
             let pause = match result {
-                Ok(outcome) if !outcome.caught_up => Duration::ZERO,
+                Ok(outcome) if !outcome.caught_up => {
+                    backlog_since_trim = true;
+                    Duration::ZERO
+                }
                 Ok(_) => {
                     backoff = Duration::from_millis(100);
-                    if appended_since_trim >= TRIM_AFTER_BLOCKS {
+                    // A backfill (or a burst of more than one block) has
+                    // just been drained: its buffers are free now, and the
+                    // tip needs a fraction of them.
+                    if backlog_since_trim
+                        || appended > 1
+                        || appended_since_trim >= TRIM_AFTER_BLOCKS
+                    {
                         appended_since_trim = 0;
+                        backlog_since_trim = false;
                         give_memory_back().await;
                     }
                     poll
@@ -711,10 +729,10 @@ impl Follower {
     }
 }
 
-/// Caught up after appending at least this many blocks, the follower hands
-/// the allocator's free memory back to the OS: a backfill's buffers are
-/// freed but stay resident otherwise (glibc keeps them in per-thread
-/// arenas). Default is 64.
+/// Caught up after a backfill or a burst of blocks, or after appending at
+/// least this many blocks at the tip, the follower hands the allocator's
+/// free memory back to the OS: a backfill's buffers are freed but stay
+/// resident otherwise (glibc keeps them in its arenas). Default is 64.
 const TRIM_AFTER_BLOCKS: u64 = 64;
 
 /// Returns free heap memory to the OS (glibc's `malloc_trim`), on the

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use bytes::Bytes;
 
@@ -41,11 +41,26 @@ impl From<crate::Cold> for Unread {
 }
 
 /// What the blocks of one segment file share: the file for `pread`, its
-/// path for messages, the store's count of damaged reads.
+/// path for messages, the store's count of damaged reads, and per height
+/// what was checked already and when its head was last found in memory.
 pub(crate) struct Origin {
     pub(crate) path: PathBuf,
     pub(crate) file: File,
     pub(crate) corrupt_reads: Arc<AtomicU64>,
+    first_height: u64,
+    /// Per height, 64 bits: bit `g` says chunk group `g` (the record's
+    /// chunks split into 64 runs of equal count) was checked against its
+    /// CRCs through the mapping. Checked once and remembered: a hot full
+    /// block costs no CRC after its first read, while an answer of a few
+    /// hundred bytes still checks only its own chunks. 8 bytes a height.
+    verified: Box<[AtomicU64]>,
+    /// Per height, the chunk groups (as in `verified`; group 0 with the
+    /// record's header) last found in memory, and when
+    /// ([`crate::resident::now`] ticks): within
+    /// [`crate::resident::FRESH_TICKS`] they are taken to be there still,
+    /// which spares a hot read its `mincore` calls.
+    resident: Box<[AtomicU64]>,
+    resident_at: Box<[AtomicU32]>,
 }
 
 impl Origin {
@@ -54,7 +69,13 @@ impl Origin {
     /// part is read with one `pread` of exactly its chunks, and readahead
     /// around it would bring in (and hold in the page cache) hundreds of
     /// KiB of the record for an answer of a few hundred bytes.
-    pub(crate) fn new(path: PathBuf, file: File, corrupt_reads: Arc<AtomicU64>) -> Origin {
+    pub(crate) fn new(
+        path: PathBuf,
+        file: File,
+        corrupt_reads: Arc<AtomicU64>,
+        first_height: u64,
+        heights: usize,
+    ) -> Origin {
         use std::os::fd::AsRawFd;
         // SAFETY: the descriptor is open for the call's duration; the
         // advice changes only how the kernel reads ahead.
@@ -63,6 +84,81 @@ impl Origin {
             path,
             file,
             corrupt_reads,
+            first_height,
+            verified: (0..heights).map(|_| AtomicU64::new(0)).collect(),
+            resident: (0..heights).map(|_| AtomicU64::new(0)).collect(),
+            resident_at: (0..heights).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    fn slot(&self, height: u64) -> Option<usize> {
+        height
+            .checked_sub(self.first_height)
+            .map(|i| i as usize)
+            .filter(|i| *i < self.verified.len())
+    }
+
+    /// Takes the whole record at `height` as checked: the writer computed
+    /// its CRCs from these bytes, or the recovery scan checked them all.
+    pub(crate) fn mark_verified(&self, height: u64) {
+        if let Some(i) = self.slot(height) {
+            self.verified[i].store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets what was checked at `height` (a rollback's record replaced).
+    pub(crate) fn forget(&self, height: u64) {
+        if let Some(i) = self.slot(height) {
+            self.verified[i].store(0, Ordering::Relaxed);
+            self.resident_at[i].store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes over what `other` (the same file, before sealing) checked.
+    pub(crate) fn inherit(&self, other: &Origin) {
+        for (height, groups) in (other.first_height..).zip(other.verified.iter()) {
+            self.add_verified(height, groups.load(Ordering::Relaxed));
+        }
+    }
+
+    fn verified_groups(&self, height: u64) -> u64 {
+        self.slot(height)
+            .map_or(0, |i| self.verified[i].load(Ordering::Relaxed))
+    }
+
+    fn add_verified(&self, height: u64, groups: u64) {
+        if let Some(i) = self.slot(height) {
+            self.verified[i].fetch_or(groups, Ordering::Relaxed);
+        }
+    }
+
+    /// The chunk groups of the record at `height` found in memory within
+    /// the last [`crate::resident::FRESH_TICKS`].
+    fn resident_groups(&self, height: u64) -> u64 {
+        let Some(i) = self.slot(height) else {
+            return 0;
+        };
+        let seen = self.resident_at[i].load(Ordering::Relaxed);
+        let fresh =
+            seen != 0 && crate::resident::now().wrapping_sub(seen) < crate::resident::FRESH_TICKS;
+        if fresh {
+            self.resident[i].load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// Whether the header of the record at `height` was found in memory
+    /// within the last [`crate::resident::FRESH_TICKS`].
+    pub(crate) fn head_fresh(&self, height: u64) -> bool {
+        self.resident_groups(height) & 1 != 0
+    }
+
+    /// Forgets what was found in memory (a test's pages were dropped on
+    /// purpose).
+    pub(crate) fn forget_resident(&self) {
+        for at in self.resident_at.iter() {
+            at.store(0, Ordering::Relaxed);
         }
     }
 
@@ -78,14 +174,28 @@ impl Origin {
         Unread::Damaged
     }
 
-    /// `len` bytes at `offset` of the file, through the page cache: a part
-    /// read so is in memory for the next reader.
+    /// `len` bytes at `offset` of the file (told to the kernel to be
+    /// random: no readahead), through the page cache: a part read so is
+    /// in memory for the next reader.
     pub(crate) fn pread(&self, height: u64, offset: u64, len: usize) -> Result<Bytes, Unread> {
         use std::os::unix::fs::FileExt;
         let mut bytes = vec![0u8; len];
         match self.file.read_exact_at(&mut bytes, offset) {
             Ok(()) => Ok(Bytes::from(bytes)),
             Err(e) => Err(self.damaged(height, &format!("reading: {e}"))),
+        }
+    }
+
+    /// Remembers that `groups` of the record at `height` are in memory now.
+    fn add_resident(&self, height: u64, groups: u64) {
+        let Some(i) = self.slot(height) else {
+            return;
+        };
+        if self.resident_groups(height) == 0 {
+            self.resident[i].store(groups, Ordering::Relaxed);
+            self.resident_at[i].store(crate::resident::now(), Ordering::Relaxed);
+        } else {
+            self.resident[i].fetch_or(groups, Ordering::Relaxed);
         }
     }
 }
@@ -100,8 +210,15 @@ pub(crate) enum Source {
     File { offset: u64 },
 }
 
+/// Bits `first..=last` of a 64-bit group mask.
+fn group_bits(first: usize, last: usize) -> u64 {
+    let (first, last) = (first.min(63), last.min(63));
+    (u64::MAX >> (63 - last)) & (u64::MAX << first)
+}
+
 /// Of bytes read to check a part: the table entries and the chunks are
-/// read with one `pread` when no more than this lies between them.
+/// read with one `pread` (or asked about with one `mincore`) when no more
+/// than this lies between them.
 const JOINED_READ_GAP: usize = 64 * 1024;
 
 /// A stored block: a handle that reads its parts when asked.
@@ -167,6 +284,8 @@ impl Block {
             PathBuf::from("(memory)"),
             File::open("/dev/null").expect("/dev/null"),
             Arc::default(),
+            height,
+            1,
         ));
         let source = Source::Mapped {
             record: Bytes::copy_from_slice(record),
@@ -192,14 +311,43 @@ impl Block {
         let skip = range.start - first * CHUNK_LEN;
         match &self.source {
             Source::Mapped { record, may_wait } => {
-                let (entries, bytes) = (&record[table], &record[chunks]);
-                let resident =
-                    || crate::resident::in_memory(entries) && crate::resident::in_memory(bytes);
-                if !*may_wait && !resident() {
-                    return Err(Unread::Cold);
+                let (entries, bytes) = (&record[table.clone()], &record[chunks.clone()]);
+                // Chunk groups: the record's chunks in 64 runs; a group is
+                // remembered once a read checked all of it, and for a
+                // second once it was found in memory.
+                let count = self.header.chunks();
+                let per_group = count.div_ceil(64).max(1);
+                let (g0, g1) = (first / per_group, (last - 1) / per_group);
+                let touched = group_bits(g0, g1);
+                if !*may_wait && self.origin.resident_groups(self.height) & touched != touched {
+                    // Whole groups asked first (one call, and remembered);
+                    // only the part's own chunks when some of a group is
+                    // out, so a part read in from the file is answered on
+                    // the worker next time whatever its neighbours.
+                    let (gfirst, glast) = (g0 * per_group, ((g1 + 1) * per_group).min(count));
+                    let gtable = if gfirst == 0 {
+                        0
+                    } else {
+                        RECORD_HEADER_LEN + gfirst * CHUNK_CRC_LEN
+                    }..RECORD_HEADER_LEN + glast * CHUNK_CRC_LEN;
+                    let gchunks =
+                        body_at + gfirst * CHUNK_LEN..body_at + (glast * CHUNK_LEN).min(body_len);
+                    if self.mapped_in_memory(record, gtable, gchunks) {
+                        self.origin.add_resident(self.height, touched);
+                    } else if !self.mapped_in_memory(record, table.clone(), chunks.clone()) {
+                        return Err(Unread::Cold);
+                    }
                 }
-                if !format::chunks_match(entries, bytes) {
-                    return Err(self.damaged("checksum mismatch"));
+                if self.origin.verified_groups(self.height) & touched != touched {
+                    if !format::chunks_match(entries, bytes) {
+                        return Err(self.damaged("checksum mismatch"));
+                    }
+                    let whole_first = first.div_ceil(per_group);
+                    let whole_last = if last == count { 64 } else { last / per_group };
+                    if whole_first < whole_last {
+                        self.origin
+                            .add_verified(self.height, group_bits(whole_first, whole_last - 1));
+                    }
                 }
                 Ok(record.slice(body_at + range.start..body_at + range.end))
             }
@@ -230,6 +378,18 @@ impl Block {
                 }
                 Ok(bytes.slice(skip..skip + range.len()))
             }
+        }
+    }
+
+    /// Whether the chunk table entries `table` and the chunks `chunks` of
+    /// a mapped record are in memory: one `mincore` when they lie close
+    /// (the fixed fields, a transaction's entry), two otherwise.
+    fn mapped_in_memory(&self, record: &Bytes, table: Range<usize>, chunks: Range<usize>) -> bool {
+        use crate::resident::in_memory;
+        if chunks.start - table.end <= JOINED_READ_GAP {
+            in_memory(&record[table.start..chunks.end])
+        } else {
+            in_memory(&record[table]) && in_memory(&record[chunks])
         }
     }
 

@@ -976,6 +976,7 @@ fn seal(
             segment.path.display()
         ))
     })?;
+    sealed.inherit_verified(segment);
     Ok(Arc::new(sealed))
 }
 

@@ -3,6 +3,23 @@
 //! async worker must never do.
 
 use std::sync::OnceLock;
+use std::time::Instant;
+
+/// A tick of [`now`]: 10 ms.
+const TICK_MS: u128 = 10;
+
+/// How long a record's head (header and fixed fields) found in memory is
+/// taken to be there still: 1 s. A page evicted within it would be faulted
+/// in by the worker, which only heavy memory pressure makes happen;
+/// checking every read would cost the hot path a system call.
+pub(crate) const FRESH_TICKS: u32 = 100;
+
+/// Ticks since the first call, never 0 (0 means "never seen").
+pub(crate) fn now() -> u32 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    (start.elapsed().as_millis() / TICK_MS) as u32 + 1
+}
 
 /// The system's page size.
 pub(crate) fn page_size() -> usize {

@@ -165,11 +165,15 @@ impl Segment {
                 // and the writer's stays as it was.
                 File::open(&path).map_err(io_error(&path, "opening"))?,
                 corrupt_reads,
+                first_height,
+                segment_blocks,
             )),
             path,
         };
         for (i, offset) in offsets.iter().enumerate() {
             segment.publish_offset(i, *offset);
+            // The scan that found these records checked each one whole.
+            segment.origin.mark_verified(first_height + i as u64);
             if let Some(block) = segment.read_unchecked(first_height + i as u64) {
                 segment.index_hashes(&block);
             }
@@ -213,7 +217,13 @@ impl Segment {
                 count,
                 tx_count,
             },
-            origin: Arc::new(Origin::new(path.clone(), file, corrupt_reads)),
+            origin: Arc::new(Origin::new(
+                path.clone(),
+                file,
+                corrupt_reads,
+                first_height,
+                segment_blocks,
+            )),
             path,
         }))
     }
@@ -279,6 +289,10 @@ impl Segment {
     pub(crate) fn push(&self, i: usize, offset: u64) -> Result<(), StoreError> {
         self.publish_offset(i, offset);
         let height = self.first_height + i as u64;
+        // Its CRCs were computed from these bytes a moment ago: the first
+        // readers of a new block (the most read) need not check them again.
+        self.origin.forget(height);
+        self.origin.mark_verified(height);
         let block = self.read_unchecked(height).ok_or_else(|| {
             StoreError::Corrupt(format!("record {height} unreadable right after writing"))
         })?;
@@ -324,6 +338,11 @@ impl Segment {
                 (i < *count).then(|| format::u64_at(index, INDEX_HEADER_LEN + 8 * i))
             }
         }
+    }
+
+    /// Takes over what `other` (the same file, before sealing) checked.
+    pub(crate) fn inherit_verified(&self, other: &Segment) {
+        self.origin.inherit(&other.origin);
     }
 
     /// The store's count of damaged reads, which this segment's blocks add to.
@@ -389,6 +408,7 @@ impl Segment {
     /// never read back), which the first cannot see.
     pub(crate) fn page_out(&self) -> bool {
         use std::os::fd::AsRawFd;
+        self.origin.forget_resident();
         // SAFETY: the range is this segment's mapping, kept alive by
         // `self.data`; MADV_PAGEOUT only drops pages, never their contents.
         let mapped = unsafe {
@@ -441,7 +461,8 @@ impl Segment {
                 let head = self.data.slice(
                     at.min(self.data.len())..(at + format::RECORD_HEADER_LEN).min(self.data.len()),
                 );
-                if pages == Pages::InMemory && !in_memory(&head) {
+                if pages == Pages::InMemory && !self.origin.head_fresh(height) && !in_memory(&head)
+                {
                     return Err(Unread::Cold);
                 }
                 head

@@ -1310,7 +1310,7 @@ fn a_damaged_chunk_is_a_counted_miss_for_the_parts_in_it_only() {
 #[test]
 fn a_failed_sync_while_a_rollback_reopens_a_sealed_segment_stops_the_writer() {
     let mut seen_cut = false;
-    for op in 0..40 {
+    for op in 0..24 {
         let dir = tempfile::tempdir().unwrap();
         let journal = CrashJournal::new();
         let config = StoreConfig {
