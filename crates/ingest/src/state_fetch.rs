@@ -557,10 +557,21 @@ async fn save_hot_keys_until_stopped(
     }
 }
 
+/// The hot-keys file is read up to this many bytes, the rest ignored: a
+/// hint must not cost a start-up an unbounded read and allocation (a
+/// damaged or planted file). 16 MiB is ~150,000 keys with slots, past any
+/// hot set's capacity. Default is 16 MiB.
+pub const MAX_HOT_KEYS_FILE_BYTES: u64 = 16 << 20;
+
 /// The hot keys, one a line (`0xADDRESS` or `0xADDRESS 0xSLOT`), written to
-/// a temporary file and renamed over `path`, so a crash leaves the old
-/// file or the new one.
+/// a temporary file, made durable, and renamed over `path` (the directory
+/// synced after), so a crash or a power loss leaves the old file or the
+/// new one. One save at a time in the process: the periodic one and the
+/// last one on stop never write the same temporary file together.
 pub fn save_hot_keys(path: &std::path::Path, state: &State) -> std::io::Result<()> {
+    use std::io::Write;
+    static SAVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = SAVING.lock().unwrap_or_else(|p| p.into_inner());
     let mut text = String::new();
     for key in state.hot_keys() {
         text.push_str(&hex(&key.address));
@@ -571,16 +582,41 @@ pub fn save_hot_keys(path: &std::path::Path, state: &State) -> std::io::Result<(
         text.push('\n');
     }
     let partial = path.with_extension("partial");
-    std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, path)
+    let mut file = std::fs::File::create(&partial)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&partial, path)?;
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::File::open(dir)?.sync_all(),
+        _ => Ok(()),
+    }
 }
 
 /// Records the keys of a file [`save_hot_keys`] wrote as hot; a line that
-/// does not parse is skipped (the file is a hint). Returns how many.
+/// does not parse is skipped (the file is a hint), and nothing past
+/// [`MAX_HOT_KEYS_FILE_BYTES`] is read. Returns how many.
 fn load_hot_keys(path: &std::path::Path, state: &State) -> usize {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else {
         return 0;
     };
+    let mut bytes = Vec::new();
+    if file
+        .take(MAX_HOT_KEYS_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .is_err()
+    {
+        return 0;
+    }
+    if bytes.len() as u64 == MAX_HOT_KEYS_FILE_BYTES {
+        tracing::warn!(
+            path = %path.display(),
+            limit = MAX_HOT_KEYS_FILE_BYTES,
+            "the hot-keys file is larger than its limit; the rest is ignored"
+        );
+    }
+    let text = String::from_utf8_lossy(&bytes);
     let mut loaded = 0;
     for line in text.lines() {
         let mut words = line.split_whitespace();
@@ -774,6 +810,7 @@ impl ProofFetcher {
 /// account in any transaction's `pre` or `post`, with the slots of its
 /// `storage` there.
 fn touched_by_trace(trace: &str) -> Result<neve_state::Touched, FetchError> {
+    within_answer_bound(trace)?;
     #[derive(Deserialize)]
     struct Traced {
         result: Option<Diff>,
@@ -805,6 +842,7 @@ fn touched_by_trace(trace: &str) -> Result<neve_state::Touched, FetchError> {
         slots.sort_unstable();
         slots.dedup();
     }
+    within_key_bound(touched.values().map(|slots| 1 + slots.len()).sum())?;
     Ok(touched)
 }
 
@@ -857,10 +895,57 @@ fn add_untraced(touched: &mut neve_state::Touched, header: &[u8]) -> Result<(), 
     Ok(())
 }
 
+/// Keys (accounts and slots together) one block's touched set may name,
+/// from the upstream's trace or an upstream neve: past it the answer is
+/// refused (logged) and that block is refreshed key by key, so a hostile
+/// or broken upstream naming millions of keys costs neither gigabytes nor
+/// an hour of prefetch budget. A block of Ethereum mainnet touches a few
+/// thousand; 100,000 is far above any. Default is 100,000.
+pub const MAX_TOUCHED_KEYS_PER_BLOCK: usize = 100_000;
+
+/// Bytes of a touched-keys answer (a trace or a neve's list) parsed at
+/// most, so the key bound is not reached only after the parse allocated
+/// them. Default is 64 MiB.
+pub const MAX_TOUCHED_ANSWER_BYTES: usize = 64 << 20;
+
+/// Refuses a touched set naming `keys` keys past
+/// [`MAX_TOUCHED_KEYS_PER_BLOCK`].
+fn within_key_bound(keys: usize) -> Result<(), FetchError> {
+    if keys > MAX_TOUCHED_KEYS_PER_BLOCK {
+        tracing::warn!(
+            keys,
+            limit = MAX_TOUCHED_KEYS_PER_BLOCK,
+            "the upstream named more touched keys than a block can have; refreshing key by key"
+        );
+        return Err(FetchError::Shape(format!(
+            "{keys} touched keys, past the bound of {MAX_TOUCHED_KEYS_PER_BLOCK}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a touched-keys answer past [`MAX_TOUCHED_ANSWER_BYTES`] unparsed.
+fn within_answer_bound(answer: &str) -> Result<(), FetchError> {
+    if answer.len() > MAX_TOUCHED_ANSWER_BYTES {
+        tracing::warn!(
+            bytes = answer.len(),
+            limit = MAX_TOUCHED_ANSWER_BYTES,
+            "a touched-keys answer past its bound; refreshing key by key"
+        );
+        return Err(FetchError::Shape(format!(
+            "a touched-keys answer of {} bytes, past the bound of {MAX_TOUCHED_ANSWER_BYTES}",
+            answer.len()
+        )));
+    }
+    Ok(())
+}
+
 /// An upstream neve's `neve_getTouchedKeys` answer.
 fn touched_as_said(said: &str) -> Result<neve_state::Touched, FetchError> {
+    within_answer_bound(said)?;
     let said: BTreeMap<String, Vec<String>> =
         serde_json::from_str(said).map_err(|e| FetchError::Shape(e.to_string()))?;
+    within_key_bound(said.values().map(|slots| 1 + slots.len()).sum())?;
     said.iter()
         .map(|(address, slots)| {
             Ok((
@@ -969,6 +1054,42 @@ mod tests {
 
     /// The hot keys survive a restart through their file; a damaged line
     /// is skipped, not fatal.
+    /// Issue 32 (10): a hot-keys file past its limit is read up to it,
+    /// not whole, and what lies within still loads.
+    #[test]
+    fn a_hot_keys_file_is_read_up_to_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hot-keys");
+        let line = format!("0x{}\n", "11".repeat(20));
+        let lines = (MAX_HOT_KEYS_FILE_BYTES as usize / line.len()) + 1000;
+        std::fs::write(&path, line.repeat(lines)).unwrap();
+        let state = State::new(1 << 20, 64);
+        let loaded = load_hot_keys(&path, &state);
+        assert!(loaded > 0 && loaded < lines, "{loaded} of {lines}");
+    }
+
+    /// Issue 32 (3): an upstream neve naming more keys than a block can
+    /// touch is refused (the block is then refreshed key by key).
+    #[test]
+    fn a_touched_set_past_its_bound_is_refused() {
+        let many: std::collections::BTreeMap<String, Vec<String>> =
+            (0..MAX_TOUCHED_KEYS_PER_BLOCK as u64 + 1)
+                .map(|i| (format!("0x{i:040x}"), Vec::new()))
+                .collect();
+        let said = serde_json::to_string(&many).unwrap();
+        assert!(matches!(touched_as_said(&said), Err(FetchError::Shape(_))));
+        let few: std::collections::BTreeMap<String, Vec<String>> = (0..3u64)
+            .map(|i| (format!("0x{i:040x}"), vec![format!("0x{i:064x}")]))
+            .collect();
+        assert_eq!(
+            touched_as_said(&serde_json::to_string(&few).unwrap())
+                .unwrap()
+                .len(),
+            3
+        );
+        assert!(within_answer_bound(&" ".repeat(MAX_TOUCHED_ANSWER_BYTES + 1)).is_err());
+    }
+
     #[test]
     fn hot_keys_are_saved_and_read_back() {
         let dir = tempfile::tempdir().unwrap();

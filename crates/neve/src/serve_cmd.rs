@@ -25,6 +25,16 @@ pub enum UpstreamKind {
     Avalanchego,
 }
 
+/// Where the upstream's credentials go besides the upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WsCredentials {
+    /// To --ws-url only on the upstream's host over TLS (or in plain text
+    /// where the upstream is plain text).
+    SameHost,
+    /// To --ws-url whatever its host or scheme.
+    Always,
+}
+
 #[derive(Args)]
 pub struct ServeArgs {
     /// A TOML file of settings: keys are these flags' long names; a flag or
@@ -42,6 +52,9 @@ pub struct ServeArgs {
     /// The upstream's WebSocket URL for newHeads (default: derived from the RPC URL; `none` to poll only).
     #[arg(long, help_heading = UPSTREAM)]
     ws_url: Option<String>,
+    /// Where the upstream's credentials (--upstream-header) go with --ws-url: `same-host` sends them only to the upstream's host over TLS (or in plain text where the upstream is); `always` to any host and scheme.
+    #[arg(long, value_enum, default_value_t = WsCredentials::SameHost, help_heading = UPSTREAM)]
+    ws_credentials: WsCredentials,
     /// How to read --upstream.
     #[arg(long, value_enum, default_value_t = UpstreamKind::Evm, help_heading = UPSTREAM)]
     upstream_kind: UpstreamKind,
@@ -637,7 +650,24 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| neve_ingest::heads::derive_ws_url(&rpc_url));
     if ws_url != "none" {
-        let ws = endpoint.with_url(&ws_url).context("--ws-url")?;
+        let (ws, credentials) = endpoint
+            .with_url(&ws_url, args.ws_credentials == WsCredentials::Always)
+            .context("--ws-url")?;
+        match credentials {
+            neve_upstream::Credentials::Withheld => tracing::warn!(
+                ws = %ws.shown(),
+                "the upstream's credentials are not sent to this WebSocket (another host, or plain text); --ws-credentials always sends them"
+            ),
+            neve_upstream::Credentials::Inherited
+                if args.ws_credentials == WsCredentials::Always =>
+            {
+                tracing::info!(
+                    ws = %ws.shown(),
+                    "the upstream's credentials are sent to this WebSocket (--ws-credentials always)"
+                )
+            }
+            _ => {}
+        }
         ingest_runtime.spawn(neve_ingest::heads::follow_heads(
             ws,
             wake.clone(),

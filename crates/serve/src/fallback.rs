@@ -11,13 +11,37 @@ use serde_json::value::RawValue;
 
 /// Methods forwarded unless `--fallback-methods` says otherwise: patterns
 /// (`name`, `prefix*`), and `!pattern` to refuse what an earlier one
-/// allowed. Reads of the `eth`, `net`, `web3` and `txpool` namespaces,
-/// tracing and raw data; `eth_sendRawTransaction` relays a transaction the
-/// client signed. Never: `eth_sendTransaction` and the signing methods
-/// (they use the node's own keys), `admin`, `personal`, `miner`, `engine`
-/// and every other `debug` method.
-pub const DEFAULT_FALLBACK_METHODS: &str =
-    "eth_*,!eth_sendTransaction,!eth_sign*,net_*,web3_*,txpool_*,debug_trace*,debug_getRaw*";
+/// allowed. The default names each method exactly: the reads of the `eth`,
+/// `net`, `web3` and `txpool` namespaces (filters included), tracing of a
+/// transaction, a call or a block by number or hash, and raw data;
+/// `eth_sendRawTransaction` relays a transaction the client signed. Not by
+/// pattern, since a namespace also holds what no client of a mirror should
+/// reach: geth's `debug_traceBlockFromFile` (reads a path on the node's
+/// disk) and `debug_traceBlock` (executes RLP it is sent), `eth_resend`,
+/// `eth_sendTransaction`, `eth_sign*` and `eth_fillTransaction` (the
+/// node's keys or accounts), `eth_accounts`, and every `admin`,
+/// `personal`, `miner` and `engine` method. `neve_tests::fallback_methods`
+/// asks a live geth each of these, so a misspelt name fails.
+pub const DEFAULT_FALLBACK_METHODS: &str = concat!(
+    "eth_baseFee,eth_blockNumber,eth_call,eth_chainId,eth_config,eth_createAccessList,",
+    "eth_estimateGas,",
+    "eth_feeHistory,eth_gasPrice,eth_maxPriorityFeePerGas,eth_blobBaseFee,eth_getBalance,",
+    "eth_getBlockByHash,eth_getBlockByNumber,eth_getBlockReceipts,",
+    "eth_getBlockTransactionCountByHash,eth_getBlockTransactionCountByNumber,eth_getCode,",
+    "eth_getHeaderByHash,eth_getHeaderByNumber,eth_getLogs,eth_getProof,eth_getStorageAt,",
+    "eth_getStorageValues,eth_getTransactionByBlockHashAndIndex,",
+    "eth_getTransactionByBlockNumberAndIndex,eth_getTransactionByHash,",
+    "eth_getTransactionCount,eth_getTransactionReceipt,eth_getRawTransactionByHash,",
+    "eth_getUncleByBlockHashAndIndex,eth_getUncleByBlockNumberAndIndex,",
+    "eth_getUncleCountByBlockHash,eth_getUncleCountByBlockNumber,eth_syncing,",
+    "eth_simulateV1,eth_sendRawTransaction,eth_newFilter,eth_newBlockFilter,",
+    "eth_newPendingTransactionFilter,eth_getFilterChanges,eth_getFilterLogs,",
+    "eth_uninstallFilter,net_version,net_listening,net_peerCount,web3_clientVersion,",
+    "web3_sha3,txpool_content,txpool_contentFrom,txpool_inspect,txpool_status,",
+    "debug_traceTransaction,debug_traceCall,debug_traceBlockByNumber,",
+    "debug_traceBlockByHash,debug_getRawBlock,debug_getRawHeader,debug_getRawReceipts,",
+    "debug_getRawTransaction"
+);
 
 /// Forwards in flight at once; a miss past it is answered as without a
 /// fallback (421). Default is 64.
@@ -157,6 +181,14 @@ mod tests {
         }
         for method in [
             "debug_setHead",
+            "debug_traceBlockFromFile",
+            "debug_traceBlock",
+            "debug_traceBadBlock",
+            "debug_standardTraceBlockToFile",
+            "eth_resend",
+            "eth_fillTransaction",
+            "eth_accounts",
+            "eth_signTypedData_v4",
             "admin_nodeInfo",
             "admin_addPeer",
             "personal_unlockAccount",

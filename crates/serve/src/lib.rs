@@ -136,6 +136,53 @@ pub(crate) const IO_THREADS: usize = 16;
 /// queues nowhere unbounded.
 pub(crate) const MAX_QUEUED_COLD_READS: u64 = 256;
 
+/// Bytes of answers read from the disk (into memory of their own, not the
+/// page cache) that may be held at once, from the read until the answer
+/// is written out: 64 MiB, a few dozen full blocks of ~1,400
+/// transactions. Past it a cold read is a miss (421) at once, counted like
+/// a full queue: clients that read slowly cannot make cold answers pile
+/// up in the heap. Default is 64 MiB.
+pub(crate) const MAX_COLD_ANSWER_BYTES: u64 = 64 << 20;
+
+/// A cold answer's bytes, counted in [`MAX_COLD_ANSWER_BYTES`] until they
+/// are dropped (written out, or their client gone).
+struct ColdBytes {
+    bytes: Bytes,
+    held: Arc<AtomicU64>,
+}
+
+impl AsRef<[u8]> for ColdBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for ColdBytes {
+    fn drop(&mut self) {
+        self.held
+            .fetch_sub(self.bytes.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// `reply` with its chunks counted in `held` until they are dropped.
+fn count_cold(reply: Reply, held: &Arc<AtomicU64>) -> Reply {
+    let Reply::Result(chunks) = reply else {
+        return reply;
+    };
+    Reply::Result(
+        chunks
+            .into_iter()
+            .map(|bytes| {
+                held.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                Bytes::from_owner(ColdBytes {
+                    bytes,
+                    held: held.clone(),
+                })
+            })
+            .collect(),
+    )
+}
+
 fn io_pool() -> neve_store::background::Pool {
     neve_store::background::Pool::serving("neve-io", IO_THREADS)
 }
@@ -777,12 +824,14 @@ impl Server {
         };
         let ctx = self.ctx.clone();
         let count = calls.len();
+        let metrics = self.metrics.clone();
         self.off_workers(
             queue,
             count,
             || Reply::Miss,
             move || {
                 let mut read = 0usize;
+                let held = &metrics.cold_answer_bytes;
                 calls
                     .iter()
                     .map(|((method, params), before)| {
@@ -792,11 +841,15 @@ impl Server {
                                 "response too large".into(),
                             );
                         }
+                        if held.load(Ordering::Relaxed) > MAX_COLD_ANSWER_BYTES {
+                            metrics.cold_reads_refused.fetch_add(1, Ordering::Relaxed);
+                            return Reply::Miss;
+                        }
                         let reply = ctx.call(method, params.as_deref(), rpc::Reads::FromDisk);
                         if let Reply::Result(chunks) = &reply {
                             read += chunks.iter().map(Bytes::len).sum::<usize>();
                         }
-                        reply
+                        count_cold(reply, held)
                     })
                     .collect()
             },

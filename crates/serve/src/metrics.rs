@@ -1,6 +1,7 @@
 //! Counters and latency histograms, rendered as Prometheus text.
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -48,6 +49,9 @@ pub struct Metrics {
     pub(crate) cold_reads_refused: AtomicU64,
     /// Requests' cold reads waiting for or running on the I/O threads.
     pub(crate) cold_reads_queued: AtomicU64,
+    /// Bytes of answers read from the disk into memory of their own and
+    /// not yet written out (and dropped); shared with those answers.
+    pub(crate) cold_answer_bytes: Arc<AtomicU64>,
     /// The store's records in memory, bytes, from the last sample
     /// ([`crate::residency`]).
     pub(crate) store_resident_bytes: AtomicU64,
@@ -72,6 +76,7 @@ impl Default for Metrics {
             cold_reads: AtomicU64::new(0),
             cold_reads_refused: AtomicU64::new(0),
             cold_reads_queued: AtomicU64::new(0),
+            cold_answer_bytes: Arc::default(),
             store_resident_bytes: AtomicU64::new(0),
             store_resident_ppm: AtomicU64::new(0),
         }
@@ -215,6 +220,12 @@ impl Metrics {
                 "Requests' cold reads waiting for or running on the I/O threads.",
                 "gauge",
                 &self.cold_reads_queued,
+            ),
+            (
+                "neve_store_cold_answer_bytes",
+                "Bytes of answers read from the disk and not yet written out.",
+                "gauge",
+                &*self.cold_answer_bytes,
             ),
             (
                 "neve_store_resident_bytes",

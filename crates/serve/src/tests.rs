@@ -784,6 +784,42 @@ fn cold_reads_go_to_the_io_threads_and_others_are_answered_meanwhile() {
         holds.await;
     });
     assert_eq!(server.metrics.cold_reads_queued.load(Ordering::Relaxed), 0);
+    // The answer read from the disk was counted until it was written out.
+    assert_eq!(
+        server.metrics.cold_answer_bytes.load(Ordering::Relaxed),
+        0,
+        "written and dropped"
+    );
+}
+
+/// Issue 31: cold answers held in the heap have a bound in bytes
+/// ([`crate::MAX_COLD_ANSWER_BYTES`]): past it a cold read is a miss at
+/// once, counted, while reads that need no disk are answered.
+#[test]
+fn cold_answers_past_their_byte_bound_are_misses_at_once() {
+    let (server, _dir) = server();
+    let runtime = runtime();
+    if !neve_store::testing::page_out(&server.ctx.reader) {
+        eprintln!("MADV_PAGEOUT unsupported here: nothing to show");
+        return;
+    }
+    server
+        .metrics
+        .cold_answer_bytes
+        .store(crate::MAX_COLD_ANSWER_BYTES + 1, Ordering::Relaxed);
+    let (status, _) = answer(
+        &server,
+        &runtime,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x3",true]}"#,
+    );
+    assert_eq!(status, 421);
+    assert_eq!(server.metrics.cold_reads_refused.load(Ordering::Relaxed), 1);
+    let (status, _) = answer(
+        &server,
+        &runtime,
+        r#"{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}"#,
+    );
+    assert_eq!(status, 200);
 }
 
 /// Issue 31: one rule for every read. With the store paged out, every

@@ -41,6 +41,20 @@ impl fmt::Display for RedactedUrl {
     }
 }
 
+/// Which credentials an endpoint made by [`Endpoint::with_url`] sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Credentials {
+    /// Its own (headers given with it, or user info in its URL).
+    Own,
+    /// The original endpoint's: the same host over TLS, or told to.
+    Inherited,
+    /// None, though the original has some: another host, or plain text
+    /// where the original is TLS.
+    Withheld,
+    /// None, and the original has none either.
+    None,
+}
+
 /// Where an upstream is and how to present oneself to it.
 #[derive(Clone)]
 pub struct Endpoint {
@@ -158,17 +172,36 @@ impl Endpoint {
         Ok(self)
     }
 
-    /// The same credentials at another URL of the same provider (the
-    /// WebSocket that goes with an RPC URL).
-    pub fn with_url(&self, url: &str) -> Result<Endpoint, RpcError> {
+    /// Another URL of the same provider (the WebSocket that goes with an
+    /// RPC URL), and whether it carries this endpoint's credentials (its
+    /// headers, when it has none of its own): only to the same host over
+    /// TLS (or, for a plain-text upstream, to the same host in plain text,
+    /// where they travel already), unless `send_anyway` (the operator said
+    /// so). A bearer token never goes in clear to `ws://`, nor to a third
+    /// host, by default. Its secrets are scrubbed from the other's
+    /// messages either way.
+    pub fn with_url(
+        &self,
+        url: &str,
+        send_anyway: bool,
+    ) -> Result<(Endpoint, Credentials), RpcError> {
         let mut other = Endpoint::parse(url)?;
-        if other.headers.is_empty() {
+        let same_host = other.uri.host() == self.uri.host();
+        let safe = same_host && (other.is_tls() || !self.is_tls());
+        let credentials = if !other.headers.is_empty() {
+            Credentials::Own
+        } else if self.headers.is_empty() {
+            Credentials::None
+        } else if safe || send_anyway {
             other.headers = self.headers.clone();
-        }
+            Credentials::Inherited
+        } else {
+            Credentials::Withheld
+        };
         let mut secrets = self.secrets.to_vec();
         secrets.extend(other.secrets.iter().cloned());
         other.secrets = secrets.into();
-        Ok(other)
+        Ok((other, credentials))
     }
 
     /// The URI requests go to (user info removed). Never for display.
@@ -377,6 +410,62 @@ mod tests {
         );
     }
 
+    /// Issue 32 (7): a bearer token does not go in clear to `ws://`, nor
+    /// to another host, unless the operator says so; its secrets are still
+    /// scrubbed there.
+    #[test]
+    fn credentials_follow_only_to_the_same_host_over_tls() {
+        let endpoint = Endpoint::parse("https://rpc.example:443/v3/abcdefgh12345678")
+            .unwrap()
+            .with_header("Authorization: Bearer t0k3n-abc")
+            .unwrap();
+        for (url, expected) in [
+            ("wss://rpc.example/ws", Credentials::Inherited),
+            ("ws://rpc.example/ws", Credentials::Withheld),
+            ("wss://other.example/ws", Credentials::Withheld),
+            ("ws://other.example/ws", Credentials::Withheld),
+        ] {
+            let (ws, sent) = endpoint.with_url(url, false).unwrap();
+            assert_eq!(sent, expected, "{url}");
+            assert_eq!(
+                ws.headers().is_empty(),
+                expected == Credentials::Withheld,
+                "{url}"
+            );
+            assert_eq!(ws.scrub("t0k3n-abc"), "***");
+            let (ws, sent) = endpoint.with_url(url, true).unwrap();
+            assert_eq!(
+                (sent, ws.headers().len()),
+                (Credentials::Inherited, 1),
+                "{url}"
+            );
+        }
+        // A plain-text upstream's credentials already travel in clear to
+        // that host: its plain WebSocket gets them.
+        let plain = Endpoint::parse("http://127.0.0.1:8545")
+            .unwrap()
+            .with_header("Authorization: Bearer t0k3n-abc")
+            .unwrap();
+        assert_eq!(
+            plain.with_url("ws://127.0.0.1:8546", false).unwrap().1,
+            Credentials::Inherited
+        );
+        assert_eq!(
+            plain.with_url("ws://10.0.0.9:8546", false).unwrap().1,
+            Credentials::Withheld
+        );
+        let bare = Endpoint::parse("https://rpc.example/").unwrap();
+        assert_eq!(
+            bare.with_url("wss://x.example/", false).unwrap().1,
+            Credentials::None
+        );
+        let own = endpoint
+            .with_url("wss://u:pw-pw-pw@x.example/", false)
+            .unwrap()
+            .1;
+        assert_eq!(own, Credentials::Own);
+    }
+
     #[test]
     fn header_values_are_secrets_and_urls_share_credentials() {
         let endpoint = Endpoint::parse("https://127.0.0.1:1/?apikey=k3y-k3y")
@@ -384,7 +473,8 @@ mod tests {
             .with_header("Authorization: Bearer t0k3n-abc")
             .unwrap();
         assert_eq!(endpoint.scrub("k3y-k3y then t0k3n-abc"), "*** then ***");
-        let ws = endpoint.with_url("wss://127.0.0.1:1/ws").unwrap();
+        let (ws, sent) = endpoint.with_url("wss://127.0.0.1:1/ws", false).unwrap();
+        assert_eq!(sent, Credentials::Inherited);
         assert!(ws.is_tls());
         assert_eq!(ws.headers().len(), 1);
         assert_eq!(ws.scrub("t0k3n-abc k3y-k3y"), "*** ***");

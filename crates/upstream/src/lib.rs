@@ -35,7 +35,7 @@ mod pacing;
 pub mod tls;
 pub mod ws;
 pub use capabilities::StateWindow;
-pub use endpoint::{Endpoint, MASK, RedactedUrl};
+pub use endpoint::{Credentials, Endpoint, MASK, RedactedUrl};
 pub use pacing::{Pacing, PacingStats, TooLate, jitter, parse_retry_after, retry_after_of};
 
 /// Most calls sent in one batch unless the endpoint's refusals teach fewer
