@@ -522,17 +522,7 @@ impl RpcClient {
             request = request.header(name, value.clone());
         }
         let request = request.body(Full::new(body)).expect("request builds");
-        // The pacing pause is inside the request's time: one that cannot
-        // start within its timeout is a miss now, not a wait.
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let timed_out = || RpcError::Timeout {
-            url: self.endpoint.shown().clone(),
-            timeout: self.timeout,
-        };
-        self.pacing
-            .admit_by(deadline)
-            .await
-            .map_err(|_| timed_out())?;
+        let deadline = self.admitted().await?;
         let exchange = async {
             let response = self
                 .http
@@ -549,7 +539,26 @@ impl RpcClient {
         };
         tokio::time::timeout_at(deadline, exchange)
             .await
-            .map_err(|_| timed_out())?
+            .map_err(|_| self.timed_out())?
+    }
+
+    /// Waits for pacing to let a request go, within the request's timeout
+    /// (the pause is inside the request's time: one that cannot start in
+    /// time is a miss now, not a wait); the deadline the request then has.
+    async fn admitted(&self) -> Result<tokio::time::Instant, RpcError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        self.pacing
+            .admit_by(deadline)
+            .await
+            .map_err(|_| self.timed_out())?;
+        Ok(deadline)
+    }
+
+    fn timed_out(&self) -> RpcError {
+        RpcError::Timeout {
+            url: self.endpoint.shown().clone(),
+            timeout: self.timeout,
+        }
     }
 
     /// [`RpcError::Http`] for a status [`RpcClient::judge`] refused.
@@ -604,18 +613,10 @@ impl RpcClient {
         let request = request
             .body(Full::new(Bytes::new()))
             .expect("request builds");
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let too_late = || RpcError::Timeout {
-            url: self.endpoint.shown().clone(),
-            timeout: self.timeout,
-        };
-        self.pacing
-            .admit_by(deadline)
-            .await
-            .map_err(|_| too_late())?;
+        let deadline = self.admitted().await?;
         let response = tokio::time::timeout_at(deadline, self.http.request(request))
             .await
-            .map_err(|_| too_late())?
+            .map_err(|_| self.timed_out())?
             .map_err(|e| self.transport(&e))?;
         let status = response.status();
         let retry_after = retry_after_of(response.headers());
@@ -638,10 +639,7 @@ impl RpcClient {
         let (status, stream) = self.get_stream(path_and_query).await?;
         let body = tokio::time::timeout(self.timeout, self.read_capped(stream.body))
             .await
-            .map_err(|_| RpcError::Timeout {
-                url: self.endpoint.shown().clone(),
-                timeout: self.timeout,
-            })??;
+            .map_err(|_| self.timed_out())??;
         Ok((status, body))
     }
 
