@@ -302,6 +302,11 @@ pub(crate) enum Source {
     File { offset: u64 },
 }
 
+/// The chunks `range` of a body lies in: `first..last`.
+fn chunks_of(range: &Range<usize>) -> (usize, usize) {
+    (range.start / CHUNK_LEN, range.end.div_ceil(CHUNK_LEN))
+}
+
 /// Bits `first..=last` of a 64-bit group mask.
 fn group_bits(first: usize, last: usize) -> u64 {
     let (first, last) = (first.min(63), last.min(63));
@@ -395,11 +400,9 @@ impl Block {
         if range.is_empty() {
             return Ok(Bytes::new());
         }
-        let (first, last) = (range.start / CHUNK_LEN, range.end.div_ceil(CHUNK_LEN));
-        let table =
-            RECORD_HEADER_LEN + first * CHUNK_CRC_LEN..RECORD_HEADER_LEN + last * CHUNK_CRC_LEN;
+        let (first, last) = chunks_of(&range);
+        let (table, chunks) = self.spans(first, last);
         let body_at = self.header.body_offset();
-        let chunks = body_at + first * CHUNK_LEN..body_at + (last * CHUNK_LEN).min(body_len);
         let skip = range.start - first * CHUNK_LEN;
         match &self.source {
             Source::Mapped { record, may_wait } => {
@@ -417,13 +420,12 @@ impl Block {
                     // out, so a part read in from the file is answered on
                     // the worker next time whatever its neighbours.
                     let (gfirst, glast) = (g0 * per_group, ((g1 + 1) * per_group).min(count));
-                    let gtable = if gfirst == 0 {
-                        0
-                    } else {
-                        RECORD_HEADER_LEN + gfirst * CHUNK_CRC_LEN
-                    }..RECORD_HEADER_LEN + glast * CHUNK_CRC_LEN;
-                    let gchunks =
-                        body_at + gfirst * CHUNK_LEN..body_at + (glast * CHUNK_LEN).min(body_len);
+                    let (mut gtable, gchunks) = self.spans(gfirst, glast);
+                    if gfirst == 0 {
+                        // Group 0 with the record's header: a fresh group 0
+                        // spares the next open its header's `mincore`.
+                        gtable.start = 0;
+                    }
                     if self.mapped_in_memory(record, gtable, gchunks) {
                         self.origin.add_resident(self.height, touched);
                     } else if !self.mapped_in_memory(record, table.clone(), chunks.clone()) {
@@ -485,25 +487,26 @@ impl Block {
         }
     }
 
+    /// Where the chunk table entries of chunks `first..last` lie in the
+    /// record, and where those chunks do.
+    fn spans(&self, first: usize, last: usize) -> (Range<usize>, Range<usize>) {
+        let body_at = self.header.body_offset();
+        (
+            RECORD_HEADER_LEN + first * CHUNK_CRC_LEN..RECORD_HEADER_LEN + last * CHUNK_CRC_LEN,
+            body_at + first * CHUNK_LEN..body_at + (last * CHUNK_LEN).min(self.header.body_len),
+        )
+    }
+
     /// Whether reading `ranges` of the body now touches only pages in
     /// memory (always, read from the file or where reads may wait).
     fn parts_in_memory(&self, ranges: &[Range<usize>]) -> bool {
         let Source::Mapped { record, .. } = &self.source else {
             return true;
         };
-        let body_at = self.header.body_offset();
         ranges.iter().filter(|r| !r.is_empty()).all(|range| {
-            let (first, last) = (range.start / CHUNK_LEN, range.end.div_ceil(CHUNK_LEN));
-            let end = (last * CHUNK_LEN).min(self.header.body_len);
-            record
-                .get(
-                    RECORD_HEADER_LEN + first * CHUNK_CRC_LEN
-                        ..RECORD_HEADER_LEN + last * CHUNK_CRC_LEN,
-                )
-                .is_some_and(crate::resident::in_memory)
-                && record
-                    .get(body_at + first * CHUNK_LEN..body_at + end)
-                    .is_some_and(crate::resident::in_memory)
+            let (first, last) = chunks_of(range);
+            let (table, chunks) = self.spans(first, last);
+            self.mapped_in_memory(record, table, chunks)
         })
     }
 
