@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use bytes::Bytes;
 
 use crate::Hash;
+use crate::damage::Damage;
 use crate::format::{
     self, CHUNK_CRC_LEN, CHUNK_LEN, LOG_ENTRY_LEN, Layout, RECORD_HEADER_LEN, RUN_ENTRY_LEN,
     RecordHeader, Section, body,
@@ -97,7 +98,7 @@ impl Drop for Aligned {
 pub(crate) struct Origin {
     pub(crate) path: PathBuf,
     pub(crate) file: File,
-    pub(crate) corrupt_reads: Arc<AtomicU64>,
+    pub(crate) damage: Arc<Damage>,
     first_height: u64,
     /// Per height, 64 bits: bit `g` says chunk group `g` (the record's
     /// chunks split into 64 runs of equal count) was checked against its
@@ -129,7 +130,7 @@ impl Origin {
     pub(crate) fn new(
         path: PathBuf,
         file: File,
-        corrupt_reads: Arc<AtomicU64>,
+        damage: Arc<Damage>,
         first_height: u64,
         heights: usize,
     ) -> Origin {
@@ -140,7 +141,7 @@ impl Origin {
         Origin {
             path,
             file,
-            corrupt_reads,
+            damage,
             first_height,
             verified: (0..heights).map(|_| AtomicU64::new(0)).collect(),
             resident: (0..heights).map(|_| AtomicU64::new(0)).collect(),
@@ -222,7 +223,7 @@ impl Origin {
 
     /// Counts and logs damage found at `height`.
     pub(crate) fn damaged(&self, height: u64, what: &str) -> Unread {
-        self.corrupt_reads.fetch_add(1, Ordering::Relaxed);
+        self.damage.found(height);
         tracing::error!(
             height,
             path = %self.path.display(),

@@ -426,6 +426,34 @@ pub(crate) fn chunks_match(table: &[u8], body: &[u8]) -> bool {
             .all(|(chunk, entry)| crc32c::crc32c(chunk).to_le_bytes() == entry)
 }
 
+/// Whether `new` (a whole record) may replace `old` (a damaged one of the
+/// same length) in place: byte for byte the same wherever `old` could still
+/// be read, so a reader holding or opening the old record never sees
+/// content change under it, only damage turn into what it should have been.
+/// Where `old`'s header is damaged nothing of it was readable; otherwise
+/// the header must match, and every chunk that matches its old CRC entry
+/// must be unchanged, entry included.
+pub(crate) fn replaces_only_damage(old: &[u8], new: &[u8]) -> bool {
+    if old.len() != new.len() {
+        return false;
+    }
+    let Some(header) = read_header(old) else {
+        return true;
+    };
+    if old[..RECORD_HEADER_LEN] != new[..RECORD_HEADER_LEN] || header.total_len() != old.len() {
+        return false;
+    }
+    fn chunks(record: &[u8], body_offset: usize) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let (tables, body) = record[RECORD_HEADER_LEN..].split_at(body_offset - RECORD_HEADER_LEN);
+        body.chunks(CHUNK_LEN).zip(tables.chunks(CHUNK_CRC_LEN))
+    }
+    let chunks = |record| chunks(record, header.body_offset());
+    chunks(old).zip(chunks(new)).all(|(old, new)| {
+        let (chunk, entry) = old;
+        crc32c::crc32c(chunk).to_le_bytes() != entry || old == new
+    })
+}
+
 /// Whether the record at the start of `bytes` (as sized by its header) is
 /// whole: every chunk matches its CRC and the body's tables fit. Read so
 /// by the recovery scan; serving checks only the chunks it answers from.

@@ -28,10 +28,12 @@
 
 pub mod background;
 mod block;
+mod damage;
 mod format;
 mod hashes;
 mod io;
 mod reader;
+mod repair;
 mod resident;
 mod segment;
 #[doc(hidden)]
@@ -42,7 +44,8 @@ mod tests;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use damage::Damage;
+pub use damage::MAX_DAMAGED_HEIGHTS;
 
 use arc_swap::ArcSwap;
 pub use bytes::Bytes;
@@ -50,6 +53,7 @@ pub use bytes::Bytes;
 pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs, Unread};
 pub use format::FORMAT_VERSION;
 pub use reader::{Cold, FromDisk, InMemory, Reader, Residency, Stats};
+pub use repair::Repair;
 use reader::{Shared, State};
 use segment::{Segment, index_file_name, segment_file_name};
 
@@ -384,12 +388,12 @@ impl Store {
         let mut segments: Vec<Arc<Segment>> = Vec::new();
         let mut active = None;
         let blocks = meta.segment_blocks as usize;
-        let corrupt_reads = Arc::new(AtomicU64::new(0));
+        let damage = Arc::new(Damage::default());
         for (i, first_height) in files.iter().copied().enumerate() {
             let is_last = i + 1 == files.len();
             if !is_last
                 && let Some(segment) =
-                    Segment::open_sealed(dir, first_height, blocks, corrupt_reads.clone())?
+                    Segment::open_sealed(dir, first_height, blocks, damage.clone())?
             {
                 segments.push(Arc::new(segment));
                 continue;
@@ -402,7 +406,12 @@ impl Store {
                 &meta,
                 first_height,
                 config.crash_journal.clone(),
-                &corrupt_reads,
+                &damage,
+                if is_last {
+                    Recover::CutAtDamage
+                } else {
+                    Recover::PastDamage
+                },
             )?
             else {
                 // Nothing intact in it: a segment created just before a crash.
@@ -474,7 +483,7 @@ impl Store {
             config,
             shared: Arc::new(Shared {
                 state: ArcSwap::from_pointee(State::default()),
-                corrupt_reads,
+                damage,
             }),
             active,
             tip: None,
@@ -661,7 +670,8 @@ impl Store {
             first_height,
             self.meta.segment_blocks as usize,
             &[],
-            self.shared.corrupt_reads.clone(),
+            &[],
+            self.shared.damage.clone(),
         )?);
         self.active = Some(Active {
             file,
@@ -765,7 +775,9 @@ impl Store {
                 &self.meta,
                 first,
                 self.config.crash_journal.clone(),
-                &self.shared.corrupt_reads,
+                &self.shared.damage,
+                // It was sealed: every record in it was acknowledged.
+                Recover::PastDamage,
             )?
             .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
             self.active = Some(Active {
@@ -872,7 +884,7 @@ impl Store {
 
     /// Any fsync that failed (a file's, a directory's, an index's or META's
     /// on its way into place) stops the writer, wherever it happened.
-    fn stop_on_sync_failure(&mut self, result: Result<(), StoreError>) -> Result<(), StoreError> {
+    fn stop_on_sync_failure<T>(&mut self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match result {
             Err(error) if error.is_sync_failure() && self.failed.is_none() => Err(self.fail(error)),
             other => other,
@@ -902,6 +914,19 @@ impl Store {
     }
 }
 
+/// What a scan that rebuilds a segment's index does at a damaged record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recover {
+    /// Keep the damaged height (a counted miss until repaired) and the
+    /// records after it: for a segment whose records were all acknowledged
+    /// (one that was sealed), where a damaged record is a bad disk block,
+    /// not a torn write.
+    PastDamage,
+    /// End the segment there: for the segment being written, whose damaged
+    /// last record is a write a crash tore (never acknowledged).
+    CutAtDamage,
+}
+
 /// Opens a segment file for writing and indexes its intact records; `None`
 /// when it holds none. Cuts the tail after the last intact record to zeros,
 /// so no stale record can ever be read as a continuation.
@@ -910,24 +935,39 @@ fn reopen_for_writing(
     meta: &Meta,
     first_height: u64,
     journal: Option<Arc<testing::CrashJournal>>,
-    corrupt_reads: &Arc<AtomicU64>,
+    damage: &Arc<Damage>,
+    recover: Recover,
 ) -> Result<Option<(io::StoreFile, Arc<Segment>, segment::Scan)>, StoreError> {
     let path = dir.join(segment_file_name(first_height));
     let file = segment::open_for_writing(&path, first_height, meta.segment_bytes, journal)?;
     let blocks = meta.segment_blocks as usize;
-    let scan = Segment::scan(
+    let heights = match recover {
+        Recover::PastDamage => Some(first_height..first_height + blocks as u64),
+        Recover::CutAtDamage => None,
+    };
+    let scan = Segment::scan_recovering(
         &Segment::active(
             path.clone(),
             file.file(),
             first_height,
             blocks,
             &[],
-            corrupt_reads.clone(),
+            &[],
+            damage.clone(),
         )?
         .bytes(),
+        heights,
     );
     if scan.first_height != Some(first_height) {
         return Ok(None);
+    }
+    for &height in &scan.damaged {
+        tracing::error!(
+            height,
+            path = %path.display(),
+            "a damaged record was kept as a miss (the blocks after it are intact); it is repaired when the block is fetched again"
+        );
+        damage.remember(height);
     }
     // Readers may map this file (a rollback unsealing it): zero the tail,
     // never shorten the file under them.
@@ -940,7 +980,8 @@ fn reopen_for_writing(
         first_height,
         blocks,
         &scan.offsets,
-        corrupt_reads.clone(),
+        &scan.damaged,
+        damage.clone(),
     )?;
     Ok(Some((file, Arc::new(segment), scan)))
 }
@@ -968,7 +1009,7 @@ fn seal(
         dir,
         segment.first_height,
         meta.segment_blocks as usize,
-        segment.corrupt_reads(),
+        segment.damage(),
     )?
     .ok_or_else(|| {
         StoreError::Corrupt(format!(

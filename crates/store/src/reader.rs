@@ -3,10 +3,11 @@
 //! operation on the segment being written.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 
 use arc_swap::ArcSwap;
 
+use crate::damage::Damage;
 use crate::segment::{Pages, Segment};
 use crate::{Block, Hash, Unread, hashes};
 
@@ -101,7 +102,7 @@ impl State {
 
 pub(crate) struct Shared {
     pub(crate) state: ArcSwap<State>,
-    pub(crate) corrupt_reads: Arc<AtomicU64>,
+    pub(crate) damage: Arc<Damage>,
 }
 
 /// Reads the store; cheap to clone, `Send + Sync`, never waits for the writer
@@ -121,7 +122,7 @@ impl Reader {
             high_water: state.high_water,
             bytes: state.bytes,
             segments: state.segments.len(),
-            corrupt_reads: self.shared.corrupt_reads.load(Ordering::Relaxed),
+            corrupt_reads: self.shared.damage.reads(),
         }
     }
 

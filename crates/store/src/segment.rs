@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use memmap2::Mmap;
 
 use crate::block::{Origin, Source, Unread};
+use crate::damage::Damage;
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
 use crate::io::StoreFile;
 use crate::testing::CrashJournal;
@@ -77,6 +79,28 @@ pub(crate) struct Scan {
     pub(crate) first_height: Option<u64>,
     /// Where valid records end; anything after is a torn or stale tail.
     pub(crate) end: u64,
+    /// Heights kept although their record is damaged (only when scanning
+    /// with recovery), lowest first.
+    pub(crate) damaged: Vec<u64>,
+}
+
+/// Where, after a damaged record at `at` that should have held `next`, an
+/// intact block record of a height in `next + 1..until` starts, and that
+/// height: the first such record found at any byte (a damaged header leaves
+/// its length unknown), looking only where the record magic is. Costs a
+/// pass over the rest of the file, once, at open, and only for a segment
+/// found damaged.
+fn resume_after(data: &[u8], at: usize, next: u64, until: u64) -> Option<(usize, u64)> {
+    let magic = format::RECORD_MAGIC.to_le_bytes();
+    let from = (at + 1).min(data.len());
+    memchr::memmem::find_iter(&data[from..], &magic).find_map(|found| {
+        let p = from + found;
+        let header = format::read_header(&data[p..])?;
+        (format::is_block(header.kind)
+            && (next + 1..until).contains(&header.height)
+            && format::verify_record(&data[p..], &header))
+        .then_some((p, header.height))
+    })
 }
 
 /// Maps `file` read-only (shared, so writes through the file are visible).
@@ -93,35 +117,80 @@ impl Segment {
     /// Scans the records of a segment file from the start. Stops at the
     /// first record that is not intact or does not continue the chain
     /// (height + 1, parent hash); a rollback tombstone drops what it covers.
+    #[cfg(test)]
     pub(crate) fn scan(data: &[u8]) -> Scan {
+        Segment::scan_recovering(data, None)
+    }
+
+    /// [`Segment::scan`], except that with `recover: Some(heights)` (the
+    /// heights the file should hold from its start), a damaged record does
+    /// not end the scan: the scan looks past it for
+    /// the next intact record that continues the heights, and keeps the
+    /// damaged heights (listed in [`Scan::damaged`], at the damaged
+    /// record's offset, where reads find the damage and answer a miss) so
+    /// that one bad record costs itself, not every block after it. For
+    /// segments whose records were all acknowledged long ago (a sealed one
+    /// that lost its index); the segment being written is never scanned so,
+    /// since a damaged record at its end is a torn write to cut.
+    pub(crate) fn scan_recovering(data: &[u8], recover: Option<Range<u64>>) -> Scan {
         let mut scan = Scan {
             offsets: Vec::new(),
             first_height: None,
             end: format::SEGMENT_HEADER_LEN as u64,
+            damaged: Vec::new(),
         };
-        let mut hashes: Vec<Hash> = Vec::new();
+        // Per kept height its hash, `None` for a damaged one (whose
+        // successor's parent hash cannot be checked against it).
+        let mut hashes: Vec<Option<Hash>> = Vec::new();
         let mut at = format::SEGMENT_HEADER_LEN;
-        while let Some(header) = format::read_header(&data[at.min(data.len())..]) {
-            // A length running past the file is a torn write.
-            if !format::verify_record(&data[at..], &header) {
-                break;
-            }
+        loop {
             let next_height = scan
                 .first_height
+                .or(recover.as_ref().map(|r| r.start))
                 .map(|first| first + scan.offsets.len() as u64);
+            let continues = |at: usize, hashes: &[Option<Hash>]| {
+                let header = format::read_header(&data[at.min(data.len())..])?;
+                if !format::verify_record(&data[at..], &header) {
+                    return None;
+                }
+                if format::is_block(header.kind) {
+                    let body = &data[at + header.body_offset()..];
+                    let linked = hashes.last().is_none_or(|last| {
+                        last.is_none_or(|h| h == format::hash_at(body, format::body::PARENT_HASH))
+                    });
+                    if next_height.is_some_and(|next| next != header.height) || !linked {
+                        return None;
+                    }
+                }
+                Some(header)
+            };
+            let header = match continues(at, &hashes) {
+                Some(header) => header,
+                None => {
+                    // A damaged record at `next`: find where the heights go on.
+                    let (Some(next), Some(until)) = (next_height, recover.as_ref().map(|r| r.end))
+                    else {
+                        break;
+                    };
+                    let Some((resumed, height)) = resume_after(data, at, next, until) else {
+                        break;
+                    };
+                    scan.first_height.get_or_insert(next);
+                    for damaged in next..height {
+                        scan.offsets.push(at as u64);
+                        scan.damaged.push(damaged);
+                        hashes.push(None);
+                    }
+                    at = resumed;
+                    continue;
+                }
+            };
             match header.kind {
                 kind if format::is_block(kind) => {
                     let body = &data[at + header.body_offset()..];
-                    if next_height.is_some_and(|next| next != header.height)
-                        || hashes
-                            .last()
-                            .is_some_and(|h| *h != format::hash_at(body, format::body::PARENT_HASH))
-                    {
-                        break;
-                    }
                     scan.first_height.get_or_insert(header.height);
                     scan.offsets.push(at as u64);
-                    hashes.push(format::hash_at(body, format::body::HASH));
+                    hashes.push(Some(format::hash_at(body, format::body::HASH)));
                 }
                 KIND_ROLLBACK => {
                     let Some(first) = scan.first_height else {
@@ -133,6 +202,7 @@ impl Segment {
                     }
                     scan.offsets.truncate(keep);
                     hashes.truncate(keep);
+                    scan.damaged.retain(|h| *h <= header.height);
                 }
                 _ => break,
             }
@@ -142,14 +212,16 @@ impl Segment {
         scan
     }
 
-    /// An active segment over a mapped file, indexed from `scan`.
+    /// An active segment over a mapped file, indexed from a scan's
+    /// `offsets` (its `damaged` heights indexed, never taken as checked).
     pub(crate) fn active(
         path: PathBuf,
         file: &File,
         first_height: u64,
         segment_blocks: usize,
         offsets: &[u64],
-        corrupt_reads: Arc<AtomicU64>,
+        damaged: &[u64],
+        damage: Arc<Damage>,
     ) -> Result<Segment, StoreError> {
         let data = map(file, &path)?;
         let segment = Segment {
@@ -164,17 +236,21 @@ impl Segment {
                 // Its own open file: the readahead advice is per open file,
                 // and the writer's stays as it was.
                 File::open(&path).map_err(io_error(&path, "opening"))?,
-                corrupt_reads,
+                damage,
                 first_height,
                 segment_blocks,
             )),
             path,
         };
         for (i, offset) in offsets.iter().enumerate() {
+            let height = first_height + i as u64;
             segment.publish_offset(i, *offset);
+            if damaged.contains(&height) {
+                continue;
+            }
             // The scan that found these records checked each one whole.
-            segment.origin.mark_verified(first_height + i as u64);
-            if let Some(block) = segment.read_unchecked(first_height + i as u64) {
+            segment.origin.mark_verified(height);
+            if let Some(block) = segment.read_unchecked(height) {
                 segment.index_hashes(&block);
             }
         }
@@ -188,7 +264,7 @@ impl Segment {
         dir: &Path,
         first_height: u64,
         segment_blocks: usize,
-        corrupt_reads: Arc<AtomicU64>,
+        damage: Arc<Damage>,
     ) -> Result<Option<Segment>, StoreError> {
         let path = dir.join(segment_file_name(first_height));
         let index_path = dir.join(index_file_name(first_height));
@@ -220,7 +296,7 @@ impl Segment {
             origin: Arc::new(Origin::new(
                 path.clone(),
                 file,
-                corrupt_reads,
+                damage,
                 first_height,
                 segment_blocks,
             )),
@@ -243,12 +319,22 @@ impl Segment {
         for i in 0..count {
             let height = self.first_height + i as u64;
             let offset = self.offset(i).expect("indexed heights have offsets");
-            let vanished =
-                || StoreError::Corrupt(format!("record {height} vanished while sealing"));
-            let block = self.read_unchecked(height).ok_or_else(vanished)?;
             offsets.push(offset);
-            blocks.push((format::prefix(&block.hash()), i as u32, 0u32));
-            for (t, hash) in block.tx_hashes().map_err(|_| vanished())?.enumerate() {
+            // A damaged record (kept by a recovering scan, or found so now)
+            // keeps its offset, where reads find the damage, and for its
+            // hash a placeholder entry (prefix 0: a lookup that lands on it
+            // reads the record, finds the damage and answers a miss), since
+            // the index holds one block entry per height. By hash as by
+            // height it is a miss until repaired.
+            let Some((hash, tx_hashes)) = self
+                .read_unchecked(height)
+                .and_then(|block| Some((block.hash(), block.tx_hashes().ok()?)))
+            else {
+                blocks.push((0, i as u32, 0u32));
+                continue;
+            };
+            blocks.push((format::prefix(&hash), i as u32, 0u32));
+            for (t, hash) in tx_hashes.enumerate() {
                 txs.push((format::prefix(&hash), i as u32, t as u32));
             }
         }
@@ -340,14 +426,38 @@ impl Segment {
         }
     }
 
+    /// Where the `i`th height's record lies: from its offset to the next
+    /// height's, or to `end` (where the segment's records end) for the
+    /// last; `None` when not indexed or not inside the mapping.
+    pub(crate) fn record_span(&self, i: usize, end: u64) -> Option<Range<usize>> {
+        let start = self.offset(i)? as usize;
+        let stop = self.offset(i + 1).unwrap_or(end) as usize;
+        (start <= stop && stop <= self.data.len()).then_some(start..stop)
+    }
+
+    /// The mapped bytes of `span` (a record's, from [`Segment::record_span`]).
+    pub(crate) fn mapped(&self, span: Range<usize>) -> &[u8] {
+        &self.data[span]
+    }
+
+    /// After a record was written over in place: forgets what was checked
+    /// of it, and indexes its hashes if this segment is being written (a
+    /// sealed one has its index written again by the caller).
+    pub(crate) fn rewritten(&self, height: u64) {
+        self.origin.forget(height);
+        if let Some(block) = self.read_unchecked(height) {
+            self.index_hashes(&block);
+        }
+    }
+
     /// Takes over what `other` (the same file, before sealing) checked.
     pub(crate) fn inherit_verified(&self, other: &Segment) {
         self.origin.inherit(&other.origin);
     }
 
     /// The store's count of damaged reads, which this segment's blocks add to.
-    pub(crate) fn corrupt_reads(&self) -> Arc<AtomicU64> {
-        self.origin.corrupt_reads.clone()
+    pub(crate) fn damage(&self) -> Arc<Damage> {
+        self.origin.damage.clone()
     }
 
     /// All mapped bytes (for the recovery scan).
