@@ -34,7 +34,7 @@ use alloy_primitives::{U256, keccak256};
 use bytes::Bytes;
 use neve_state::{
     Account, EMPTY_CODE_HASH, EMPTY_ROOT, Fetch, FetchRequest, Hash, ProofError, Read, State,
-    Verified, proof,
+    StorageKeys, Verified, proof,
 };
 use neve_store::Reader;
 use neve_upstream::{RpcClient, RpcError};
@@ -269,6 +269,8 @@ fn decode_hex(text: &str) -> Result<Bytes, FetchError> {
 
 impl Inner {
     async fn fetch(&self, request: &FetchRequest, purpose: Purpose) -> Result<(), FetchError> {
+        let keys = self.state.storage_keys();
+        let request = &with_value_slots(request, keys);
         let at = serde_json::json!({ "blockHash": hex(&request.block_hash) });
         let address = hex(&request.address);
         let slots: Vec<String> = request.slots.iter().map(|s| hex(s)).collect();
@@ -292,8 +294,12 @@ impl Inner {
         let request = request.clone();
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
-            let verified =
-                decode_and_verify(&request, proof.get(), code.as_deref().map(RawValue::get))?;
+            let verified = decode_and_verify(
+                &request,
+                keys,
+                proof.get(),
+                code.as_deref().map(RawValue::get),
+            )?;
             state.insert(verified);
             Ok::<_, FetchError>(())
         })
@@ -307,6 +313,7 @@ impl Inner {
 /// for), as received, decoded and walked from the request's verified root.
 fn decode_and_verify(
     request: &FetchRequest,
+    keys: StorageKeys,
     proof: &str,
     code: Option<&str>,
 ) -> Result<Verified, FetchError> {
@@ -333,6 +340,7 @@ fn decode_and_verify(
         .collect::<Result<Vec<Vec<Bytes>>, _>>()?;
     Ok(verify_answer(
         request,
+        keys,
         &stated,
         &account_nodes,
         &storage_nodes,
@@ -340,10 +348,24 @@ fn decode_and_verify(
     )?)
 }
 
+/// `request` with the value slot of each of its slots (see
+/// [`StorageKeys`]) named too, so the values an answer states can be
+/// checked: a coreth node proves a slot's own path but states the value of
+/// its normalized one.
+fn with_value_slots(request: &FetchRequest, keys: StorageKeys) -> FetchRequest {
+    FetchRequest {
+        slots: keys.with_value_slots(&request.slots),
+        ..request.clone()
+    }
+}
+
 /// Walks an upstream's answer from the request's verified root; returns
-/// what it proved.
+/// what it proved. Each stated storage value is checked against the value
+/// proved at its value slot (the slot itself, but on coreth; see
+/// [`StorageKeys`]), which the request must name.
 fn verify_answer(
     request: &FetchRequest,
+    keys: StorageKeys,
     stated: &Stated,
     account_nodes: &[Bytes],
     storage_nodes: &[Vec<Bytes>],
@@ -381,8 +403,8 @@ fn verify_answer(
             return Err(ProofError::Disagrees(what));
         }
     }
-    for ((slot, nodes), stated_value) in request.slots.iter().zip(storage_nodes).zip(&stated.values)
-    {
+    let mut proved = Vec::with_capacity(request.slots.len());
+    for (slot, nodes) in request.slots.iter().zip(storage_nodes) {
         let value = if account.storage_root == EMPTY_ROOT {
             U256::ZERO
         } else {
@@ -401,7 +423,16 @@ fn verify_answer(
                 }
             }
         };
-        if value != *stated_value {
+        proved.push(value);
+    }
+    for (slot, stated_value) in request.slots.iter().zip(&stated.values) {
+        let value_slot = keys.value_slot(slot);
+        let at = request
+            .slots
+            .iter()
+            .position(|s| *s == value_slot)
+            .ok_or(ProofError::Disagrees("a value slot was not asked for"))?;
+        if proved[at] != *stated_value {
             return Err(ProofError::Disagrees("storage value"));
         }
     }
@@ -739,6 +770,7 @@ impl ProofFetcher {
             .filter(|k| k.slot.is_some())
             .map(|k| k.address)
             .collect();
+        let keys = inner.state.storage_keys();
         let requests: Vec<FetchRequest> = touched
             .iter()
             .map(|(address, slots)| {
@@ -748,13 +780,16 @@ impl ProofFetcher {
                     Vec::new()
                 };
                 slots.truncate(neve_state::MAX_SLOTS_PER_REQUEST);
-                FetchRequest {
-                    block_hash: *block_hash,
-                    state_root: root,
-                    address: *address,
-                    slots,
-                    code: false,
-                }
+                with_value_slots(
+                    &FetchRequest {
+                        block_hash: *block_hash,
+                        state_root: root,
+                        address: *address,
+                        slots,
+                        code: false,
+                    },
+                    keys,
+                )
             })
             .collect();
         if requests.is_empty() {
@@ -783,7 +818,7 @@ impl ProofFetcher {
             for (request, answer) in requests.iter().zip(answers) {
                 let verified = answer
                     .map_err(FetchError::from)
-                    .and_then(|proof| decode_and_verify(request, proof.get(), None));
+                    .and_then(|proof| decode_and_verify(request, keys, proof.get(), None));
                 match verified {
                     Ok(verified) => state.insert(verified),
                     Err(FetchError::Refused(_)) => refused += 1,
@@ -1010,10 +1045,10 @@ mod tests {
     #[test]
     fn a_geth_answer_verifies_and_a_changed_one_is_refused() {
         let (answer, request) = fixture();
-        assert!(decode_and_verify(&request, &answer, None).is_ok());
+        assert!(decode_and_verify(&request, StorageKeys::Plain, &answer, None).is_ok());
         let lying = answer.replacen("\"balance\":\"0x76\"", "\"balance\":\"0x77\"", 1);
         assert_ne!(lying, answer);
-        assert!(decode_and_verify(&request, &lying, None).is_err());
+        assert!(decode_and_verify(&request, StorageKeys::Plain, &lying, None).is_err());
     }
 
     /// A block's diff-mode prestate trace names every account in `pre` or
@@ -1151,8 +1186,8 @@ mod tests {
                 let Ok(text) = std::str::from_utf8(input) else {
                     return;
                 };
-                let _ = decode_and_verify(&request, text, None);
-                let _ = decode_and_verify(&with_slot, text, Some("\"0x6000\""));
+                let _ = decode_and_verify(&request, StorageKeys::Plain, text, None);
+                let _ = decode_and_verify(&with_slot, StorageKeys::Coreth, text, Some("\"0x6000\""));
             });
         eprintln!("proof answers: {report}");
     }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use alloy_consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy_eips::eip2718::Encodable2718;
-use alloy_primitives::{Address, B256, U256, hex, keccak256};
+use alloy_primitives::{Address, B256, Bytes, U256, hex, keccak256};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
 use neve_upstream::{RpcClient, RpcError, parse_quantity, quantity};
@@ -721,6 +721,26 @@ async fn send_when_pool_sees_funds(client: &RpcClient, raw: &str) -> Result<(), 
     }
 }
 
+/// Deploys a contract whose creation runs `init`, sent from the account of
+/// `funder_key` on the node at `rpc_url`; returns the contract's address once
+/// its receipt says it succeeded. For tests that need a contract of their
+/// own (storage written at chosen slots, say).
+pub async fn deploy(rpc_url: &str, funder_key: &str, init: &[u8]) -> Result<Address, LoadError> {
+    let client = RpcClient::new(rpc_url).map_err(rpc("connecting"))?;
+    let signer = parse_key(funder_key)?;
+    let chain_id: String = client
+        .call("eth_chainId", ())
+        .await
+        .map_err(rpc("eth_chainId"))?;
+    let chain_id = parse_quantity(&chain_id)
+        .ok_or_else(|| LoadError::Setup(format!("eth_chainId returned {chain_id:?}")))?;
+    let fees = current_fees(&client).await?;
+    let nonce = pending_nonce(&client, signer.address()).await?;
+    let init = Bytes::copy_from_slice(init);
+    let tx = mix::creation_of(chain_id, nonce, fees.max_fee, fees.tip, init);
+    deploy_tx(&client, &signer, tx).await
+}
+
 /// Deploys the token from the funder and returns its address.
 async fn deploy_token(
     client: &RpcClient,
@@ -730,15 +750,27 @@ async fn deploy_token(
 ) -> Result<Address, LoadError> {
     let tx = mix::creation(chain_id, funder.nonce, fees.max_fee, fees.tip);
     funder.nonce += 1;
+    deploy_tx(client, &funder.signer, tx).await
+}
+
+async fn deploy_tx(
+    client: &RpcClient,
+    signer: &PrivateKeySigner,
+    tx: mix::UnsignedTx,
+) -> Result<Address, LoadError> {
     let hash: B256 = client
-        .call("eth_sendRawTransaction", [sign(&funder.signer, tx)])
+        .call("eth_sendRawTransaction", [sign(signer, tx)])
         .await
-        .map_err(rpc("deploying the token"))?;
+        .map_err(rpc("deploying a contract"))?;
     let receipt = wait_receipt(client, hash).await?;
     receipt
         .get("contractAddress")
         .and_then(|a| serde_json::from_value(a.clone()).ok())
-        .ok_or_else(|| LoadError::Setup(format!("token receipt has no contractAddress: {receipt}")))
+        .ok_or_else(|| {
+            LoadError::Setup(format!(
+                "creation receipt has no contractAddress: {receipt}"
+            ))
+        })
 }
 
 async fn current_fees(client: &RpcClient) -> Result<Fees, LoadError> {

@@ -243,6 +243,17 @@ fn dynamic_fee(
 
 /// A dynamic-fee transaction deploying the token.
 pub(crate) fn creation(chain_id: u64, nonce: u64, max_fee: u128, tip: u128) -> UnsignedTx {
+    creation_of(chain_id, nonce, max_fee, tip, token::init_code())
+}
+
+/// A dynamic-fee transaction running `init` as a contract creation.
+pub(crate) fn creation_of(
+    chain_id: u64,
+    nonce: u64,
+    max_fee: u128,
+    tip: u128,
+    init: Bytes,
+) -> UnsignedTx {
     UnsignedTx::Eip1559(TxEip1559 {
         chain_id,
         nonce,
@@ -252,7 +263,7 @@ pub(crate) fn creation(chain_id: u64, nonce: u64, max_fee: u128, tip: u128) -> U
         to: To::Create,
         value: U256::ZERO,
         access_list: AccessList::default(),
-        input: token::init_code(),
+        input: init,
     })
 }
 

@@ -111,3 +111,74 @@ async fn state_reads_equal_avalanchegos() {
         "coreth's proofs verify"
     );
 }
+
+/// issue 32.12: coreth clears the low bit of a slot key's first byte before
+/// every contract read and write (its multicoin balances live beside the
+/// slots with that bit set). A contract that writes a slot with the bit
+/// clear and one with it set: `eth_getStorageAt` and `eth_getProof` through
+/// neve equal avalanchego's for keys either way, cold (fetched) and warm.
+#[tokio::test(flavor = "multi_thread")]
+async fn storage_keys_either_side_of_coreths_normalization_equal_avalanchegos() {
+    let node = Avalanchego::start().await.expect("avalanchego starts");
+    let rpc = node.c_chain_rpc_url();
+    // SSTORE(0x01, 0x2a); SSTORE(0x01 << 248, 0x2b); STOP (no runtime code:
+    // the account keeps its storage).
+    let init = [
+        0x60, 0x2a, 0x60, 0x01, 0x55, 0x60, 0x2b, 0x60, 0x01, 0x60, 0xf8, 0x1b, 0x55, 0x00,
+    ];
+    let contract = neve_load::deploy(&rpc, AVALANCHEGO_PREFUNDED_KEY, &init)
+        .await
+        .expect("the contract deploys");
+    let contract = format!("{contract:#x}");
+    let client = RpcClient::new(&rpc).unwrap();
+    let head = head(&client).await;
+    let neve = Neve::start(
+        node.base_url(),
+        &[
+            "--upstream-kind",
+            "avalanchego",
+            "--floor",
+            "0",
+            "--ws-url",
+            "none",
+        ],
+        head,
+    )
+    .await;
+    let mirror = RpcClient::new(&neve.url).unwrap();
+    let high = format!("0x01{}", "0".repeat(62));
+    let high_one = format!("0x01{}1", "0".repeat(61));
+    let one_padded = format!("0x{}1", "0".repeat(63));
+    let at = quantity(head);
+    // First asked with nothing held: the proofs are fetched and verified.
+    for round in ["cold", "warm"] {
+        eprintln!("{round}");
+        for slot in ["0x0", "0x1", &high, &high_one] {
+            same(
+                &mirror,
+                &client,
+                "eth_getStorageAt",
+                json!([contract, slot, at]),
+            )
+            .await;
+        }
+        same(
+            &mirror,
+            &client,
+            "eth_getProof",
+            json!([contract, [high, high_one, "0x0", "0x1", one_padded], at]),
+        )
+        .await;
+    }
+    let node_value: String = client
+        .call("eth_getStorageAt", json!([contract, high, at]))
+        .await
+        .unwrap();
+    assert_eq!(
+        node_value,
+        format!("0x{}2b", "0".repeat(62)),
+        "avalanchego answers the normalized slot's value"
+    );
+    let health = neve.health().unwrap();
+    assert_eq!(health["state"]["refused_proofs"], 0, "{}", health["state"]);
+}

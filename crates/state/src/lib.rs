@@ -17,6 +17,7 @@
 
 mod account;
 mod hot;
+mod keys;
 mod nodes;
 pub mod proof;
 mod touched;
@@ -32,6 +33,7 @@ use bytes::Bytes;
 
 pub use account::{Account, EMPTY_CODE_HASH};
 pub use hot::{HotKey, HotKeys};
+pub use keys::StorageKeys;
 pub use nodes::{NodeStats, NodeStore};
 pub use proof::{ProofError, Verified, verify_code};
 pub use touched::{TOUCHED_BLOCKS, Touched, TouchedLog};
@@ -180,6 +182,8 @@ pub struct State {
     refreshed_plus_one: AtomicU64,
     /// Counters, bumped by serving and by the fetcher.
     pub counters: Counters,
+    /// The chain's rule for storage keys.
+    storage_keys: StorageKeys,
 }
 
 impl State {
@@ -192,7 +196,20 @@ impl State {
             touched: TouchedLog::default(),
             refreshed_plus_one: AtomicU64::new(0),
             counters: Counters::default(),
+            storage_keys: StorageKeys::Plain,
         }
+    }
+
+    /// This state with the chain's rule for storage keys (Ethereum's unless
+    /// told otherwise).
+    pub fn with_storage_keys(mut self, storage_keys: StorageKeys) -> Self {
+        self.storage_keys = storage_keys;
+        self
+    }
+
+    /// The chain's rule for storage keys.
+    pub fn storage_keys(&self) -> StorageKeys {
+        self.storage_keys
     }
 
     /// Stores what a verification proved.
