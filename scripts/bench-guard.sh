@@ -21,7 +21,9 @@
 # (rss-anon-kib.txt), its /metrics and /health after the runs, and the
 # logs of neve and geth.
 # BLOCKS, DURATION, WARMUP and POOL resize the run (defaults below);
-# NEVE_SERVE_ARGS adds flags to `neve serve` (for an experiment).
+# NEVE_SERVE_ARGS adds flags to `neve serve` (for an experiment);
+# CEILING=1 adds nginx serving geth's answers from files, the machine's
+# ceiling for sending the same bytes, reported beside (no floor).
 set -euo pipefail
 
 # Floors: neve's req/s over geth's on the same requests, under which the
@@ -151,11 +153,17 @@ echo "neve holds the head ($((SECONDS - started)) s so far); benchmarking …" >
 
 workload_args=()
 for w in "${WORKLOADS[@]}"; do workload_args+=(--workload "$w"); done
+ceiling_args=()
+if [ "${CEILING:-0}" = 1 ]; then
+  mkdir -p "$work/ceiling"
+  start_nginx_ceiling "$work/ceiling"
+  ceiling_args=(--ceiling "static=$ceiling_url" --ceiling-dir "$work/ceiling")
+fi
 conns=$(IFS=,; echo "${CONNS[*]}")
 # --allow-flagged: a flagged cell (the reject path) is reported and failed
 # below with the rest, not by bench's own exit before the table is printed.
 "$neve" bench --target "neve=$neve_url" --target "geth=$geth_url" "${workload_args[@]}" \
-  --conns "$conns" --pool "$POOL" --warmup "$WARMUP" --duration "$DURATION" \
+  "${ceiling_args[@]}" --conns "$conns" --pool "$POOL" --warmup "$WARMUP" --duration "$DURATION" \
   --out "$out" --allow-flagged >"$out/bench.txt"
 after_kb=$(rss_anon_kb "$neve_pid")
 # neve's own account of the run (store reads, state cache, memory), for
@@ -231,6 +239,11 @@ lines = [f"neve vs geth on a chain of {chain}; "
 for r in rows:
     lines.append(f"{r['workload']:<16} {r['conns']:>5} {fmt(r.get('neve_rps'), '11.0f')} {fmt(r.get('geth_rps'), '11.0f')} "
                  f"{fmt(r.get('ratio'), '7.2f')}x {fmt(r['floor'], '5.1f')}x  {r['status']}")
+static = [(r, points.get((r["workload"], "static", r["conns"]))) for r in rows]
+for r, s in static:
+    if s and r.get("neve_rps"):
+        lines.append(f"  {r['workload']:<16} c{r['conns']:<3} against nginx serving the same answers from files: "
+                     f"{s['requests_per_second']:.0f} req/s, neve {r['neve_rps'] / s['requests_per_second']:.2f}x")
 m = memory
 lines.append(f"neve anonymous memory (RssAnon): serving peak {m['serving_peak_mib']:.1f} MiB, "
              f"{m['after_runs_mib']:.1f} MiB after the runs, cap {m['cap_mib']:.0f} MiB (64 + state budget "

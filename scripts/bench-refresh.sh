@@ -11,6 +11,7 @@
 # neve (the mirror's calls per block go to the neve, none to geth).
 #
 #   scripts/bench-refresh.sh [SECONDS]      # per cell; default 30
+#   REFRESHES=block POOLS=2000 ACCOUNTS=10000 scripts/bench-refresh.sh 20   # the default cell only
 source "$(dirname "$0")/lib.sh"
 seconds=${1:-30}
 ACCOUNTS=${ACCOUNTS:-2000}
@@ -25,10 +26,11 @@ metric() { curl -s "$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 # geth's CPU time so far, in clock ticks (user + system).
 geth_ticks() { awk '{print $14 + $15}' "/proc/$geth_pid/stat"; }
 rate_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['workloads'][0]['targets'][0]['points'][-1]['requests_per_second'])" "$1/results.json"; }
+p99_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['workloads'][0]['targets'][0]['points'][-1]['latency']['p99_ms'])" "$1/results.json"; }
 
 printf '%-6s %-6s %8s %10s %8s %12s %12s %14s %8s\n' refresh pool blocks 'req/s' 'real_%' refresh/blk by-key/blk fetch-thru/blk shed/blk
-for refresh in block key; do
-  for pool in 200 2000; do
+for refresh in ${REFRESHES:-block key}; do
+  for pool in ${POOLS:-200 2000}; do
     port=$(free_port)
     url="http://127.0.0.1:$port"
     "$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor tip --listen "127.0.0.1:$port" \
@@ -49,7 +51,7 @@ for refresh in block key; do
     wait "$bench_pid" || true
     g1=$(geth_ticks); t1=$(date +%s.%N)
     if [ "$refresh-$pool" = block-2000 ]; then
-      neve_rate=$(rate_of "$out")
+      neve_rate=$(rate_of "$out"); neve_p99=$(p99_of "$out")
       neve_geth_ticks_per_s=$(python3 -c "print(($g1 - $g0) / ($t1 - $t0))")
       keep_url=$url; keep_pid=$neve_pid
     fi
@@ -79,14 +81,15 @@ g0=$(geth_ticks); t0=$(date +%s.%N)
 "$neve" bench --target "geth=$geth_url" --workload mix:seeds-read --conns 16 --pool 2000 \
   --warmup "$seconds" --duration "$seconds" --out "$out" --allow-flagged >/dev/null 2>&1 || true
 g1=$(geth_ticks); t1=$(date +%s.%N)
-geth_rate=$(rate_of "$out")
-python3 - "$neve_rate" "$geth_rate" "$neve_geth_ticks_per_s" "$g0" "$g1" "$t0" "$t1" <<'PY'
+geth_rate=$(rate_of "$out"); geth_p99=$(p99_of "$out")
+python3 - "$neve_rate" "$geth_rate" "$neve_geth_ticks_per_s" "$g0" "$g1" "$t0" "$t1" "$neve_p99" "$geth_p99" <<'PY'
 import sys
-neve_rate, geth_rate, behind_ticks_s, g0, g1, t0, t1 = map(float, sys.argv[1:])
+neve_rate, geth_rate, behind_ticks_s, g0, g1, t0, t1, neve_p99, geth_p99 = map(float, sys.argv[1:])
 direct_ticks_s = (g1 - g0) / (t1 - t0)
 # Both include geth's own work (sealing, the load's transactions); the
 # share per request is what each target's requests added over that.
-print(f"geth directly: {geth_rate:.0f} req/s; neve (block refresh, pool 2000): {neve_rate:.0f} req/s = {neve_rate / geth_rate:.1f}x")
+print(f"geth directly: {geth_rate:.0f} req/s, p99 {geth_p99:.2f} ms; neve (block refresh, pool 2000): "
+      f"{neve_rate:.0f} req/s = {neve_rate / geth_rate:.1f}x, p99 {neve_p99:.2f} ms")
 print(f"geth CPU: {direct_ticks_s:.1f} ticks/s while benched directly, {behind_ticks_s:.1f} ticks/s behind neve "
       f"(per request: {direct_ticks_s / geth_rate * 1e3:.3f} vs {behind_ticks_s / neve_rate * 1e3:.3f} ms-ticks, "
       f"{100 * (behind_ticks_s / neve_rate) / (direct_ticks_s / geth_rate):.1f} % of direct, geth's own block work included)")

@@ -105,3 +105,26 @@ now_mib() { awk -v kb="$(rss_anon_kb "$1")" 'BEGIN {printf "%.0f", kb/1024}'; }
 wrk_p99_ms() {
   awk '/^ +99%/ {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else {sub(/s/,"",v); v*=1000}; print v}'
 }
+
+# nginx serving "$1" on a free loopback port as the static-file ceiling, as
+# `neve bench --suite headline` runs it: one single-process instance per
+# core sharing the port (reuseport), each a direct child. Sets ceiling_url.
+start_nginx_ceiling() {
+  local root=$1 port cores i dir
+  port=$(free_port)
+  cores=$(nproc)
+  for i in $(seq "$cores"); do
+    dir="$work/nginx-$i"; mkdir -p "$dir"
+    cat >"$dir/nginx.conf" <<CONF
+daemon off; master_process off; pid $dir/nginx.pid; error_log $dir/error.log;
+events { worker_connections 4096; }
+http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
+  client_body_temp_path $dir/body; proxy_temp_path $dir/proxy; fastcgi_temp_path $dir/fcgi; uwsgi_temp_path $dir/uwsgi; scgi_temp_path $dir/scgi;
+  server { listen 127.0.0.1:$port reuseport; location / { root $root; default_type application/json; } } }
+CONF
+    /usr/sbin/nginx -e "$dir/error.log" -c "$dir/nginx.conf" &
+    pids+=($!)
+  done
+  ceiling_url="http://127.0.0.1:$port"
+  until curl -s -o /dev/null "$ceiling_url/"; do sleep 0.05; done
+}
