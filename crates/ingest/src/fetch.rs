@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::error::{IngestError, rpc};
 use crate::prepare::{PrepareError, PreparedBlock, RawParts, fixed_hex, prepare};
-use crate::status::IngestStatus;
+use crate::status::{Capabilities, IngestStatus};
 use crate::verify::{VerifyError, verify};
 
 /// Attempts at fetching one block before a sync step gives up on it: a
@@ -20,15 +20,6 @@ use crate::verify::{VerifyError, verify};
 /// verify) is retried at once with a short backoff, so one bad answer does
 /// not cost a whole step. Default is 5.
 pub const FETCH_ATTEMPTS: u32 = 5;
-
-/// What the upstream offers beyond the basics, found by probing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    /// `eth_getBlockReceipts` (else receipts are fetched per transaction).
-    pub block_receipts: bool,
-    /// `debug_getRawHeader`, `debug_getRawBlock`, `debug_getRawReceipts`.
-    pub raw: bool,
-}
 
 /// How often a follower asks its upstream again what it offers, besides
 /// after every failed step: a node restarted with other flags, or upgraded,

@@ -31,6 +31,5 @@ pub mod supervise;
 pub mod verify;
 
 pub use error::IngestError;
-pub use fetch::Capabilities;
 pub use follow::{Floor, Follower, IngestConfig, SharedStore, SyncOutcome};
-pub use status::IngestStatus;
+pub use status::{Capabilities, IngestStatus};
