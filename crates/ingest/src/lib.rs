@@ -13,7 +13,12 @@
 //! that miss and prefetch of hot keys, verified into `neve-state`'s node
 //! store against the roots of blocks it stored.
 //!
-//! Start at [`Follower::connect`] and [`Follower::sync_once`].
+//! What the rest of neve reads of it while it runs is [`IngestView`]
+//! (heights, health, metrics) and [`progress`] (catch-up shown to people).
+//!
+//! Start at [`Follower::connect`] and [`Follower::sync_once`]; a running
+//! neve starts one with [`supervise::start`] and keeps it running with
+//! [`supervise::supervise`].
 
 pub mod bootstrap;
 pub mod cpu;
@@ -23,13 +28,16 @@ mod fields;
 pub mod follow;
 pub mod heads;
 pub mod prepare;
+pub mod progress;
 pub mod rawrlp;
 pub mod state_fetch;
 mod status;
 mod strict_json;
 pub mod supervise;
 pub mod verify;
+pub mod view;
 
 pub use error::IngestError;
 pub use follow::{Floor, Follower, IngestConfig, SharedStore, SyncOutcome};
 pub use status::{Capabilities, IngestStatus};
+pub use view::IngestView;
