@@ -13,9 +13,10 @@ use neve_upstream::{RpcClient, parse_quantity};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::decode::{RawParts, fixed_hex};
 use crate::error::{IngestError, rpc};
 use crate::fetch::prepare_verified;
-use crate::prepare::{PreparedBlock, RawParts, fixed_hex};
+use crate::prepare::PreparedBlock;
 
 /// A mirror this far behind another neve bootstraps from its `/blocks`
 /// stream instead of fetching block by block. Default is 128.

@@ -10,8 +10,9 @@ use neve_upstream::{BatchAnswer, RpcClient, quantity};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::decode::{PrepareError, RawParts, decode, fixed_hex};
 use crate::error::{IngestError, rpc};
-use crate::prepare::{PrepareError, PreparedBlock, RawParts, fixed_hex, prepare};
+use crate::prepare::PreparedBlock;
 use crate::status::{Capabilities, IngestStatus};
 use crate::verify::{VerifyError, verify};
 
@@ -145,7 +146,9 @@ fn prepare_answer(
     prepare_verified(height, block.get(), receipts, raw)
 }
 
-/// Prepares block `height` and verifies it; any failure is a refusal.
+/// Prepares block `height` and verifies it; any failure is a refusal. The
+/// block goes one way: decoded from the answer, verified, then laid out as
+/// the record to store.
 pub(crate) fn prepare_verified(
     height: u64,
     full: &str,
@@ -153,16 +156,15 @@ pub(crate) fn prepare_verified(
     raw: RawParts,
 ) -> Result<PreparedBlock, IngestError> {
     let refused = |reason: String| IngestError::Refused { height, reason };
-    let prepared =
-        prepare(full, receipts, raw).map_err(|e: PrepareError| refused(e.to_string()))?;
-    if prepared.height != height {
+    let decoded = decode(full, receipts, raw).map_err(|e: PrepareError| refused(e.to_string()))?;
+    if decoded.height != height {
         return Err(refused(format!(
             "asked for {height}, got {}",
-            prepared.height
+            decoded.height
         )));
     }
-    verify(&prepared).map_err(|e: VerifyError| refused(e.to_string()))?;
-    Ok(prepared)
+    verify(&decoded).map_err(|e: VerifyError| refused(e.to_string()))?;
+    Ok(PreparedBlock::from(decoded))
 }
 
 /// [`fetch_once`] with retries for transient failures; every refused block

@@ -2,9 +2,10 @@
 //!
 //! Owns everything between the upstream's JSON-RPC and the store's append:
 //! probing the upstream (chain id, genesis, which methods it has), fetching
-//! a block with its receipts and raw RLP in one batch, preparing the record
-//! ([`prepare`]: bytes as received plus spans), verifying it ([`verify`]:
-//! header hash, transaction hashes and roots, then every served field) and appending it in order;
+//! a block with its receipts and raw RLP in one batch, decoding it
+//! ([`decode`]: spans into the bytes as received), verifying it ([`verify`]:
+//! header hash, transaction hashes and roots, then every served field),
+//! laying out the record ([`prepare`]) and appending it in order;
 //! backfill with concurrent fetches, parent-hash continuity, and rollback to
 //! the common ancestor on a reorg. It never serves and knows nothing of HTTP
 //! serving; serving reads what it wrote through the store.
@@ -22,6 +23,7 @@
 
 pub mod bootstrap;
 pub mod cpu;
+pub mod decode;
 mod error;
 pub mod fetch;
 mod fields;
