@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use neve_ingest::prepare::{RawParts, prepare};
+use neve_ingest::decode::{RawParts, decode};
 use neve_ingest::verify::{check_senders, verify};
 
 use neve_devnet::conformance::fixture_result as fixture;
@@ -15,7 +15,7 @@ use neve_devnet::conformance::fixture_result as fixture;
 fn verification(c: &mut Criterion) {
     let full = fixture("eth_getBlockByNumber/get-latest.io");
     let receipts = fixture("eth_getBlockReceipts/get-block-receipts-latest.io");
-    let block = prepare(&full, &receipts, RawParts::default()).expect("prepares");
+    let block = decode(&full, &receipts, RawParts::default()).expect("prepares");
     let txs = block.transactions().len() as u64;
     let mut group = c.benchmark_group("verify");
     group.throughput(Throughput::Elements(txs));

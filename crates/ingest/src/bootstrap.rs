@@ -1,6 +1,11 @@
 //! A mirror far behind another neve closes the gap from its `/blocks`
-//! stream: read, cut into lines, verify in batches over the cores, append
-//! in order. Also reads another neve's `/health` (identity, head, tags).
+//! stream: read, cut into lines, verify in batches over the cores, hand
+//! them on in order to be appended. Also reads another neve's `/health`
+//! (identity, head, tags).
+//!
+//! It knows nothing of the follower: [`crate::follow`] decides when to
+//! bootstrap and hands in how to append (checking each block links to its
+//! tip), as it does with the blocks [`crate::fetch`] brings one at a time.
 
 use std::time::Duration;
 
@@ -8,10 +13,10 @@ use neve_upstream::{RpcClient, parse_quantity};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::decode::{RawParts, fixed_hex};
 use crate::error::{IngestError, rpc};
 use crate::fetch::prepare_verified;
-use crate::follow::Follower;
-use crate::prepare::{PreparedBlock, RawParts, fixed_hex};
+use crate::prepare::PreparedBlock;
 
 /// A mirror this far behind another neve bootstraps from its `/blocks`
 /// stream instead of fetching block by block. Default is 128.
@@ -30,88 +35,86 @@ const BOOTSTRAP_BATCH_BYTES: std::ops::RangeInclusive<usize> = (256 << 10)..=(4 
 /// Default is 32 MiB.
 pub const BOOTSTRAP_MAX_LINE_BYTES: usize = 32 << 20;
 
-impl Follower {
-    /// Streams `from..=to` from another neve's `/blocks` export, verifies
-    /// every block (split over the cores) and appends them in order.
-    pub(crate) async fn bootstrap(&mut self, from: u64, to: u64) -> Result<u64, IngestError> {
-        let (status, stream) = self
-            .client
-            .get_stream(&format!("/blocks?from={from}&to={to}"))
-            .await
-            .map_err(rpc("streaming /blocks"))?;
-        if !status.is_success() {
-            return Err(IngestError::Refused {
-                height: from,
-                reason: format!("/blocks answered {status}"),
-            });
-        }
-        let started = std::time::Instant::now();
-        // Reading (and verifying, which the reader starts per batch) runs
-        // in its own task, so the stream keeps flowing while this one
-        // appends; the channel's bound keeps a few batches in memory at most.
-        let (batches, mut verified) = tokio::sync::mpsc::channel(2);
-        // A source that stalls mid-stream is dropped once no bytes came for
-        // as long as any exchange with it may take, and the step retried.
-        let stall = self.client.timeout();
-        let reader = tokio::spawn(read_batches(stream, from, batches, stall));
-        let mut appended = 0;
-        // Where the time went, for the closing log line: waiting for the
-        // next verified batch, and writing to the store.
-        let (mut verifying_wait, mut storing) = (Duration::ZERO, Duration::ZERO);
-        let outcome: Result<(), IngestError> = async {
-            loop {
-                let waited = std::time::Instant::now();
-                let Some(batch) = verified.recv().await else {
-                    return Ok(());
-                };
-                let blocks = batch.await.expect("verification does not panic")?;
-                verifying_wait += waited.elapsed();
-                let writing = std::time::Instant::now();
-                appended += self.append_verified(blocks).await?;
-                storing += writing.elapsed();
-            }
-        }
-        .await;
-        if outcome.is_err() {
-            // Stop reading, and drop the verifications still queued rather
-            // than let them compete with the retry for the cores.
-            reader.abort();
-            verified.close();
-            while let Ok(batch) = verified.try_recv() {
-                batch.abort();
-            }
-        }
-        outcome?;
-        let (bytes_read, reading) = reader.await.expect("the reader does not panic")?;
-        let seconds = started.elapsed().as_secs_f64().max(1e-6);
-        tracing::info!(
-            blocks = appended,
-            // Numbers, not text: a JSON log line keeps them numbers.
-            seconds = round3(seconds),
-            blocks_per_second = (appended as f64 / seconds).round(),
-            mb_per_second = round3(bytes_read as f64 / seconds / 1e6),
-            reading_seconds = round3(reading.as_secs_f64()),
-            verify_wait_seconds = round3(verifying_wait.as_secs_f64()),
-            storing_seconds = round3(storing.as_secs_f64()),
-            "bootstrapped from /blocks"
-        );
-        Ok(appended)
-    }
+/// Where bootstrapped blocks go, in order: the follower, which checks that
+/// they link to its tip and appends them.
+pub(crate) trait Append {
+    /// Stores `blocks` after the tip; returns how many it stored.
+    fn append(
+        &mut self,
+        blocks: Vec<PreparedBlock>,
+    ) -> impl Future<Output = Result<u64, IngestError>> + Send;
+}
 
-    /// Appends verified bootstrap blocks after checking they link to the tip.
-    async fn append_verified(&mut self, blocks: Vec<PreparedBlock>) -> Result<u64, IngestError> {
-        let mut tip = self.tip_hash();
-        for block in &blocks {
-            if tip.is_some_and(|hash| hash != block.parent_hash) {
-                return Err(IngestError::Refused {
-                    height: block.height,
-                    reason: "does not link to the stored tip".into(),
-                });
-            }
-            tip = Some(block.hash);
-        }
-        self.store_blocks(blocks).await
+/// Streams `from..=to` from another neve's `/blocks` export, verifies
+/// every block (split over the cores) and hands them to `to_store` in
+/// order, a batch at a time; returns the blocks it stored.
+pub(crate) async fn bootstrap(
+    client: &RpcClient,
+    from: u64,
+    to: u64,
+    to_store: &mut impl Append,
+) -> Result<u64, IngestError> {
+    let (status, stream) = client
+        .get_stream(&format!("/blocks?from={from}&to={to}"))
+        .await
+        .map_err(rpc("streaming /blocks"))?;
+    if !status.is_success() {
+        return Err(IngestError::Refused {
+            height: from,
+            reason: format!("/blocks answered {status}"),
+        });
     }
+    let started = std::time::Instant::now();
+    // Reading (and verifying, which the reader starts per batch) runs
+    // in its own task, so the stream keeps flowing while this one
+    // appends; the channel's bound keeps a few batches in memory at most.
+    let (batches, mut verified) = tokio::sync::mpsc::channel(2);
+    // A source that stalls mid-stream is dropped once no bytes came for
+    // as long as any exchange with it may take, and the step retried.
+    let stall = client.timeout();
+    let reader = tokio::spawn(read_batches(stream, from, batches, stall));
+    let mut appended = 0;
+    // Where the time went, for the closing log line: waiting for the
+    // next verified batch, and writing to the store.
+    let (mut verifying_wait, mut storing) = (Duration::ZERO, Duration::ZERO);
+    let outcome: Result<(), IngestError> = async {
+        loop {
+            let waited = std::time::Instant::now();
+            let Some(batch) = verified.recv().await else {
+                return Ok(());
+            };
+            let blocks = batch.await.expect("verification does not panic")?;
+            verifying_wait += waited.elapsed();
+            let writing = std::time::Instant::now();
+            appended += to_store.append(blocks).await?;
+            storing += writing.elapsed();
+        }
+    }
+    .await;
+    if outcome.is_err() {
+        // Stop reading, and drop the verifications still queued rather
+        // than let them compete with the retry for the cores.
+        reader.abort();
+        verified.close();
+        while let Ok(batch) = verified.try_recv() {
+            batch.abort();
+        }
+    }
+    outcome?;
+    let (bytes_read, reading) = reader.await.expect("the reader does not panic")?;
+    let seconds = started.elapsed().as_secs_f64().max(1e-6);
+    tracing::info!(
+        blocks = appended,
+        // Numbers, not text: a JSON log line keeps them numbers.
+        seconds = round3(seconds),
+        blocks_per_second = (appended as f64 / seconds).round(),
+        mb_per_second = round3(bytes_read as f64 / seconds / 1e6),
+        reading_seconds = round3(reading.as_secs_f64()),
+        verify_wait_seconds = round3(verifying_wait.as_secs_f64()),
+        storing_seconds = round3(storing.as_secs_f64()),
+        "bootstrapped from /blocks"
+    );
+    Ok(appended)
 }
 
 /// What a mirror reads from another neve's `/health`.

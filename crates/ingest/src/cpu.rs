@@ -10,6 +10,9 @@
 //! that has it): under a saturating read load a nice-10 batch thread gets a
 //! tenth of a core, and `latest` would wait tens of milliseconds behind the
 //! answers it is meant to make possible.
+//!
+//! Ingest's async side has a runtime of its own at the same lower priority
+//! ([`runtime`]).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +49,19 @@ static AT_TIP: AtomicBool = AtomicBool::new(false);
 /// work runs on the background threads like a backfill's.
 pub fn start_tip_threads() {
     TIP_POOL.get_or_init(|| Pool::serving("neve-tip", TIP_THREADS));
+}
+
+/// Ingest's async side (the follower and its supervisor, the `newHeads`
+/// subscription, state prefetch): a runtime of its own, one worker thread,
+/// whose threads run at the background priority, so they take the CPU
+/// serving leaves. Build it after [`start_tip_threads`].
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("neve-ingest")
+        .on_thread_start(neve_store::background::lower_priority)
+        .enable_all()
+        .build()
 }
 
 /// Says whether the follower is at the tip, with `to_fetch` blocks between

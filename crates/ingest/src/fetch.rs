@@ -10,9 +10,10 @@ use neve_upstream::{BatchAnswer, RpcClient, quantity};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::decode::{PrepareError, RawParts, decode, fixed_hex};
 use crate::error::{IngestError, rpc};
-use crate::prepare::{PrepareError, PreparedBlock, RawParts, fixed_hex, prepare};
-use crate::status::IngestStatus;
+use crate::prepare::PreparedBlock;
+use crate::status::{Capabilities, IngestStatus};
 use crate::verify::{VerifyError, verify};
 
 /// Attempts at fetching one block before a sync step gives up on it: a
@@ -20,15 +21,6 @@ use crate::verify::{VerifyError, verify};
 /// verify) is retried at once with a short backoff, so one bad answer does
 /// not cost a whole step. Default is 5.
 pub const FETCH_ATTEMPTS: u32 = 5;
-
-/// What the upstream offers beyond the basics, found by probing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    /// `eth_getBlockReceipts` (else receipts are fetched per transaction).
-    pub block_receipts: bool,
-    /// `debug_getRawHeader`, `debug_getRawBlock`, `debug_getRawReceipts`.
-    pub raw: bool,
-}
 
 /// How often a follower asks its upstream again what it offers, besides
 /// after every failed step: a node restarted with other flags, or upgraded,
@@ -154,7 +146,9 @@ fn prepare_answer(
     prepare_verified(height, block.get(), receipts, raw)
 }
 
-/// Prepares block `height` and verifies it; any failure is a refusal.
+/// Prepares block `height` and verifies it; any failure is a refusal. The
+/// block goes one way: decoded from the answer, verified, then laid out as
+/// the record to store.
 pub(crate) fn prepare_verified(
     height: u64,
     full: &str,
@@ -162,16 +156,15 @@ pub(crate) fn prepare_verified(
     raw: RawParts,
 ) -> Result<PreparedBlock, IngestError> {
     let refused = |reason: String| IngestError::Refused { height, reason };
-    let prepared =
-        prepare(full, receipts, raw).map_err(|e: PrepareError| refused(e.to_string()))?;
-    if prepared.height != height {
+    let decoded = decode(full, receipts, raw).map_err(|e: PrepareError| refused(e.to_string()))?;
+    if decoded.height != height {
         return Err(refused(format!(
             "asked for {height}, got {}",
-            prepared.height
+            decoded.height
         )));
     }
-    verify(&prepared).map_err(|e: VerifyError| refused(e.to_string()))?;
-    Ok(prepared)
+    verify(&decoded).map_err(|e: VerifyError| refused(e.to_string()))?;
+    Ok(PreparedBlock::from(decoded))
 }
 
 /// [`fetch_once`] with retries for transient failures; every refused block

@@ -21,7 +21,7 @@ use alloy_primitives::{Address, B256, Log, TxKind, keccak256};
 use alloy_rlp::Encodable;
 use serde_json::{Map, Value};
 
-use crate::prepare::{PreparedBlock, decode_hex_json};
+use crate::decode::Decoded;
 use crate::rawrlp;
 use crate::strict_json::Json;
 
@@ -126,7 +126,7 @@ fn compare<'a>(
 
 /// Checks every served field of `block` (its JSON, receipts and raw RLP)
 /// against the verified parts.
-pub(crate) fn check(block: &PreparedBlock, verified: &Verified<'_>) -> Result<(), FieldError> {
+pub(crate) fn check(block: &Decoded<'_>, verified: &Verified<'_>) -> Result<(), FieldError> {
     let full = parse(block.full_json(), "block")?;
     let receipts = parse(block.receipts_json(), "receipts")?;
     let receipts = receipts
@@ -308,21 +308,14 @@ impl RawBlock {
     /// Rebuilds the block's RLP from the verified parts, compares it with
     /// the raw block when there is one, and returns what it found.
     fn check(
-        block: &PreparedBlock,
+        block: &Decoded<'_>,
         verified: &Verified<'_>,
         full: &Json<'_>,
     ) -> Result<RawBlock, FieldError> {
         let facts = verified.header;
-        let raw = if block.raw_block_json().is_empty() {
-            None
-        } else {
-            Some(
-                decode_hex_json(block.raw_block_json())
-                    .map_err(|e| mismatch("raw block", "(any)", e))?,
-            )
-        };
+        // Decoded from its hex once, where its transactions were found.
+        let raw = block.raw_block_rlp();
         let raw_items = raw
-            .as_deref()
             .map(rawrlp::list_items)
             .transpose()
             .map_err(|e| mismatch("raw block", "(any)", e))?;
@@ -416,8 +409,8 @@ impl RawBlock {
             ext_data.encode(&mut payload);
         }
         let rebuilt = rawrlp::rlp_list(&payload);
-        if let Some(raw) = &raw
-            && *raw != rebuilt
+        if let Some(raw) = raw
+            && raw != rebuilt.as_slice()
         {
             return Err(wrong("(any)", "is not the verified block's encoding"));
         }
@@ -432,7 +425,7 @@ impl RawBlock {
 
 /// `debug_getRawReceipts`: each receipt's consensus encoding, which the
 /// receipts root covers.
-fn check_raw_receipts(block: &PreparedBlock, verified: &Verified<'_>) -> Result<(), FieldError> {
+fn check_raw_receipts(block: &Decoded<'_>, verified: &Verified<'_>) -> Result<(), FieldError> {
     let raw = block.raw_receipts_json();
     if raw.is_empty() {
         return Ok(());
@@ -457,7 +450,7 @@ fn check_raw_receipts(block: &PreparedBlock, verified: &Verified<'_>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::FieldError;
-    use crate::prepare::{RawParts, prepare};
+    use crate::decode::{RawParts, decode};
     use crate::verify::{VerifyError, verify};
     use alloy_consensus::ReceiptEnvelope;
     use alloy_eips::eip2718::Encodable2718;
@@ -473,7 +466,7 @@ mod tests {
 
     /// The field a block is refused for, or `None` when it verifies.
     fn refused_field(full: &str, receipts: &str, raw: RawParts) -> Option<String> {
-        let block = prepare(full, receipts, raw).expect("prepares");
+        let block = decode(full, receipts, raw).expect("prepares");
         match verify(&block) {
             Ok(()) => None,
             Err(VerifyError::Field(FieldError { object, field, .. })) => {

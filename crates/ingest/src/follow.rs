@@ -14,11 +14,11 @@ use neve_upstream::{RpcClient, RpcError, parse_quantity, quantity};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::bootstrap::{BOOTSTRAP_MIN_BLOCKS, neve_health};
+use crate::bootstrap::{Append, BOOTSTRAP_MIN_BLOCKS, bootstrap, neve_health};
 use crate::error::{IngestError, rpc};
-use crate::fetch::{Capabilities, fetch_verified, probe};
+use crate::fetch::{fetch_verified, probe};
 use crate::prepare::PreparedBlock;
-use crate::status::{IngestStatus, unix_ms};
+use crate::status::{Capabilities, IngestStatus, unix_ms};
 
 /// Deepest reorg followed by rolling back; deeper ones are refused loudly,
 /// since they mean a confused upstream more often than a real chain event.
@@ -127,9 +127,9 @@ pub type SharedStore = Arc<Mutex<Store>>;
 
 /// Follows one upstream into one store.
 pub struct Follower {
-    pub(crate) client: RpcClient,
+    client: RpcClient,
     store: SharedStore,
-    pub(crate) reader: Reader,
+    reader: Reader,
     identity: Identity,
     caps: Capabilities,
     /// When the upstream was last probed, and whether a failed step asks
@@ -139,8 +139,8 @@ pub struct Follower {
     /// The size of recent prepared blocks (a moving average), to bound
     /// fetches in flight by bytes.
     block_bytes: usize,
-    pub(crate) config: IngestConfig,
-    pub(crate) status: Arc<IngestStatus>,
+    config: IngestConfig,
+    status: Arc<IngestStatus>,
     /// Whether the upstream was reached and probed; a follower opened
     /// [`Follower::offline`] is not, and resumes before it follows.
     online: bool,
@@ -384,7 +384,8 @@ impl Follower {
             ..SyncOutcome::default()
         };
         if self.config.mirror && head >= next && head - next + 1 >= BOOTSTRAP_MIN_BLOCKS {
-            outcome.appended = self.bootstrap(next, head).await?;
+            let client = self.client.clone();
+            outcome.appended = bootstrap(&client, next, head, self).await?;
             outcome.caught_up = self.reader.stats().max_contiguous_height >= Some(head);
             return Ok(outcome);
         }
@@ -470,7 +471,7 @@ impl Follower {
         Ok(outcome)
     }
 
-    pub(crate) fn tip_hash(&self) -> Option<[u8; 32]> {
+    fn tip_hash(&self) -> Option<[u8; 32]> {
         let reader = self.reader.clone();
         let max = reader.stats().max_contiguous_height?;
         reader.block(max).map(|b| b.hash())
@@ -521,10 +522,7 @@ impl Follower {
 
     /// Appends blocks already checked to continue the tip, and books it:
     /// counters, contact with the upstream, a wake-up for subscribers.
-    pub(crate) async fn store_blocks(
-        &mut self,
-        blocks: Vec<PreparedBlock>,
-    ) -> Result<u64, IngestError> {
+    async fn store_blocks(&mut self, blocks: Vec<PreparedBlock>) -> Result<u64, IngestError> {
         let count = blocks.len() as u64;
         self.write_store(move |store| {
             let views: Vec<_> = blocks.iter().map(|b| b.as_new()).collect();
@@ -726,6 +724,23 @@ impl Follower {
                 _ = shutdown.changed() => {}
             }
         }
+    }
+}
+
+impl Append for Follower {
+    /// Appends verified bootstrap blocks after checking they link to the tip.
+    async fn append(&mut self, blocks: Vec<PreparedBlock>) -> Result<u64, IngestError> {
+        let mut tip = self.tip_hash();
+        for block in &blocks {
+            if tip.is_some_and(|hash| hash != block.parent_hash) {
+                return Err(IngestError::Refused {
+                    height: block.height,
+                    reason: "does not link to the stored tip".into(),
+                });
+            }
+            tip = Some(block.hash);
+        }
+        self.store_blocks(blocks).await
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! Owns everything between the upstream's JSON-RPC and the store's append:
 //! probing the upstream (chain id, genesis, which methods it has), fetching
-//! a block with its receipts and raw RLP in one batch, preparing the record
-//! ([`prepare`]: bytes as received plus spans), verifying it ([`verify`]:
-//! header hash, transaction hashes and roots, then every served field) and appending it in order;
+//! a block with its receipts and raw RLP in one batch, decoding it
+//! ([`decode`]: spans into the bytes as received), verifying it ([`verify`]:
+//! header hash, transaction hashes and roots, then every served field),
+//! laying out the record ([`prepare`]) and appending it in order;
 //! backfill with concurrent fetches, parent-hash continuity, and rollback to
 //! the common ancestor on a reorg. It never serves and knows nothing of HTTP
 //! serving; serving reads what it wrote through the store.
@@ -13,24 +14,32 @@
 //! that miss and prefetch of hot keys, verified into `neve-state`'s node
 //! store against the roots of blocks it stored.
 //!
-//! Start at [`Follower::connect`] and [`Follower::sync_once`].
+//! What the rest of neve reads of it while it runs is [`IngestView`]
+//! (heights, health, metrics) and [`progress`] (catch-up shown to people).
+//!
+//! Start at [`Follower::connect`] and [`Follower::sync_once`]; a running
+//! neve starts one with [`supervise::start`] and keeps it running with
+//! [`supervise::supervise`].
 
 pub mod bootstrap;
 pub mod cpu;
+pub mod decode;
 mod error;
 pub mod fetch;
 mod fields;
 pub mod follow;
 pub mod heads;
 pub mod prepare;
+pub mod progress;
 pub mod rawrlp;
 pub mod state_fetch;
 mod status;
 mod strict_json;
 pub mod supervise;
 pub mod verify;
+pub mod view;
 
 pub use error::IngestError;
-pub use fetch::Capabilities;
 pub use follow::{Floor, Follower, IngestConfig, SharedStore, SyncOutcome};
-pub use status::IngestStatus;
+pub use status::{Capabilities, IngestStatus};
+pub use view::IngestView;

@@ -1,8 +1,19 @@
-//! The follower's live counters, read by health and metrics.
+//! The follower's live counters, read by health and metrics, and what the
+//! upstream was found to offer ([`Capabilities`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What the upstream offers beyond the basics, found by probing
+/// ([`crate::fetch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `eth_getBlockReceipts` (else receipts are fetched per transaction).
+    pub block_receipts: bool,
+    /// `debug_getRawHeader`, `debug_getRawBlock`, `debug_getRawReceipts`.
+    pub raw: bool,
+}
 
 /// Live counters for health and metrics; all reads are O(1).
 #[derive(Debug, Default)]
@@ -78,7 +89,7 @@ impl IngestStatus {
             .clone()
     }
 
-    pub(crate) fn publish_capabilities(&self, caps: crate::Capabilities) {
+    pub(crate) fn publish_capabilities(&self, caps: Capabilities) {
         let bits = 4 | caps.block_receipts as u64 | (caps.raw as u64) << 1;
         self.capabilities.store(bits, Ordering::Relaxed);
     }
@@ -93,9 +104,9 @@ impl IngestStatus {
     }
 
     /// What the upstream offers beyond the basics, once probed.
-    pub fn capabilities(&self) -> Option<crate::Capabilities> {
+    pub fn capabilities(&self) -> Option<Capabilities> {
         let bits = self.capabilities.load(Ordering::Relaxed);
-        (bits & 4 != 0).then_some(crate::Capabilities {
+        (bits & 4 != 0).then_some(Capabilities {
             block_receipts: bits & 1 != 0,
             raw: bits & 2 != 0,
         })

@@ -1,18 +1,87 @@
-//! Keeps a follower running. A follower that dies (a panic in a sync step,
-//! a verification or a store write) is restarted with backoff on the same
-//! store, and counted; while none runs, [`IngestStatus::follower_down`] is
-//! set, so serving stops claiming `latest` and readiness goes down instead
-//! of answering from a head that silently stopped moving.
+//! Starts a follower and keeps it running. At start, an upstream that is
+//! not up yet is waited for, and a store already on disk is served while
+//! the upstream is out of reach ([`start`]). A follower that dies (a panic
+//! in a sync step, a verification or a store write) is restarted with
+//! backoff on the same store, and counted; while none runs,
+//! [`IngestStatus::follower_down`] is set, so serving stops claiming
+//! `latest` and readiness goes down instead of answering from a head that
+//! silently stopped moving.
 
 use std::future::Future;
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use neve_store::StoreConfig;
+use neve_upstream::RpcClient;
+
 use crate::error::IngestError;
-use crate::follow::Follower;
+use crate::follow::{Follower, IngestConfig};
 use crate::status::IngestStatus;
+
+/// Why [`start`] gave no follower, by what it was doing.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Connecting to the upstream and opening the store for its chain
+    /// failed for good (a store of another chain, a broken data directory).
+    #[error(transparent)]
+    Connecting(IngestError),
+    /// The upstream was out of reach and the store already in the data
+    /// directory could not be opened to be served meanwhile.
+    #[error(transparent)]
+    Opening(IngestError),
+}
+
+/// Opens the store and connects to the upstream, waiting for an upstream
+/// that is not up yet or busy; a store of another chain or a broken data
+/// directory is an error.
+pub async fn start(
+    client: RpcClient,
+    data_dir: PathBuf,
+    store_config: StoreConfig,
+    ingest_config: IngestConfig,
+) -> Result<Follower, StartError> {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match Follower::connect(
+            client.clone(),
+            &data_dir,
+            store_config.clone(),
+            ingest_config.clone(),
+        )
+        .await
+        {
+            Ok(follower) => return Ok(follower),
+            Err(error) if error.is_transient() => {
+                // A store already here is served while the upstream is
+                // out of reach (or refuses the key); the supervisor keeps
+                // trying it.
+                let why = format!("{error}");
+                if let Some(follower) = Follower::offline(
+                    client.clone(),
+                    &data_dir,
+                    store_config.clone(),
+                    ingest_config.clone(),
+                    why,
+                )
+                .await
+                .map_err(StartError::Opening)?
+                {
+                    tracing::warn!(%error, "upstream not reachable; serving the stored tail while retrying");
+                    return Ok(follower);
+                }
+                let pause = backoff.max(error.retry_after().unwrap_or_default())
+                    + neve_upstream::jitter(backoff / 4);
+                tracing::warn!(%error, retry_in_ms = pause.as_millis() as u64, "upstream not ready");
+                tokio::time::sleep(pause).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(StartError::Connecting(error)),
+        }
+    }
+}
 
 /// Wait before restarting a follower that died: doubles from the first to
 /// the last while restarts keep failing, so a crash loop costs little, and

@@ -1,4 +1,4 @@
-//! Checking a prepared block before it may be stored: the header fields in
+//! Checking a decoded block before it is laid out and stored: the header fields in
 //! the JSON hash to the block hash (geth's header schema through Osaka via
 //! alloy, avalanchego's C-chain header with its extra fields by hand), the
 //! raw header (when given) hashes to it too, every transaction re-encodes to
@@ -15,9 +15,9 @@ use alloy_primitives::{Address, B64, B256, Bloom, Bytes, Log, U64, U256, keccak2
 use alloy_rlp::Encodable;
 use serde::{Deserialize, Serialize};
 
+use crate::decode::Decoded;
 pub use crate::fields::FieldError;
 use crate::fields::{self, HeaderFacts, Verified};
-use crate::prepare::PreparedBlock;
 
 /// Why a block failed verification. Such a block is never stored.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -186,13 +186,13 @@ pub const PARALLEL_RECOVERY_MIN_TXS: usize = 128;
 /// covers `from`, so without this a lying upstream could change who sent a
 /// transaction and every mirror downstream would repeat it. Part of
 /// [`verify`]; on its own for measuring its cost.
-pub fn check_senders(block: &PreparedBlock) -> Result<(), VerifyError> {
+pub fn check_senders(block: &Decoded<'_>) -> Result<(), VerifyError> {
     check_senders_split(&transactions(block)?, block, PARALLEL_RECOVERY_MIN_TXS).map(drop)
 }
 
 /// Each transaction decoded from its own span: the spans are what serving
 /// cuts out, so what is checked is exactly what is served.
-fn transactions(block: &PreparedBlock) -> Result<Vec<TxEnvelope>, VerifyError> {
+fn transactions(block: &Decoded<'_>) -> Result<Vec<TxEnvelope>, VerifyError> {
     let full = block.full_json();
     block
         .transactions()
@@ -211,7 +211,7 @@ fn transactions(block: &PreparedBlock) -> Result<Vec<TxEnvelope>, VerifyError> {
 /// The senders, each checked against its `from`.
 fn check_senders_split(
     transactions: &[TxEnvelope],
-    block: &PreparedBlock,
+    block: &Decoded<'_>,
     parallel_from: usize,
 ) -> Result<Vec<Address>, VerifyError> {
     #[derive(Deserialize)]
@@ -264,7 +264,7 @@ fn check_senders_split(
 }
 
 /// Verifies `block`; `Ok` means every check passed.
-pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
+pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
     // The header fields are the same bytes in the hashes-only form, which
     // is a fraction of the full block to read.
     let header_json = block.hashes_only_json();
@@ -308,9 +308,8 @@ pub fn verify(block: &PreparedBlock) -> Result<(), VerifyError> {
     if computed != claimed {
         return Err(VerifyError::BlockHash { computed, claimed });
     }
-    if !block.raw_header_json().is_empty() {
-        let header = crate::prepare::decode_hex_json(block.raw_header_json())
-            .map_err(VerifyError::Header)?;
+    if let Some(header) = block.raw_header_rlp() {
+        let header = header.map_err(|e| VerifyError::Header(e.to_string()))?;
         let raw = keccak256(header);
         if raw != claimed {
             return Err(VerifyError::RawHeader(raw));
@@ -374,7 +373,7 @@ fn header_fields(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prepare::{RawParts, prepare};
+    use crate::decode::{RawParts, decode};
 
     use neve_devnet::conformance::fixture_result as fixture;
 
@@ -386,7 +385,7 @@ mod tests {
     }
 
     fn check(full: &str, receipts: &str) -> Result<(), VerifyError> {
-        let block = prepare(full, receipts, RawParts::default()).expect("prepares");
+        let block = decode(full, receipts, RawParts::default()).expect("prepares");
         verify(&block)
     }
 
@@ -440,7 +439,7 @@ mod tests {
             Err(VerifyError::Sender { index: 0, .. })
         ));
         for block in [&full, &lied] {
-            let prepared = prepare(block, &receipts, RawParts::default()).unwrap();
+            let prepared = decode(block, &receipts, RawParts::default()).unwrap();
             let txs: Vec<TxEnvelope> = prepared
                 .transactions()
                 .iter()
@@ -459,11 +458,11 @@ mod tests {
 
     #[test]
     fn a_transaction_receipt_or_log_claiming_another_place_is_refused() {
-        use crate::prepare::PrepareError;
+        use crate::decode::PrepareError;
         let (full, receipts) = latest();
         let refused = |full: &str, receipts: &str| {
             matches!(
-                prepare(full, receipts, RawParts::default()),
+                decode(full, receipts, RawParts::default()),
                 Err(PrepareError::Mismatch(_))
             )
         };
@@ -511,7 +510,7 @@ mod tests {
                 else {
                     return;
                 };
-                if let Ok(block) = prepare(full, receipts, RawParts::default()) {
+                if let Ok(block) = decode(full, receipts, RawParts::default()) {
                     let _ = verify(&block);
                 }
             });

@@ -118,7 +118,7 @@ async fn a_real_reorg_rolls_back_and_reingests_the_new_chain() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tampered_blocks_fail_verification() {
-    use neve_ingest::prepare::{RawParts, prepare};
+    use neve_ingest::decode::{RawParts, decode};
     use neve_ingest::verify::{VerifyError, verify};
 
     let geth = GethConformance::start(&fixtures_dir())
@@ -154,7 +154,7 @@ async fn tampered_blocks_fail_verification() {
         .get()
         .to_owned();
     let check =
-        |full: &str, receipts: &str| verify(&prepare(full, receipts, RawParts::default()).unwrap());
+        |full: &str, receipts: &str| verify(&decode(full, receipts, RawParts::default()).unwrap());
     assert_eq!(check(&full, &receipts), Ok(()));
 
     let mut block: serde_json::Value = serde_json::from_str(&full).unwrap();

@@ -8,6 +8,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench_cmd;
 mod build;
+mod chain_view;
 mod config;
 mod demo_cmd;
 mod logging;

@@ -3,17 +3,18 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use neve_ingest::{Floor, Follower, IngestConfig, IngestStatus};
-use neve_serve::{ChainView, Origins, ServeConfig, UpstreamHealth};
+use neve_ingest::supervise::StartError;
+use neve_ingest::{Floor, IngestConfig, IngestView};
+use neve_serve::{Origins, ServeConfig};
 use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
 use neve_upstream::{Endpoint, Pacing, RpcClient};
 
+use crate::chain_view::IngestChain;
 use crate::logging::LogArgs;
 use crate::units::{Bytes, Millis, Secs, Span};
 
@@ -332,188 +333,6 @@ fn upstream_endpoint(url: &str, args: &ServeArgs) -> Result<Endpoint> {
     Ok(endpoint)
 }
 
-/// What serving sees of ingest: its counters, and the upstream client's
-/// pacing.
-struct IngestView {
-    status: Arc<IngestStatus>,
-    url: neve_upstream::RedactedUrl,
-    upstream: RpcClient,
-}
-
-fn age_seconds(unix_ms: u64) -> Option<f64> {
-    if unix_ms == 0 {
-        return None;
-    }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()?
-        .as_millis() as u64;
-    Some(now.saturating_sub(unix_ms) as f64 / 1000.0)
-}
-
-impl ChainView for IngestView {
-    fn upstream_head(&self) -> Option<u64> {
-        self.status.head()
-    }
-    fn safe(&self) -> Option<u64> {
-        self.status.safe()
-    }
-    fn finalized(&self) -> Option<u64> {
-        self.status.finalized()
-    }
-    fn upstream_health(&self) -> UpstreamHealth {
-        UpstreamHealth {
-            url: self.url.clone(),
-            connected: self.status.connected.load(Ordering::Relaxed),
-            last_contact_age_seconds: age_seconds(
-                self.status.last_contact_unix_ms.load(Ordering::Relaxed),
-            ),
-            last_block_age_seconds: age_seconds(
-                self.status.last_block_unix_ms.load(Ordering::Relaxed),
-            ),
-            last_error: self.status.last_error(),
-            raw_data: self.status.capabilities().map(|c| c.raw),
-            waiting: self
-                .upstream
-                .pacing()
-                .stats()
-                .paused_for_seconds
-                .map(|s| format!("the upstream refused with 429 or 503; asking again in {s:.1} s")),
-        }
-    }
-    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
-        Some(self.status.changed.clone())
-    }
-    fn upstream_state_window(&self) -> Option<neve_upstream::StateWindow> {
-        self.status.state_window()
-    }
-    fn following(&self) -> bool {
-        !self.status.follower_down.load(Ordering::Relaxed)
-    }
-    fn follower_restarts(&self) -> u64 {
-        self.status.follower_restarts.load(Ordering::Relaxed)
-    }
-    fn store_write_error(&self) -> Option<String> {
-        self.status.store_error()
-    }
-    fn upstream_head_age(&self) -> Option<Duration> {
-        let since = self
-            .status
-            .upstream_head_since_unix_ms
-            .load(Ordering::Relaxed);
-        age_seconds(since).map(Duration::from_secs_f64)
-    }
-    fn stored_tip_age(&self) -> Option<Duration> {
-        let stored = self.status.last_block_unix_ms.load(Ordering::Relaxed);
-        age_seconds(stored).map(Duration::from_secs_f64)
-    }
-    fn upstream_connected(&self) -> bool {
-        self.status.connected.load(Ordering::Relaxed)
-    }
-    fn render_metrics(&self, out: &mut String) {
-        let s = &self.status;
-        out.push_str(&format!(
-            "# HELP neve_build_info The running build: version, commit and build date.\n\
-             # TYPE neve_build_info gauge\n\
-             neve_build_info{{version=\"{}\",commit=\"{}\",built=\"{}\"}} 1\n",
-            crate::build::VERSION,
-            crate::build::COMMIT,
-            crate::build::DATE
-        ));
-        for (name, help, kind, value) in [
-            (
-                "neve_ingest_upstream_head",
-                "The upstream's head at the last sync.",
-                "gauge",
-                s.upstream_head.load(Ordering::Relaxed),
-            ),
-            (
-                "neve_ingest_appended_blocks_total",
-                "Blocks stored since start.",
-                "counter",
-                s.appended_blocks.load(Ordering::Relaxed),
-            ),
-            (
-                "neve_ingest_refused_blocks_total",
-                "Blocks that failed verification and were not stored.",
-                "counter",
-                s.refused_blocks.load(Ordering::Relaxed),
-            ),
-            (
-                "neve_ingest_reorgs_total",
-                "Reorgs followed by a rollback.",
-                "counter",
-                s.reorgs.load(Ordering::Relaxed),
-            ),
-            (
-                "neve_ingest_follower_restarts_total",
-                "Followers restarted after one died (a panic); each is logged.",
-                "counter",
-                s.follower_restarts.load(Ordering::Relaxed),
-            ),
-            (
-                "neve_ingest_follower_up",
-                "1 while a follower runs; 0 after one died until its successor runs.",
-                "gauge",
-                !s.follower_down.load(Ordering::Relaxed) as u64,
-            ),
-            (
-                "neve_ingest_upstream_connected",
-                "1 when the last exchange with the upstream succeeded.",
-                "gauge",
-                s.connected.load(Ordering::Relaxed) as u64,
-            ),
-        ] {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
-        let pacing = self.upstream.pacing().stats();
-        for (name, help, kind, value) in [
-            (
-                "neve_upstream_requests_total",
-                "HTTP requests sent to the upstream (JSON-RPC, /blocks, /health).",
-                "counter",
-                pacing.requests as f64,
-            ),
-            (
-                "neve_upstream_refusals_total",
-                "429 and 503 answers from the upstream; each pauses every request.",
-                "counter",
-                pacing.refusals as f64,
-            ),
-            (
-                "neve_upstream_wait_seconds_total",
-                "Seconds requests to the upstream waited for the budget or a refusal's pause, summed.",
-                "counter",
-                pacing.waited_seconds,
-            ),
-            (
-                "neve_upstream_paused",
-                "1 while a refusal's pause (Retry-After or backoff) holds every request.",
-                "gauge",
-                pacing.paused_for_seconds.is_some() as u64 as f64,
-            ),
-            (
-                "neve_upstream_budget_requests_per_second",
-                "--upstream-rps (0: no budget).",
-                "gauge",
-                pacing.budget_per_second,
-            ),
-            (
-                "neve_upstream_max_batch",
-                "Most calls per batch sent to the upstream: --upstream-max-batch, or fewer learnt from refusals.",
-                "gauge",
-                self.upstream.max_batch() as f64,
-            ),
-        ] {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
-    }
-}
-
 /// Puts threads on the CPUs given: this (the main) thread, and so every
 /// worker of the runtime about to be built from `runtime`, on
 /// --serve-cpus with one worker per CPU; background threads on
@@ -608,31 +427,37 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     // which has it, before ingest's runtime lowers its own.
     neve_ingest::cpu::start_tip_threads();
     // Ingest (fetching, verifying, storing, following heads, prefetching)
-    // runs on a runtime of its own whose threads run at a lower priority,
-    // with a client of its own: reading megabytes of blocks from the
-    // upstream then never holds a worker that answers requests.
-    let ingest_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("neve-ingest")
-        .on_thread_start(neve_store::background::lower_priority)
-        .enable_all()
-        .build()
-        .context("starting ingest's runtime")?;
-    let follower = ingest_runtime
-        .spawn(connect_follower(
+    // runs on a runtime of its own, with a client of its own: reading
+    // megabytes of blocks from the upstream then never holds a worker that
+    // answers requests.
+    let ingest_runtime = neve_ingest::cpu::runtime().context("starting ingest's runtime")?;
+    let follower = match ingest_runtime
+        .spawn(neve_ingest::supervise::start(
             new_client()?,
             args.data_dir.clone(),
             store_config,
             ingest_config,
         ))
         .await
-        .context("ingest's runtime")??;
+        .context("ingest's runtime")?
+    {
+        Ok(follower) => follower,
+        Err(StartError::Opening(error)) => {
+            return Err(error).with_context(|| format!("opening {}", args.data_dir.display()));
+        }
+        Err(StartError::Connecting(error)) => {
+            // The same endpoint as ingest's own client.
+            return Err(error).with_context(|| {
+                format!(
+                    "connecting to {} and opening {}",
+                    client.url(),
+                    args.data_dir.display()
+                )
+            });
+        }
+    };
     let identity = follower.identity();
-    let view = Arc::new(IngestView {
-        status: follower.status(),
-        url: endpoint.shown().clone(),
-        upstream: client.clone(),
-    });
+    let view = IngestView::new(follower.status(), endpoint.shown().clone(), client.clone());
     let reader = follower.reader();
     tracing::info!(
         listen = %args.listen,
@@ -674,15 +499,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             stopped.clone(),
         ));
     }
-    // A mirror catches up from its source's `/blocks` export.
-    let phase = if args.mirror_from.is_some() {
-        "bootstrapping"
-    } else {
-        "backfilling"
-    };
-    tokio::spawn(report_progress(
-        phase,
-        view.status.clone(),
+    tokio::spawn(neve_ingest::progress::report_progress(
+        args.mirror_from.is_some(),
+        view.status().clone(),
         reader.clone(),
         args.progress_interval_secs.0.max(Duration::from_secs(1)),
         stopped.clone(),
@@ -756,7 +575,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             admin,
         },
         reader,
-        view,
+        Arc::new(IngestChain(view)),
         identity,
         config,
         state,
@@ -781,138 +600,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Opens the store and connects to the upstream, waiting for an upstream
-/// that is not up yet or busy; a store of another chain or a broken data
-/// directory is an error.
-async fn connect_follower(
-    client: RpcClient,
-    data_dir: PathBuf,
-    store_config: StoreConfig,
-    ingest_config: IngestConfig,
-) -> Result<Follower> {
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        match Follower::connect(
-            client.clone(),
-            &data_dir,
-            store_config.clone(),
-            ingest_config.clone(),
-        )
-        .await
-        {
-            Ok(follower) => return Ok(follower),
-            Err(error) if error.is_transient() => {
-                // A store already here is served while the upstream is
-                // out of reach (or refuses the key); the supervisor keeps
-                // trying it.
-                let why = format!("{error}");
-                if let Some(follower) = Follower::offline(
-                    client.clone(),
-                    &data_dir,
-                    store_config.clone(),
-                    ingest_config.clone(),
-                    why,
-                )
-                .await
-                .with_context(|| format!("opening {}", data_dir.display()))?
-                {
-                    tracing::warn!(%error, "upstream not reachable; serving the stored tail while retrying");
-                    return Ok(follower);
-                }
-                let pause = backoff.max(error.retry_after().unwrap_or_default())
-                    + neve_upstream::jitter(backoff / 4);
-                tracing::warn!(%error, retry_in_ms = pause.as_millis() as u64, "upstream not ready");
-                tokio::time::sleep(pause).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-            Err(error) => {
-                return Err(error).with_context(|| {
-                    format!(
-                        "connecting to {} and opening {}",
-                        client.url(),
-                        data_dir.display()
-                    )
-                });
-            }
-        }
-    }
-}
-
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
-    }
-}
-
-/// Catch-up progress (a backfill from a node, a mirror's bootstrap, named by
-/// `phase`): a bar on a terminal, a log line every `every` otherwise; quiet
-/// once caught up.
-async fn report_progress(
-    phase: &'static str,
-    status: Arc<IngestStatus>,
-    reader: neve_store::Reader,
-    every: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    /// Behind by more than this, the follower is backfilling.
-    const BACKFILLING: u64 = 100;
-    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:40}] {pos}/{len} blocks, {per_sec}, eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_message(phase);
-        bar
-    });
-    let mut shown = false;
-    let mut last_log = std::time::Instant::now();
-    // The rate is averaged from the first height seen: appends come in
-    // batches, so the height moves in steps between log lines.
-    let mut first_seen: Option<(std::time::Instant, u64)> = None;
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-            _ = stop.changed() => break,
-        }
-        let head = status.upstream_head.load(Ordering::Relaxed);
-        let stats = reader.stats();
-        let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) else {
-            continue;
-        };
-        let behind = head.saturating_sub(max);
-        match &bar {
-            Some(bar) if behind > BACKFILLING || shown => {
-                shown = behind > 0;
-                bar.set_length(head.saturating_sub(min) + 1);
-                bar.set_position(max - min + 1);
-                if !shown {
-                    bar.finish_with_message("caught up");
-                }
-            }
-            None if behind > BACKFILLING && last_log.elapsed() >= every => {
-                let (since, from) = *first_seen.get_or_insert((std::time::Instant::now(), max));
-                let rate = Some(max.saturating_sub(from) as f64 / since.elapsed().as_secs_f64());
-                match rate.filter(|r| *r > 0.0) {
-                    Some(rate) => tracing::info!(
-                        stored = max,
-                        head,
-                        behind,
-                        blocks_per_second = rate.round(),
-                        eta_seconds = (behind as f64 / rate).round(),
-                        "{phase}"
-                    ),
-                    None => tracing::info!(stored = max, head, behind, "{phase}"),
-                }
-                last_log = std::time::Instant::now();
-            }
-            _ => {}
-        }
     }
 }
