@@ -25,6 +25,10 @@ use crate::status::{Capabilities, IngestStatus, unix_ms};
 /// Default is 64.
 pub const DEFAULT_MAX_REORG_DEPTH: u64 = 64;
 
+/// Damaged blocks fetched again per sync step (once caught up): repair
+/// never delays the tip by more than a few blocks' fetches. Default is 4.
+pub const REPAIRS_PER_STEP: usize = 4;
+
 /// Blocks fetched at once during backfill. Each is one HTTP batch; 16 keeps
 /// a loopback geth busy without starving its other clients. Default is 16.
 pub const DEFAULT_FETCH_CONCURRENCY: usize = 16;
@@ -314,6 +318,9 @@ impl Follower {
     pub async fn sync_once(&mut self) -> Result<SyncOutcome, IngestError> {
         self.reprobe_if_due().await;
         let result = self.sync_step().await;
+        if result.as_ref().is_ok_and(|outcome| outcome.caught_up) {
+            self.repair_damaged().await;
+        }
         // A failed step may be a method the upstream stopped offering.
         self.reprobe |= result.is_err();
         self.status
@@ -518,6 +525,44 @@ impl Follower {
             write(&mut store).map_err(IngestError::from)
         })
         .await
+    }
+
+    /// Fetches again, verified as any block, up to [`REPAIRS_PER_STEP`] of
+    /// the blocks the store found damaged, and has the store write each
+    /// back over its damaged record (the store checks it is the block
+    /// stored there). Only when caught up: the tip comes first. A block
+    /// that cannot be fetched or is refused stays a counted miss, and is
+    /// tried again at a later step.
+    async fn repair_damaged(&mut self) {
+        let store = self.store.clone();
+        let damaged = crate::cpu::run(move || {
+            store
+                .lock()
+                .map(|store| store.damaged_heights())
+                .unwrap_or_default()
+        })
+        .await;
+        for height in damaged.into_iter().take(REPAIRS_PER_STEP) {
+            let fetched =
+                fetch_verified(self.client.clone(), self.caps, height, self.status.clone()).await;
+            let block = match fetched {
+                Ok(block) => block,
+                Err(error) => {
+                    tracing::warn!(height, %error, "a damaged block could not be fetched again");
+                    continue;
+                }
+            };
+            match self
+                .write_store(move |store| store.repair(&block.as_new()))
+                .await
+            {
+                Ok(neve_store::Repair::Refused(why)) => {
+                    tracing::warn!(height, why, "a damaged block was fetched again but not written back");
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(height, %error, "repairing a damaged block failed"),
+            }
+        }
     }
 
     /// Appends blocks already checked to continue the tip, and books it:

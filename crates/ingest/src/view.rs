@@ -21,7 +21,16 @@ pub struct IngestView {
     status: Arc<IngestStatus>,
     url: RedactedUrl,
     upstream: RpcClient,
+    max_silence: Duration,
 }
+
+/// How long the upstream may go unheard (no exchange with it succeeding)
+/// before neve stops taking its stored tip for the chain's head: `latest`
+/// is then 421 and readiness down, whatever the reason (a provider's
+/// quota pausing every request, a dead link, a stuck follower). The
+/// follower asks for the head every `--poll-ms` (100 ms by default), so
+/// this is a hundred missed polls. Default is 10 s.
+pub const DEFAULT_MAX_UPSTREAM_SILENCE: Duration = Duration::from_secs(10);
 
 fn age_seconds(unix_ms: u64) -> Option<f64> {
     if unix_ms == 0 {
@@ -43,7 +52,15 @@ impl IngestView {
             status,
             url,
             upstream,
+            max_silence: DEFAULT_MAX_UPSTREAM_SILENCE,
         }
+    }
+
+    /// This view, taking the upstream as gone after `max_silence` without
+    /// an exchange that succeeded (see [`DEFAULT_MAX_UPSTREAM_SILENCE`]).
+    pub fn with_max_silence(mut self, max_silence: Duration) -> IngestView {
+        self.max_silence = max_silence;
+        self
     }
 
     /// The live counters behind this view.
@@ -116,9 +133,16 @@ impl IngestView {
         self.status.state_window()
     }
 
-    /// Whether a follower runs (none while one that died is restarted).
+    /// Whether neve follows the chain: a follower runs (none while one
+    /// that died is restarted) and the upstream was heard from within the
+    /// allowed silence. Serving treats `latest` as unknown (421) and
+    /// readiness as down otherwise, so a stored tip that stopped moving
+    /// for any reason is never passed off as the head.
     pub fn following(&self) -> bool {
-        !self.status.follower_down.load(Ordering::Relaxed)
+        let heard_lately = self
+            .last_contact_age_seconds()
+            .is_none_or(|age| age <= self.max_silence.as_secs_f64());
+        !self.status.follower_down.load(Ordering::Relaxed) && heard_lately
     }
 
     /// Followers restarted after one died.
@@ -241,5 +265,39 @@ impl IngestView {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(max_silence: Duration) -> (IngestView, Arc<IngestStatus>) {
+        let status = Arc::new(IngestStatus::default());
+        let url = RedactedUrl::of("http://127.0.0.1:1");
+        let client = RpcClient::new("http://127.0.0.1:1").unwrap();
+        (
+            IngestView::new(status.clone(), url, client).with_max_silence(max_silence),
+            status,
+        )
+    }
+
+    /// issue 32.1: a tip that stopped moving because the upstream went
+    /// silent (a day's `Retry-After`, a dead link) is not the head.
+    #[test]
+    fn an_upstream_silent_past_the_bound_is_not_followed() {
+        let (view, status) = view(Duration::from_secs(10));
+        assert!(view.following(), "never heard from yet: the head is unknown anyway");
+        status.contact(true);
+        assert!(view.following());
+        let eleven_seconds_ago = crate::status::unix_ms() - 11_000;
+        status
+            .last_contact_unix_ms
+            .store(eleven_seconds_ago, Ordering::Relaxed);
+        assert!(!view.following());
+        status.contact(true);
+        assert!(view.following());
+        status.follower_down.store(true, Ordering::Relaxed);
+        assert!(!view.following());
     }
 }

@@ -185,6 +185,11 @@ pub struct ServeArgs {
     /// is stored (a bare number is milliseconds; 0: 421 at once).
     #[arg(long, value_name = "DURATION", default_value_t = Span(neve_serve::DEFAULT_LATEST_GRACE), help_heading = ANSWERS)]
     latest_grace_ms: Millis,
+    /// Once the upstream has not answered for this long, the stored tip is
+    /// not taken for the head: `latest` is 421 and /health/ready 503 until
+    /// it answers again (a bare number is milliseconds).
+    #[arg(long, value_name = "DURATION", default_value_t = Span(neve_ingest::view::DEFAULT_MAX_UPSTREAM_SILENCE), help_heading = ANSWERS)]
+    max_upstream_silence_ms: Millis,
     /// /health/ready is 200 only within this many blocks of the upstream's head.
     #[arg(long, default_value_t = 2, help_heading = ANSWERS)]
     max_behind: u64,
@@ -457,7 +462,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     let identity = follower.identity();
-    let view = IngestView::new(follower.status(), endpoint.shown().clone(), client.clone());
+    let view = IngestView::new(follower.status(), endpoint.shown().clone(), client.clone())
+        .with_max_silence(args.max_upstream_silence_ms.0);
     let reader = follower.reader();
     tracing::info!(
         listen = %args.listen,
@@ -507,10 +513,16 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         stopped.clone(),
     ));
     let state = (args.state == Switch::On).then(|| {
-        let state = Arc::new(neve_state::State::new(
-            args.state_cache_bytes.usize(),
-            args.state_hot_keys,
-        ));
+        // coreth's rule for storage keys: a C-chain by its id, or any chain
+        // behind an avalanchego.
+        let storage_keys = match args.upstream_kind {
+            UpstreamKind::Avalanchego => neve_state::StorageKeys::Coreth,
+            UpstreamKind::Evm => neve_state::StorageKeys::of_chain(identity.chain_id),
+        };
+        let state = Arc::new(
+            neve_state::State::new(args.state_cache_bytes.usize(), args.state_hot_keys)
+                .with_storage_keys(storage_keys),
+        );
         let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
         ingest_runtime.spawn(neve_ingest::state_fetch::prefetch(
             fetcher.clone(),
