@@ -32,7 +32,6 @@
 //! Start at [`serve`].
 
 mod body;
-mod capabilities;
 mod clients;
 mod config;
 mod cors;
@@ -42,14 +41,13 @@ mod export;
 mod fallback;
 mod health;
 mod listen;
-mod logs;
+mod methods;
 mod metrics;
 pub mod params;
 mod prescan;
 mod residency;
 mod rpc;
 mod stall;
-mod state;
 #[cfg(test)]
 mod tests;
 mod ws;
@@ -59,7 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
@@ -70,7 +68,8 @@ pub use body::Chunks;
 pub use clients::{BYTES_PER_UNIT, DEFAULT_CLIENT_RATE, MAX_TRACKED_CLIENTS};
 pub use config::{
     ChainView, DEFAULT_BODY_TIMEOUT, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_LATEST_GRACE, DEFAULT_LOGS_MAX_RANGE, DEFAULT_LOGS_MAX_RESULTS, DEFAULT_MAX_BATCH,
+    DEFAULT_LATEST_GRACE, DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES,
+    DEFAULT_LOGS_MAX_RANGE, DEFAULT_LOGS_MAX_RESULTS, DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BATCH_ANSWER_BYTES, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_STATE_FETCH_TIMEOUT, ServeConfig, StateAccess, UpstreamHealth,
 };
@@ -79,13 +78,12 @@ pub use errors::ErrorCode;
 pub use fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
 pub(crate) use listen::until_stopped;
 pub use listen::{ADMIN_MAX_CONNECTIONS, Listeners, serve};
-pub use logs::{
-    DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES, MAX_QUEUED_SCANS, SCAN_INLINE_BLOCKS,
-};
+pub use methods::logs::{MAX_QUEUED_SCANS, SCAN_INLINE_BLOCKS};
 pub use metrics::Metrics;
 pub use rpc::Outcome;
 
-use rpc::{Call, Context, Reply};
+use methods::logs;
+use rpc::{Call, Context, Reply, envelope, error_element};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -119,8 +117,6 @@ struct Server {
     exports: Arc<tokio::sync::Semaphore>,
     started: Instant,
 }
-
-const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 
 /// Long log scans run on their own threads at a lower priority than the
 /// workers that answer (and on the background CPUs when they are set), so
@@ -259,21 +255,6 @@ struct Received {
     calls: usize,
 }
 
-/// An error element with a null id (the request could not be read).
-fn error_element(code: ErrorCode, message: &str) -> Vec<Bytes> {
-    envelope(b"null", Reply::Error(code, message.into()))
-}
-
-/// The end of every "method not served" answer, made once.
-static UNSUPPORTED: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
-    let message = "the method does not exist/is not available";
-    format!(
-        ",{}}}",
-        errors::error_member(ErrorCode::MethodNotFound, message)
-    )
-    .into_bytes()
-});
-
 /// Bytes of an answer.
 fn answer_len(chunks: &[Bytes]) -> usize {
     chunks.iter().map(Bytes::len).sum()
@@ -292,37 +273,6 @@ fn response_too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
     };
     let reply = Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into());
     (envelope(id, reply), Outcome::Error)
-}
-
-/// The envelope around one reply.
-fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
-    let mut head = BytesMut::with_capacity(PREFIX.len() + id.len() + 12);
-    head.extend_from_slice(PREFIX);
-    head.extend_from_slice(id);
-    match reply {
-        Reply::Result(mut chunks) => {
-            head.extend_from_slice(b",\"result\":");
-            chunks.insert(0, head.freeze());
-            chunks.push(Bytes::from_static(b"}"));
-            chunks
-        }
-        // A fetch not done in time is a miss like any other (and a cold
-        // read never gets here: it is answered on the I/O threads).
-        Reply::Miss | Reply::Fetch(_) | Reply::Cold => {
-            head.extend_from_slice(b",\"result\":null}");
-            vec![head.freeze()]
-        }
-        Reply::Unsupported => {
-            head.extend_from_slice(&UNSUPPORTED);
-            vec![head.freeze()]
-        }
-        Reply::Error(code, message) => {
-            head.extend_from_slice(b",");
-            head.extend_from_slice(errors::error_member(code, &message).as_bytes());
-            head.extend_from_slice(b"}");
-            vec![head.freeze()]
-        }
-    }
 }
 
 impl Server {
@@ -981,9 +931,9 @@ impl Server {
     ) -> (Vec<Bytes>, Outcome) {
         let id = call.id.map_or(&b"null"[..], |id| id.get().as_bytes());
         let outcome = reply.outcome();
-        let index = rpc::method_index(&call.method);
+        let index = methods::method_index(&call.method);
         if let Some(state) = &self.ctx.state
-            && rpc::is_state_method(index)
+            && methods::is_state_method(index)
         {
             let counter = match (outcome, fetched) {
                 (Outcome::Ok, false) => Some(&state.counters.hits),

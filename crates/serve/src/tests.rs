@@ -188,7 +188,7 @@ fn the_seed_corpus_gets_well_formed_answers() {
 
 fn json_ish() -> impl Strategy<Value = String> {
     let method = prop::sample::select(
-        rpc::served()
+        methods::served()
             .map(|m| m.to_string())
             .chain(["eth_call".into(), "".into()])
             .collect::<Vec<_>>(),

@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::events::Event;
-use crate::logs::Filter;
+use crate::methods::logs::filter::Filter;
 use crate::{ErrorCode, Server};
 
 /// Subscriptions one connection may hold; more get -32005. Each one costs

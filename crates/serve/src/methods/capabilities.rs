@@ -3,7 +3,14 @@
 //! block resources span the store's tail, and state spans the part of it
 //! where neve holds the block and its upstream can prove the state.
 
-use crate::rpc::{Context, Reply};
+use crate::params::Params;
+use crate::rpc::{Context, Method, Reads, Reply, Stop};
+
+pub(crate) const METHODS: &[Method] = &[Method::new("eth_capabilities", (0, 0), capabilities)];
+
+fn capabilities(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+    Ok(ctx.capabilities())
+}
 
 /// The blocks an upstream that does not say (no `eth_capabilities`) is
 /// taken to prove state at: the newest 32, the smallest recent-state window
