@@ -46,7 +46,7 @@ pub struct Metrics {
     pub(crate) scans_refused: AtomicU64,
     /// Calls answered on the I/O threads: their records were not in memory.
     pub(crate) cold_reads: AtomicU64,
-    /// Cold reads answered 421 at once: [`crate::MAX_QUEUED_COLD_READS`] were queued.
+    /// Cold reads answered 421 at once: [`crate::server::offload::MAX_QUEUED_COLD_READS`] were queued.
     pub(crate) cold_reads_refused: AtomicU64,
     /// Requests' cold reads waiting for or running on the I/O threads.
     pub(crate) cold_reads_queued: AtomicU64,
@@ -54,7 +54,7 @@ pub struct Metrics {
     /// not yet written out (and dropped); shared with those answers.
     pub(crate) cold_answer_bytes: Arc<AtomicU64>,
     /// The store's records in memory, bytes, from the last sample
-    /// ([`crate::residency`]).
+    /// (`server/residency.rs`).
     pub(crate) store_resident_bytes: AtomicU64,
     /// Of the last sample's pages, parts per million in memory.
     pub(crate) store_resident_ppm: AtomicU64,

@@ -22,18 +22,14 @@ pub(crate) const METHODS: &[Method] = &[
 
 fn by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     let full = p.bool_or(1, false)?;
-    Ok(block_reply(
-        ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?,
-        full,
-    )?)
+    let block = ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?;
+    Ok(block_reply(block, full)?)
 }
 
 fn by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     let full = p.bool_or(1, false)?;
-    Ok(block_reply(
-        ctx.block(BlockRef::Hash(p.hash(0)?), reads)?,
-        full,
-    )?)
+    let block = ctx.block(BlockRef::Hash(p.hash(0)?), reads)?;
+    Ok(block_reply(block, full)?)
 }
 
 fn tx_count_by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
