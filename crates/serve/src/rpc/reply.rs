@@ -3,7 +3,7 @@
 //! the metrics ([`Outcome`]), and the one place a reply becomes its
 //! envelope on the wire ([`envelope`]). The 421 decision is a handler's
 //! `Reply::Miss`, made where its lookup fails; a miss becomes a status
-//! above this, where the body is answered.
+//! above this, where the body is answered. Nothing here looks anything up.
 
 use bytes::{Bytes, BytesMut};
 use neve_store::{Block, Cold, Unread};

@@ -58,7 +58,7 @@ type ConnectionPermit = Arc<tokio::sync::OwnedSemaphorePermit>;
 /// and the drain keep.
 pub(crate) struct Server {
     pub(crate) ctx: Arc<Context>,
-    /// Threads for long `eth_getLogs` scans (see [`offload`]); more
+    /// Threads for long `eth_getLogs` scans (see [`offload::scan_pool`]); more
     /// wait their turn rather than crowd out serving.
     scans: neve_store::background::Pool,
     /// Reads of stored pages not in memory ([`offload::IO_THREADS`]).
