@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clients::DEFAULT_CLIENT_RATE;
-use crate::logs::{DEFAULT_LOGS_BUDGET_BLOCKS, DEFAULT_LOGS_BUDGET_BYTES};
+use crate::cors::Origins;
+use crate::fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
 
 /// What serving needs to know about the upstream, provided by whoever runs
 /// the ingest (the binary wires it); serve never talks to ingest directly.
@@ -117,6 +118,17 @@ pub const DEFAULT_LOGS_MAX_RANGE: u64 = 10_000;
 /// Most logs one `eth_getLogs` may return; the error names a range that
 /// fits. Default is 10,000.
 pub const DEFAULT_LOGS_MAX_RESULTS: usize = 10_000;
+/// Most blocks the `eth_getLogs` calls of one request (a call, or all of
+/// a batch's) may scan together: two queries at the range limit. With the
+/// range limit alone, a batch of 1,000 whole-range queries was 10 million
+/// block scans on one request; past this the rest of the batch's queries
+/// get -32005. Default is 20,000.
+pub const DEFAULT_LOGS_BUDGET_BLOCKS: u64 = 20_000;
+/// Most bytes of logs the `eth_getLogs` calls of one request may produce
+/// together, so one request cannot hold more than this of answer in
+/// memory; past it the query being scanned, and the rest, get -32005.
+/// Default is 64 MiB.
+pub const DEFAULT_LOGS_BUDGET_BYTES: u64 = 64 << 20;
 
 /// How the server behaves; every limit is documented at its default constant.
 #[derive(Clone, Debug)]
@@ -173,10 +185,10 @@ pub struct ServeConfig {
     /// A full node to forward misses to instead of answering 421.
     pub fallback: Option<String>,
     /// Which methods may be forwarded to the fallback; see
-    /// [`DEFAULT_FALLBACK_METHODS`](crate::DEFAULT_FALLBACK_METHODS).
+    /// [`DEFAULT_FALLBACK_METHODS`].
     pub fallback_methods: String,
     /// Forwards in flight at once; see
-    /// [`DEFAULT_FALLBACK_IN_FLIGHT`](crate::DEFAULT_FALLBACK_IN_FLIGHT).
+    /// [`DEFAULT_FALLBACK_IN_FLIGHT`].
     pub fallback_in_flight: usize,
     /// How long a state read that needs fetching waits for the fetch
     /// before it is a miss; `None` answers such reads 421 at once and
@@ -187,10 +199,10 @@ pub struct ServeConfig {
     /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
     pub client_rate: u64,
     /// Origins whose pages may call neve (CORS). Default is none.
-    pub cors_origins: crate::Origins,
+    pub cors_origins: Origins,
     /// Origins whose pages may open a WebSocket. Default is none; an
     /// upgrade without an `Origin` (not a browser) is always accepted.
-    pub ws_origins: crate::Origins,
+    pub ws_origins: Origins,
     /// `web3_clientVersion`'s answer. Default is `neve/vVERSION`.
     pub client_version: String,
 }
@@ -238,12 +250,12 @@ impl Default for ServeConfig {
             retain_blocks: None,
             retain_bytes: None,
             fallback: None,
-            fallback_methods: crate::DEFAULT_FALLBACK_METHODS.to_owned(),
-            fallback_in_flight: crate::DEFAULT_FALLBACK_IN_FLIGHT,
+            fallback_methods: DEFAULT_FALLBACK_METHODS.to_owned(),
+            fallback_in_flight: DEFAULT_FALLBACK_IN_FLIGHT,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
             client_rate: DEFAULT_CLIENT_RATE,
-            cors_origins: crate::Origins::None,
-            ws_origins: crate::Origins::None,
+            cors_origins: Origins::None,
+            ws_origins: Origins::None,
             client_version: format!("neve/v{}", env!("CARGO_PKG_VERSION")),
         }
     }

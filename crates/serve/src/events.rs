@@ -10,7 +10,8 @@ use bytes::Bytes;
 use neve_store::{Block, Reader};
 use tokio::sync::broadcast;
 
-use crate::ChainView;
+use crate::config::ChainView;
+use crate::metrics::Metrics;
 
 /// Blocks remembered below the tip, to tell rollbacks apart from growth and
 /// to replay the logs of removed blocks with `removed: true`. Reorgs deeper
@@ -65,7 +66,7 @@ pub(crate) async fn watch_supervised(
     reader: Reader,
     chain: Arc<dyn ChainView>,
     sender: broadcast::Sender<Event>,
-    restarts: Arc<crate::Metrics>,
+    restarts: Arc<Metrics>,
 ) {
     loop {
         let watcher = tokio::spawn(watch(reader.clone(), chain.clone(), sender.clone()));

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::rpc::{Outcome, SERVED_COUNT, served};
+use crate::methods::{SERVED_COUNT, served};
+use crate::rpc::Outcome;
 
 /// Upper bounds of the latency buckets, in seconds: fine below a
 /// millisecond, where neve's answers live, coarse above.
@@ -41,11 +42,11 @@ pub struct Metrics {
     pub(crate) shed: AtomicU64,
     /// Log scans waiting for or running on the scan threads.
     pub(crate) scans_queued: AtomicU64,
-    /// Log queries refused because [`crate::logs::MAX_QUEUED_SCANS`] were queued.
+    /// Log queries refused because [`crate::methods::logs::MAX_QUEUED_SCANS`] were queued.
     pub(crate) scans_refused: AtomicU64,
     /// Calls answered on the I/O threads: their records were not in memory.
     pub(crate) cold_reads: AtomicU64,
-    /// Cold reads answered 421 at once: [`crate::MAX_QUEUED_COLD_READS`] were queued.
+    /// Cold reads answered 421 at once: [`crate::server::offload::MAX_QUEUED_COLD_READS`] were queued.
     pub(crate) cold_reads_refused: AtomicU64,
     /// Requests' cold reads waiting for or running on the I/O threads.
     pub(crate) cold_reads_queued: AtomicU64,
@@ -53,7 +54,7 @@ pub struct Metrics {
     /// not yet written out (and dropped); shared with those answers.
     pub(crate) cold_answer_bytes: Arc<AtomicU64>,
     /// The store's records in memory, bytes, from the last sample
-    /// ([`crate::residency`]).
+    /// (`server/residency.rs`).
     pub(crate) store_resident_bytes: AtomicU64,
     /// Of the last sample's pages, parts per million in memory.
     pub(crate) store_resident_ppm: AtomicU64,
@@ -84,7 +85,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Books one call of the method at `index` (see `rpc::method_index`).
+    /// Books one call of the method at `index` (see `methods::method_index`).
     pub(crate) fn record(&self, index: usize, outcome: Outcome, elapsed: Duration) {
         let slot = match outcome {
             Outcome::Ok => 0,

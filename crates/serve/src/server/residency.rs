@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::Server;
+use super::Server;
 
 /// How often the store is sampled.
 pub(crate) const EVERY: Duration = Duration::from_secs(10);

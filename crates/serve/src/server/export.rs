@@ -12,7 +12,10 @@ use bytes::Bytes;
 use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 
-use crate::{Chunks, Server, clients, response};
+use crate::body::{self, Chunks};
+use crate::clients;
+
+use super::{Server, response};
 
 /// Exports in flight at once; one past it gets 503 with `Retry-After: 1`
 /// (a mirror's bootstrap asks again). Default is 8.
@@ -59,7 +62,7 @@ impl Server {
         };
         let meter = self.clients.is_some().then(|| {
             let server = self.clone();
-            let meter: crate::body::Meter = Arc::new(move |bytes: usize| {
+            let meter: body::Meter = Arc::new(move |bytes: usize| {
                 let spent = clients::Spent {
                     bytes: bytes as u64,
                     ..clients::Spent::default()
@@ -73,5 +76,57 @@ impl Server {
             "application/x-ndjson",
             Chunks::blocks(self.ctx.reader.clone(), from, to, meter, Some(slot)),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use http_body_util::BodyExt;
+
+    use crate::clients;
+    use crate::server::export;
+    use crate::server::tests::{runtime, server};
+
+    #[test]
+    fn exports_are_bounded_and_charged_by_the_bytes_they_send() {
+        let (server, _dir) = server();
+        let mut server = server;
+        // One unit a second: a few KiB of export puts the client in debt.
+        server.clients = clients::ClientBudget::new(1);
+        let server = Arc::new(server);
+        let runtime = runtime();
+        let client: std::net::IpAddr = "127.0.0.7".parse().unwrap();
+        let _entered = runtime.enter();
+        let held: Vec<_> = (0..export::MAX_EXPORTS)
+            .map(|_| server.export("from=0&to=9", client))
+            .collect();
+        assert!(held.iter().all(|r| r.status() == 200));
+        let refused = server.export("", client);
+        assert_eq!(refused.status(), 503);
+        assert_eq!(refused.headers()["retry-after"], "1");
+        drop(held);
+        let export = server.export("from=0&to=9", client);
+        assert_eq!(export.status(), 200);
+        let body = runtime
+            .block_on(export.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        assert_eq!(
+            body.split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count(),
+            10
+        );
+        assert!(body.len() > 2 * clients::BYTES_PER_UNIT, "{}", body.len());
+        // The bytes sent were charged: the client is in debt.
+        let in_debt = server
+            .clients
+            .as_ref()
+            .unwrap()
+            .admit(client, Instant::now());
+        assert!(in_debt.is_err());
     }
 }

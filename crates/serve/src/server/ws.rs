@@ -19,9 +19,12 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
+use crate::errors::{self, ErrorCode};
 use crate::events::Event;
-use crate::logs::Filter;
-use crate::{ErrorCode, Server};
+use crate::methods::logs::filter::Filter;
+use crate::{body, clients};
+
+use super::{Server, until_stopped};
 
 /// Subscriptions one connection may hold; more get -32005. Each one costs
 /// a message per event, so this bounds a connection's work per block.
@@ -74,7 +77,7 @@ fn error(id: Option<&RawValue>, code: ErrorCode, message: &str) -> String {
     format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{},{}}}",
         id.map_or("null", |i| i.get()),
-        crate::errors::error_member(code, message)
+        errors::error_member(code, message)
     )
 }
 
@@ -121,7 +124,7 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
     );
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await; // the first tick is immediate
-    let stopping = crate::until_stopped(server.stopping.clone());
+    let stopping = until_stopped(server.stopping.clone());
     tokio::pin!(stopping);
     loop {
         tokio::select! {
@@ -161,13 +164,13 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                         let response = server.respond_over(&Bytes::from(text), true).await;
                         let errors = response
                             .extensions()
-                            .get::<crate::clients::Errors>()
+                            .get::<clients::Errors>()
                             .map_or(0, |e| e.0);
                         let bytes = response.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
                         (String::from_utf8_lossy(&bytes).into_owned(), errors)
                     }
                 };
-                let spent = crate::clients::Spent {
+                let spent = clients::Spent {
                     calls: 1,
                     errors,
                     bytes: (received + answer.len()) as u64,
@@ -188,7 +191,7 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 // Over `--client-rate`, the next message is read only after
                 // the debt is paid or a refusal's hold has passed.
                 if let Some(wait) = server.charge(client, spent, 0.0) {
-                    tokio::time::sleep(wait.min(crate::clients::REFUSAL_HOLD)).await;
+                    tokio::time::sleep(wait.min(clients::REFUSAL_HOLD)).await;
                 }
             }
             event = events.recv(), if !subscriptions.is_empty() => {
@@ -216,9 +219,9 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 // Notifications are copies made for this client: charged
                 // like answers, so 64 `newBlocks` subscriptions cost 64
                 // blocks' bytes (its next request waits out the debt).
-                let spent = crate::clients::Spent {
+                let spent = clients::Spent {
                     bytes: bytes as u64,
-                    ..crate::clients::Spent::default()
+                    ..clients::Spent::default()
                 };
                 let _ = server.charge(client, spent, 0.0);
             }
@@ -303,7 +306,7 @@ fn notifications(id: &str, subscription: &Subscription, event: &Event) -> Vec<Me
         (Subscription::NewBlocks, Event::Added { block, .. }) => {
             // A damaged record (counted and logged by the store) is not
             // sent: a mirror following this one fetches it from upstream.
-            let Ok(fields) = crate::body::record_fields(block) else {
+            let Ok(fields) = body::record_fields(block) else {
                 return Vec::new();
             };
             let mut parts = vec![Bytes::from_static(b"{")];

@@ -1,12 +1,17 @@
-//! `/health`, `/health/ready` and the state figures `/metrics` shares with
-//! `/health`: what an operator and a load balancer read.
+//! `/health`, `/health/ready` and `/metrics`: what an operator and a load
+//! balancer read, the state figures the last two share, and how far behind
+//! the upstream this mirror is (which `--shed-when-behind` sheds on).
 
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 
-use crate::{Chunks, ErrorCode, Server, refused_unread, response};
+use crate::body::Chunks;
+use crate::errors::ErrorCode;
+
+use super::admission::refused_unread;
+use super::{Server, response};
 
 impl Server {
     /// The state layer's figures, once for both `/metrics` and `/health`:
@@ -151,6 +156,78 @@ impl Server {
         )
     }
 
+    /// `/metrics`: the serving metrics, ingest's, the store's figures and
+    /// the state layer's, in Prometheus text.
+    pub(super) fn metrics_page(&self) -> Response<Chunks> {
+        let mut text = String::with_capacity(8192);
+        self.metrics.render(&mut text);
+        self.ctx.chain.render_metrics(&mut text);
+        let stats = self.ctx.reader.stats();
+        for (name, help, value) in [
+            ("neve_store_bytes", "Bytes of segment files.", stats.bytes),
+            (
+                "neve_store_segments",
+                "Segment files.",
+                stats.segments as u64,
+            ),
+            (
+                "neve_store_min_height",
+                "Lowest stored height.",
+                stats.min_height.unwrap_or(0),
+            ),
+            (
+                "neve_store_max_height",
+                "Highest stored height.",
+                stats.max_contiguous_height.unwrap_or(0),
+            ),
+            (
+                "neve_store_corrupt_reads_total",
+                "Reads answered as misses because a record failed its checksum.",
+                stats.corrupt_reads,
+            ),
+            (
+                "neve_http_max_connections",
+                "Most open connections on the public listener (--max-connections).",
+                self.ctx.config.max_connections as u64,
+            ),
+            (
+                "neve_store_retain_blocks",
+                "Newest blocks the store keeps (--retain-blocks); 0: all.",
+                self.ctx.config.retain_blocks.unwrap_or(0),
+            ),
+            (
+                "neve_store_retain_bytes",
+                "Bytes the store is kept under (--retain-bytes); 0: no byte budget.",
+                self.ctx.config.retain_bytes.unwrap_or(0),
+            ),
+            (
+                "neve_store_write_failing",
+                "1 while writing to the store fails (a full disk): what is stored is served, nothing new arrives.",
+                self.ctx.chain.store_write_error().is_some() as u64,
+            ),
+        ]
+        .into_iter()
+        .chain(
+            self.state_figures()
+                .into_iter()
+                .map(|(name, _, help, value)| (name, help, value)),
+        ) {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            text.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            ));
+        }
+        response(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            Chunks::new(vec![Bytes::from(text)]),
+        )
+    }
+
     pub(crate) fn ready(&self) -> Response<Chunks> {
         let upstream = self.ctx.chain.upstream_health();
         let fresh = upstream
@@ -268,6 +345,37 @@ impl Memory {
             rss: field("VmRSS:"),
             anonymous: field("RssAnon:"),
             file: field("RssFile:"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::server::tests::{Following, answer, runtime, server_with};
+
+    #[test]
+    fn while_no_follower_runs_latest_is_a_miss_and_readiness_is_down() {
+        let runtime = runtime();
+        let head = r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
+        let by_number =
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x3",false]}"#;
+        for following in [true, false] {
+            let (server, _dir) = server_with(Arc::new(Following(following, None)));
+            let (status, _) = answer(&server, &runtime, head);
+            assert_eq!(
+                status,
+                if following { 200 } else { 421 },
+                "following: {following}"
+            );
+            // What is stored stays served.
+            assert_eq!(answer(&server, &runtime, by_number).0, 200);
+            let ready = server.ready().status().as_u16();
+            assert_eq!(ready, if following { 200 } else { 503 });
+            let health: serde_json::Value = serde_json::from_str(&server.health()).unwrap();
+            assert_eq!(health["follower"]["running"], following);
+            assert_eq!(health["status"], if following { "ok" } else { "degraded" });
         }
     }
 }

@@ -15,11 +15,23 @@ use neve_upstream::RpcClient;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
+use crate::config::{ChainView, ServeConfig, StateAccess};
+use crate::fallback::Fallback;
+use crate::metrics::Metrics;
 use crate::rpc::Context;
-use crate::{
-    ChainView, Metrics, ServeConfig, ServeError, Server, StateAccess, clients, events, io_pool,
-    scan_pool, stall,
-};
+use crate::{clients, events, stall};
+
+use super::offload::{io_pool, scan_pool};
+use super::route::Role;
+use super::{Server, export, residency, until_stopped};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The fallback URL is not usable.
+    #[error("fallback: {0}")]
+    Fallback(#[from] neve_upstream::RpcError),
+}
 
 /// The sockets neve answers on.
 pub struct Listeners {
@@ -28,15 +40,6 @@ pub struct Listeners {
     pub public: TcpListener,
     /// `--admin-listen`: everything, for operators, Prometheus and mirrors.
     pub admin: Option<TcpListener>,
-}
-
-/// What a listener answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// JSON-RPC and WebSocket only; every other path is 404.
-    Public,
-    /// Everything (the one listener, or the admin one).
-    Everything,
 }
 
 /// Connections the admin listener holds at once, apart from
@@ -64,13 +67,7 @@ pub async fn serve(
         .as_deref()
         .map(RpcClient::new)
         .transpose()?
-        .map(|client| {
-            crate::fallback::Fallback::new(
-                client,
-                &config.fallback_methods,
-                config.fallback_in_flight,
-            )
-        });
+        .map(|client| Fallback::new(client, &config.fallback_methods, config.fallback_in_flight));
     let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
     let metrics = Arc::new(Metrics::default());
     tokio::spawn(events::watch_supervised(
@@ -112,10 +109,10 @@ pub async fn serve(
         stopping: closing,
         fallback,
         clients,
-        exports: Arc::new(tokio::sync::Semaphore::new(crate::export::MAX_EXPORTS)),
+        exports: Arc::new(tokio::sync::Semaphore::new(export::MAX_EXPORTS)),
         started: Instant::now(),
     });
-    tokio::spawn(crate::residency::watch(server.clone()));
+    tokio::spawn(residency::watch(server.clone()));
     let signalled = {
         let server = server.clone();
         async move {
@@ -244,16 +241,6 @@ async fn accept(server: Arc<Server>, listener: TcpListener, role: Role, slots: u
             }
             server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
         });
-    }
-}
-
-/// Returns once `stop` is true (or its sender is gone).
-pub(crate) async fn until_stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
-    loop {
-        let stopped = *stop.borrow_and_update();
-        if stopped || stop.changed().await.is_err() {
-            return;
-        }
     }
 }
 

@@ -3,7 +3,14 @@
 //! block resources span the store's tail, and state spans the part of it
 //! where neve holds the block and its upstream can prove the state.
 
-use crate::rpc::{Context, Reply};
+use crate::params::Params;
+use crate::rpc::{Context, Method, Reads, Reply, Stop};
+
+pub(crate) const METHODS: &[Method] = &[Method::new("eth_capabilities", (0, 0), capabilities)];
+
+fn capabilities(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+    Ok(ctx.capabilities())
+}
 
 /// The blocks an upstream that does not say (no `eth_capabilities`) is
 /// taken to prove state at: the newest 32, the smallest recent-state window
@@ -89,7 +96,10 @@ impl Context {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::server::tests::{Following, answer, runtime, server_with};
 
     #[test]
     fn resources_say_their_window_only_when_there_is_one() {
@@ -108,5 +118,69 @@ mod tests {
         assert_eq!(block_window(Some(65_536), None), Some(65_536));
         assert_eq!(block_window(Some(65_536), Some(1 << 30)), None);
         assert_eq!(block_window(None, None), None);
+    }
+
+    #[test]
+    fn capabilities_advertise_the_tail_and_where_state_can_be_proven() {
+        let runtime = runtime();
+        let ask = |chain: Following, state_answers: bool| {
+            let (mut server, _dir) = server_with(Arc::new(chain));
+            Arc::get_mut(&mut server.ctx).unwrap().state_answers = state_answers;
+            let (status, body) = answer(
+                &server,
+                &runtime,
+                r#"{"jsonrpc":"2.0","id":1,"method":"eth_capabilities"}"#,
+            );
+            assert_eq!(status, 200, "{body}");
+            let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+            body["result"].clone()
+        };
+        let window = |oldest, retention| {
+            Some(neve_upstream::StateWindow {
+                disabled: false,
+                oldest,
+                retention,
+            })
+        };
+        let caps = ask(Following(true, window(0, None)), false);
+        assert_eq!(caps["head"]["number"], "0x9");
+        for resource in ["blocks", "tx", "receipts", "logs"] {
+            assert_eq!(
+                caps[resource],
+                serde_json::json!({"disabled": false, "oldestBlock": "0x0"})
+            );
+        }
+        let disabled = serde_json::json!({"disabled": true});
+        assert_eq!(
+            (&caps["state"], &caps["stateproofs"]),
+            (&disabled, &disabled)
+        );
+        // An archive upstream: all of the tail.
+        let caps = ask(Following(true, window(0, None)), true);
+        assert_eq!(
+            caps["state"],
+            serde_json::json!({"disabled": false, "oldestBlock": "0x0"})
+        );
+        // A full node keeping 4 blocks: the newest 4 of the tail.
+        let caps = ask(Following(true, window(0, Some(4))), true);
+        assert_eq!(
+            caps["stateproofs"],
+            serde_json::json!({"disabled": false, "oldestBlock": "0x6",
+                "deleteStrategy": {"type": "window", "retentionBlocks": "0x4"}})
+        );
+        // An upstream that says nothing is taken to keep the newest 32.
+        let caps = ask(Following(true, None), true);
+        assert_eq!(caps["state"]["deleteStrategy"]["retentionBlocks"], "0x20");
+        // One that proves nothing, or nothing within the tail.
+        let off = Some(neve_upstream::StateWindow {
+            disabled: true,
+            oldest: 0,
+            retention: None,
+        });
+        assert_eq!(ask(Following(true, off), true)["state"], disabled);
+        assert_eq!(
+            ask(Following(true, window(50, None)), true)["state"],
+            disabled
+        );
     }
 }

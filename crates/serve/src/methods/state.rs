@@ -1,30 +1,82 @@
 //! State methods: balance, nonce, code, storage and proofs, read from the
-//! verified node store at the `stateRoot` of a stored block.
+//! verified node store at the `stateRoot` of a stored block; and
+//! `neve_getTouchedKeys`, what a recent block touched.
 //!
 //! A read either answers from held nodes, or names what it needs fetched
 //! ([`Reply::Fetch`]); the server then asks the fetcher, waits up to its
-//! deadline, and reads again (see `lib.rs`). Nothing here fetches, and
-//! nothing here executes: `eth_call` and friends stay 421 with -32601.
+//! deadline, and reads again (see the server's `batch.rs`). Nothing here
+//! fetches, and nothing here executes: `eth_call` and friends stay 421
+//! with -32601.
 
 use alloy_primitives::{U256, hex};
 use bytes::Bytes;
 use neve_state::{AccountRead, Address, FetchRequest, Hash, HotKey, Read, State};
 use serde_json::value::RawValue;
 
-use crate::ErrorCode;
+use crate::errors::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
-use crate::rpc::{Context, Reply};
-use crate::rpc::{Reads, Stop};
+use crate::rpc::{Context, Method, Reads, Reply, Stop};
 
-/// The methods answered here.
-pub(crate) const STATE_METHODS: &[&str] = &[
-    "eth_getBalance",
-    "eth_getTransactionCount",
-    "eth_getCode",
-    "eth_getStorageAt",
-    "eth_getStorageValues",
-    "eth_getProof",
+pub(crate) const METHODS: &[Method] = &[
+    Method::new("neve_getTouchedKeys", (1, 1), touched),
+    // The block is optional for state reads: `latest` when absent.
+    Method::state_read("eth_getBalance", (1, 2), balance),
+    Method::state_read("eth_getTransactionCount", (1, 2), transaction_count),
+    Method::state_read("eth_getCode", (1, 2), code),
+    Method::state_read("eth_getStorageAt", (2, 3), storage_at),
+    Method::state_read("eth_getStorageValues", (1, 2), storage_values),
+    Method::state_read("eth_getProof", (2, 3), proof),
 ];
+
+/// Answers with the state layer; unsupported without it. The table asks a
+/// state read only when the layer is on; `neve_getTouchedKeys` is asked
+/// either way.
+fn with_state(
+    ctx: &Context,
+    read: impl FnOnce(&State) -> Result<Reply, Stop>,
+) -> Result<Reply, Stop> {
+    match &ctx.state {
+        Some(state) => read(state),
+        None => Ok(Reply::Unsupported),
+    }
+}
+
+fn touched(ctx: &Context, p: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| Ok(touched_keys(state, &p.hash(0)?)))
+}
+
+fn balance(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| {
+        ctx.balance_or_nonce(state, p, reads, |a| match a {
+            Some(a) => quantity(a.balance),
+            None => "\"0x0\"".into(),
+        })
+    })
+}
+
+fn transaction_count(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| {
+        ctx.balance_or_nonce(state, p, reads, |a| {
+            format!("\"0x{:x}\"", a.map_or(0, |a| a.nonce))
+        })
+    })
+}
+
+fn code(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| ctx.code(state, p, reads))
+}
+
+fn storage_at(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| ctx.storage_at(state, p, reads))
+}
+
+fn storage_values(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| ctx.storage_values(state, p, reads))
+}
+
+fn proof(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    with_state(ctx, |state| ctx.proof(state, p, reads))
+}
 
 /// The state a read is made at: a stored block's verified root.
 struct At {
@@ -60,7 +112,7 @@ fn hex32(bytes: &[u8; 32]) -> String {
 /// touched, as this neve learnt them to refresh its state, for a mirror
 /// to refresh its own from without tracing anything (a hint: the mirror
 /// still verifies every node by hash). A miss when not kept.
-pub(crate) fn touched_keys(state: &State, block_hash: &Hash) -> Reply {
+fn touched_keys(state: &State, block_hash: &Hash) -> Reply {
     let Some(touched) = state.touched.get(block_hash) else {
         return Reply::Miss;
     };
@@ -80,31 +132,6 @@ pub(crate) fn touched_keys(state: &State, block_hash: &Hash) -> Reply {
 }
 
 impl Context {
-    /// Answers a state method; `None` when `method` is not one.
-    pub(crate) fn state_call(
-        &self,
-        state: &State,
-        method: &str,
-        p: &Params<'_>,
-        reads: Reads,
-    ) -> Option<Result<Reply, Stop>> {
-        let reply = match method {
-            "eth_getBalance" => self.balance_or_nonce(state, p, reads, |a| match a {
-                Some(a) => quantity(a.balance),
-                None => "\"0x0\"".into(),
-            }),
-            "eth_getTransactionCount" => self.balance_or_nonce(state, p, reads, |a| {
-                format!("\"0x{:x}\"", a.map_or(0, |a| a.nonce))
-            }),
-            "eth_getCode" => self.code(state, p, reads),
-            "eth_getStorageAt" => self.storage_at(state, p, reads),
-            "eth_getStorageValues" => self.storage_values(state, p, reads),
-            "eth_getProof" => self.proof(state, p, reads),
-            _ => return None,
-        };
-        Some(reply)
-    }
-
     /// The verified state root of the block `at` names, if stored.
     ///
     /// `latest` is the block before the stored tip while the tip's

@@ -1,0 +1,407 @@
+//! A batch: its elements answered in one pass over what neve holds, then
+//! the deferred ones (log scans on the scan threads, cold reads on the I/O
+//! threads, state reads after their fetches) and their finishing, then
+//! the misses the fallback may fill. The one account of
+//! `--max-batch-answer-bytes` is kept here: every element's answer is
+//! counted as it is built, deferred or not, and once the count passes the
+//! cap nothing more is built; what was deferred is counted again, in
+//! order, as geth cuts a batch. A lone call's deferred work goes the same
+//! way (`respond.rs`), with no cap.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use hyper::{Response, StatusCode};
+use serde_json::value::RawValue;
+
+use crate::body::Chunks;
+use crate::errors::ErrorCode;
+use crate::methods::logs::{self, Budget, Plan};
+use crate::rpc::{Call, Outcome, OwnedCall, Reads, Reply, envelope, error_element};
+
+use super::call::FirstPass;
+use super::offload::{MAX_COLD_ANSWER_BYTES, MAX_QUEUED_COLD_READS, OffWorkers, count_cold};
+use super::{Server, json_response, response};
+
+/// Bytes of an answer.
+fn answer_len(chunks: &[Bytes]) -> usize {
+    chunks.iter().map(Bytes::len).sum()
+}
+
+/// The answer to a batch element after the batch's answers passed
+/// [`ServeConfig::max_batch_answer_bytes`](crate::config::ServeConfig::max_batch_answer_bytes): -32003 for a call, nothing for a
+/// notification.
+fn response_too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
+    let id = match serde_json::from_str::<Call<'_>>(raw.get()) {
+        Ok(call) => match call.id {
+            Some(id) => id.get().as_bytes(),
+            None => return (Vec::new(), Outcome::Ok),
+        },
+        Err(_) => b"null",
+    };
+    let reply = Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into());
+    (envelope(id, reply), Outcome::Error)
+}
+
+impl Server {
+    pub(super) async fn batch(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
+        let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
+            return self.failed(error_element(ErrorCode::ParseError, "parse error"), 1);
+        };
+        if elements.is_empty() {
+            return self.failed(error_element(ErrorCode::InvalidRequest, "empty batch"), 1);
+        }
+        if elements.len() > self.ctx.config.max_batch {
+            self.metrics.batch_too_large.fetch_add(1, Ordering::Relaxed);
+            let message = format!(
+                "batch of {} exceeds the limit of {}",
+                elements.len(),
+                self.ctx.config.max_batch
+            );
+            return self.failed(error_element(ErrorCode::InvalidRequest, &message), 1);
+        }
+        // Everything held is answered in one pass; only state reads that
+        // need fetching wait, all at once.
+        let mut answers = Vec::with_capacity(elements.len());
+        let mut fetches = Vec::new();
+        let mut fetched = Vec::new();
+        let mut scans = Vec::new();
+        let mut colds = Vec::new();
+        let mut budget = self.ctx.logs_budget();
+        // Bytes of the answers built so far: every one counts as it is
+        // built, deferred ones (a log scan, a state fetch; their sizes not
+        // known yet, each bounded by its own budget) or not, so once the
+        // count passes the cap nothing more is built. When some were
+        // deferred, a pass below counts them all again in order, as geth
+        // cuts a batch.
+        let mut answered = 0usize;
+        let mut deferred = false;
+        for (i, raw) in elements.iter().enumerate() {
+            if answered > self.ctx.config.max_batch_answer_bytes {
+                answers.push(response_too_large(raw));
+                continue;
+            }
+            match self.first_pass(raw, over_ws, &mut budget) {
+                FirstPass::Done(chunks, outcome) => {
+                    answered += answer_len(&chunks);
+                    answers.push((chunks, outcome))
+                }
+                FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
+                FirstPass::Scan(call, plan, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    scans.push((i, call, *plan, started));
+                }
+                FirstPass::Fetch(call, requests, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    // Only the fetches run now; the answers are built below,
+                    // in order, each counted against the cap first.
+                    fetches.push(self.await_fetches(requests));
+                    fetched.push((i, call, started));
+                }
+                FirstPass::Cold(call, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    colds.push((i, call, started, answered));
+                }
+            }
+        }
+        if !colds.is_empty() {
+            let owned = colds
+                .iter()
+                .map(|(_, call, _, before)| (call.to_owned_call(), *before))
+                .collect();
+            let replies = self
+                .read_cold(owned, self.ctx.config.max_batch_answer_bytes)
+                .await;
+            for ((i, call, started, _), reply) in colds.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
+            }
+        }
+        if !scans.is_empty() {
+            let (targets, plans): (Vec<_>, Vec<_>) = scans
+                .into_iter()
+                .map(|(i, call, plan, started)| ((i, call, started), plan))
+                .unzip();
+            let replies = self.scan_off_workers(plans, budget).await;
+            for ((i, call, started), reply) in targets.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
+            }
+        }
+        futures_util::future::join_all(fetches).await;
+        if !fetched.is_empty() {
+            let mut bytes = 0;
+            let mut fetched = fetched.into_iter().peekable();
+            for (i, raw) in elements.iter().enumerate() {
+                if let Some((_, call, started)) = fetched.next_if(|(at, ..)| *at == i) {
+                    answers[i] = if bytes > self.ctx.config.max_batch_answer_bytes {
+                        response_too_large(raw)
+                    } else {
+                        let reply = self.fetched_reply(&call);
+                        self.finish(&call, reply, started, over_ws, true)
+                    };
+                }
+                if bytes <= self.ctx.config.max_batch_answer_bytes {
+                    bytes += answer_len(&answers[i].0);
+                }
+            }
+        }
+        let misses: Vec<usize> = (0..answers.len())
+            .filter(|i| answers[*i].1 == Outcome::Miss)
+            .filter(|i| {
+                self.fallback
+                    .as_ref()
+                    .is_some_and(|f| f.allows_request(elements[*i]))
+            })
+            .collect();
+        if let Some(fallback) = &self.fallback
+            && !misses.is_empty()
+            && let Some(filled) = fallback.forward_misses(&elements, &misses).await
+        {
+            for (index, answer) in misses.iter().zip(filled) {
+                answers[*index] = (vec![answer], Outcome::Ok);
+            }
+            deferred = true; // the node's answers are not counted yet
+        }
+        if deferred {
+            let mut bytes = 0;
+            for (raw, answer) in elements.iter().zip(answers.iter_mut()) {
+                if bytes > self.ctx.config.max_batch_answer_bytes {
+                    *answer = response_too_large(raw);
+                } else {
+                    bytes += answer_len(&answer.0);
+                }
+            }
+        }
+        let any_miss = answers.iter().any(|(_, outcome)| *outcome == Outcome::Miss);
+        let errors = answers
+            .iter()
+            .filter(|(_, outcome)| *outcome == Outcome::Error)
+            .count();
+        // Notifications have no place in the answer; a batch of nothing
+        // but notifications is answered with an empty body, as geth does.
+        answers.retain(|(answer, _)| !answer.is_empty());
+        if answers.is_empty() {
+            return response(StatusCode::OK, "application/json", Chunks::empty());
+        }
+        let mut chunks = Vec::with_capacity(answers.len() * 3 + 2);
+        chunks.push(Bytes::from_static(b"["));
+        for (i, (answer, _)) in answers.into_iter().enumerate() {
+            if i > 0 {
+                chunks.push(Bytes::from_static(b","));
+            }
+            chunks.extend(answer);
+        }
+        chunks.push(Bytes::from_static(b"]"));
+        let status = if any_miss {
+            StatusCode::MISDIRECTED_REQUEST
+        } else {
+            StatusCode::OK
+        };
+        let mut answer = json_response(status, chunks);
+        self.mark_errors(&mut answer, errors);
+        answer
+    }
+
+    /// Answers calls that need stored pages not in memory on the I/O
+    /// threads, in order, so no async worker waits for the disk; past
+    /// [`MAX_QUEUED_COLD_READS`] they are misses at once. Each call comes
+    /// with the bytes of the answers before it in its batch; once those and
+    /// the cold answers read before it pass `cap`, it is not read but
+    /// answered "response too large", as the batch's cut will answer it:
+    /// a batch of cold elements holds at most its cap (and one answer).
+    pub(super) async fn read_cold(&self, calls: Vec<(OwnedCall, usize)>, cap: usize) -> Vec<Reply> {
+        let queue = OffWorkers {
+            pool: &self.io,
+            queued: |m| &m.cold_reads_queued,
+            refused: |m| &m.cold_reads_refused,
+            admitted: Some(|m| &m.cold_reads),
+            max_queued: MAX_QUEUED_COLD_READS,
+            what: "reading",
+        };
+        let ctx = self.ctx.clone();
+        let count = calls.len();
+        let metrics = self.metrics.clone();
+        self.off_workers(
+            queue,
+            count,
+            || Reply::Miss,
+            move || {
+                let mut read = 0usize;
+                let held = &metrics.cold_answer_bytes;
+                calls
+                    .iter()
+                    .map(|((method, params), before)| {
+                        if before.saturating_add(read) > cap {
+                            return Reply::Error(
+                                ErrorCode::ResponseTooLarge,
+                                "response too large".into(),
+                            );
+                        }
+                        if held.load(Ordering::Relaxed) > MAX_COLD_ANSWER_BYTES {
+                            metrics.cold_reads_refused.fetch_add(1, Ordering::Relaxed);
+                            return Reply::Miss;
+                        }
+                        let reply = ctx.call(method, params.as_deref(), Reads::FromDisk);
+                        if let Reply::Result(chunks) = &reply {
+                            read += chunks.iter().map(Bytes::len).sum::<usize>();
+                        }
+                        count_cold(reply, held)
+                    })
+                    .collect()
+            },
+        )
+        .await
+    }
+
+    /// Scans log queries in order on a scan thread, so a long scan never
+    /// holds an async worker nor competes with one for the CPU; they share
+    /// what is left of the request's budget.
+    pub(super) async fn scan_off_workers(
+        &self,
+        plans: Vec<Plan>,
+        mut budget: Budget,
+    ) -> Vec<Reply> {
+        let queue = OffWorkers {
+            pool: &self.scans,
+            queued: |m| &m.scans_queued,
+            refused: |m| &m.scans_refused,
+            admitted: None,
+            max_queued: logs::MAX_QUEUED_SCANS,
+            what: "scanning logs",
+        };
+        let busy = format!(
+            "too many log scans queued (at most {}); try again",
+            logs::MAX_QUEUED_SCANS
+        );
+        let refused = move || Reply::Error(ErrorCode::LimitExceeded, busy.clone());
+        let ctx = self.ctx.clone();
+        let count = plans.len();
+        self.off_workers(queue, count, refused, move || {
+            plans
+                .iter()
+                .map(|plan| logs::scan(&ctx, plan, &mut budget))
+                .collect()
+        })
+        .await
+    }
+
+    /// Starts the fetches a state read needs and waits for them, at most
+    /// `--state-fetch-timeout-ms`; each runs to its end even if nobody
+    /// waits.
+    pub(super) async fn await_fetches(&self, requests: Vec<neve_state::FetchRequest>) {
+        let fetch = self.fetch.as_ref().expect("first_pass checked");
+        let waits: Vec<_> = requests.into_iter().map(|r| fetch.fetch(r)).collect();
+        if let Some(deadline) = self.ctx.config.state_fetch_timeout {
+            let _ = tokio::time::timeout(deadline, futures_util::future::join_all(waits)).await;
+        }
+    }
+
+    /// A state read answered once its fetches are done: from the store,
+    /// or a miss when they did not bring what it needs in time.
+    pub(super) fn fetched_reply(&self, call: &Call<'_>) -> Reply {
+        if self.ctx.config.state_fetch_timeout.is_none() {
+            return Reply::Miss;
+        }
+        match self.ctx.call(&call.method, call.params, Reads::InMemory) {
+            Reply::Fetch(_) | Reply::Cold => Reply::Miss,
+            reply => reply,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::config::ServeConfig;
+    use crate::server::tests::{FixedChain, answer, runtime, server_configured};
+
+    #[test]
+    fn a_batch_past_its_answer_bytes_gets_response_too_large_for_the_rest() {
+        let (server, _dir) = server_configured(Arc::new(FixedChain), |config| {
+            config.max_batch_answer_bytes = 1000;
+        });
+        let runtime = runtime();
+        let block = |id: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBlockByNumber","params":["0x1",true]}}"#
+            )
+        };
+        let one = answer(&server, &runtime, &block(0)).1.len();
+        assert!(
+            one < 1000 && 2 * one > 1000,
+            "a block's answer is {one} bytes"
+        );
+        // The second passes the limit and is kept; the rest, and not the
+        // notification, get -32003.
+        let body = format!(
+            "[{},{},{},{},{}]",
+            block(1),
+            block(2),
+            r#"{"jsonrpc":"2.0","method":"eth_chainId","params":[]}"#,
+            block(4),
+            r#"{"jsonrpc":"2.0","id":"x","method":"eth_chainId","params":[]}"#
+        );
+        let (status, text) = answer(&server, &runtime, &body);
+        assert_eq!(status, 200);
+        let answers: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(answers.len(), 4);
+        assert!(answers[0]["result"].is_object() && answers[1]["result"].is_object());
+        for (answer, id) in answers[2..]
+            .iter()
+            .zip([serde_json::json!(4), serde_json::json!("x")])
+        {
+            assert_eq!(answer["id"], id);
+            assert_eq!(answer["error"]["code"], -32003);
+            assert_eq!(answer["error"]["message"], "response too large");
+        }
+    }
+
+    #[test]
+    fn the_batch_answer_cap_holds_after_a_deferred_element() {
+        let runtime = runtime();
+        let query = r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x9"}]}"#;
+        let block =
+            r#"{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x1",true]}"#;
+        let configure = |config: &mut ServeConfig| {
+            config.logs_max_range = 10;
+            config.logs_max_results = 10_000;
+        };
+        let (probe, _probe_dir) = server_configured(Arc::new(FixedChain), configure);
+        let logs = answer(&probe, &runtime, query).1.len();
+        let one_block = answer(&probe, &runtime, block).1.len();
+        // Room for the three inline log answers and half a block.
+        let (server, _dir) = server_configured(Arc::new(FixedChain), |config| {
+            configure(config);
+            config.max_batch_answer_bytes = 3 * logs + one_block / 2;
+        });
+        // The fourth log query goes to the scan threads (its size unknown
+        // until it is answered); forty blocks follow it.
+        let mut calls = vec![query; 4];
+        calls.extend([block; 40]);
+        let (status, body) = answer(&server, &runtime, &format!("[{}]", calls.join(",")));
+        assert_eq!(status, 200);
+        let answers: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+        assert_eq!(answers.len(), 44);
+        assert!(
+            answers[..4].iter().all(|a| a["result"].is_array()),
+            "{body}"
+        );
+        assert!(
+            answers[5..].iter().all(|a| a["error"]["code"] == -32003),
+            "{body}"
+        );
+        // Counted before they were built: no block past the cap was built
+        // (each built answer is counted in /metrics).
+        let mut metrics = String::new();
+        server.metrics.render(&mut metrics);
+        let built: u64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("neve_rpc_requests_total{method=\"eth_getBlockByNumber\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert!(built <= 1, "{built} blocks built past the cap:\n{metrics}");
+    }
+}
