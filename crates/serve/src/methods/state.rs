@@ -279,6 +279,8 @@ impl Context {
         let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?, reads)? else {
             return Ok(Reply::Miss);
         };
+        // Where the chain keeps the slot's value (coreth: normalized).
+        let slot = state.storage_keys().value_slot(&slot);
         Ok(match self.slots(state, &at, address, &[slot], false) {
             Ok((_, values)) => Reply::json(hex32(&values[0].value.to_be_bytes())),
             Err(request) => Reply::Fetch(vec![request]),
@@ -314,7 +316,9 @@ impl Context {
                     vec![],
                 ))
             } else {
-                self.slots(state, &at, *address, slots, false)
+                let keys = state.storage_keys();
+                let slots: Vec<Hash> = slots.iter().map(|s| keys.value_slot(s)).collect();
+                self.slots(state, &at, *address, &slots, false)
             };
             match read {
                 Ok((_, values)) if fetches.is_empty() => {
@@ -349,10 +353,21 @@ impl Context {
             return Ok(Reply::Miss);
         };
         let slots: Vec<Hash> = keys.iter().map(|(key, _)| *key).collect();
-        let (account, values) = match self.slots(state, &at, address, &slots, true) {
+        // Each key's own path is proved; its value is read where the chain
+        // keeps it (the same slot, but on coreth: see `StorageKeys`), as
+        // the node answers.
+        let storage_keys = state.storage_keys();
+        let asked = storage_keys.with_value_slots(&slots);
+        let (account, reads_of_asked) = match self.slots(state, &at, address, &asked, true) {
             Ok(found) => found,
             Err(request) => return Ok(Reply::Fetch(vec![request])),
         };
+        let value_of = |slot: &Hash| {
+            let value_slot = storage_keys.value_slot(slot);
+            let at = asked.iter().position(|s| *s == value_slot).expect("asked");
+            reads_of_asked[at].value
+        };
+        let values = &reads_of_asked[..slots.len()];
         let nodes = |proof: &[Bytes], out: &mut String| {
             out.push('[');
             for (i, node) in proof.iter().enumerate() {
@@ -381,7 +396,7 @@ impl Context {
             hex32(&code_hash),
             hex32(&storage_hash)
         ));
-        for (i, ((key, given), read)) in keys.iter().zip(&values).enumerate() {
+        for (i, ((key, given), read)) in keys.iter().zip(values).enumerate() {
             if i > 0 {
                 out.push(',');
             }
@@ -394,7 +409,7 @@ impl Context {
             };
             out.push_str(&format!(
                 "{{\"key\":{key},\"value\":{},\"proof\":",
-                quantity(read.value)
+                quantity(value_of(&slots[i]))
             ));
             nodes(&read.proof, &mut out);
             out.push('}');
