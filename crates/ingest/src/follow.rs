@@ -557,7 +557,11 @@ impl Follower {
                 .await
             {
                 Ok(neve_store::Repair::Refused(why)) => {
-                    tracing::warn!(height, why, "a damaged block was fetched again but not written back");
+                    tracing::warn!(
+                        height,
+                        why,
+                        "a damaged block was fetched again but not written back"
+                    );
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(height, %error, "repairing a damaged block failed"),

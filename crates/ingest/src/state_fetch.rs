@@ -1187,7 +1187,8 @@ mod tests {
                     return;
                 };
                 let _ = decode_and_verify(&request, StorageKeys::Plain, text, None);
-                let _ = decode_and_verify(&with_slot, StorageKeys::Coreth, text, Some("\"0x6000\""));
+                let _ =
+                    decode_and_verify(&with_slot, StorageKeys::Coreth, text, Some("\"0x6000\""));
             });
         eprintln!("proof answers: {report}");
     }

@@ -287,7 +287,10 @@ mod tests {
     #[test]
     fn an_upstream_silent_past_the_bound_is_not_followed() {
         let (view, status) = view(Duration::from_secs(10));
-        assert!(view.following(), "never heard from yet: the head is unknown anyway");
+        assert!(
+            view.following(),
+            "never heard from yet: the head is unknown anyway"
+        );
         status.contact(true);
         assert!(view.following());
         let eleven_seconds_ago = crate::status::unix_ms() - 11_000;

@@ -41,11 +41,11 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 
+use damage::Damage;
+pub use damage::MAX_DAMAGED_HEIGHTS;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use damage::Damage;
-pub use damage::MAX_DAMAGED_HEIGHTS;
 
 use arc_swap::ArcSwap;
 pub use bytes::Bytes;
@@ -53,8 +53,8 @@ pub use bytes::Bytes;
 pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs, Unread};
 pub use format::FORMAT_VERSION;
 pub use reader::{Cold, FromDisk, InMemory, Reader, Residency, Stats};
-pub use repair::Repair;
 use reader::{Shared, State};
+pub use repair::Repair;
 use segment::{Segment, index_file_name, segment_file_name};
 
 /// A 32-byte Keccak hash.

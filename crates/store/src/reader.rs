@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-
 use arc_swap::ArcSwap;
 
 use crate::damage::Damage;

@@ -89,7 +89,9 @@ impl Store {
         let below = height.checked_sub(1).and_then(|h| reader.block(h));
         let joins_below = below.is_none_or(|b| b.hash() == block.parent_hash);
         if !joins_above || !joins_below {
-            return Ok(Repair::Refused("its hashes do not join the stored neighbours"));
+            return Ok(Repair::Refused(
+                "its hashes do not join the stored neighbours",
+            ));
         }
         self.scratch.clear();
         format::encode_block(block, &mut self.scratch).map_err(|e| StoreError::Malformed {
@@ -116,7 +118,11 @@ impl Store {
                     .write(true)
                     .open(&segment.path)
                     .map_err(io_error(&segment.path, "opening for a repair"))?;
-                writing(&io::StoreFile::new(file, segment.path.clone(), journal.clone()))?;
+                writing(&io::StoreFile::new(
+                    file,
+                    segment.path.clone(),
+                    journal.clone(),
+                ))?;
             }
         }
         segment.rewritten(height);
@@ -139,11 +145,7 @@ impl Store {
             reopened.inherit_verified(&segment);
             let reopened = Arc::new(reopened);
             self.publish(|state| {
-                if let Some(slot) = state
-                    .segments
-                    .iter_mut()
-                    .find(|s| Arc::ptr_eq(s, &segment))
-                {
+                if let Some(slot) = state.segments.iter_mut().find(|s| Arc::ptr_eq(s, &segment)) {
                     *slot = reopened;
                 }
             });
@@ -193,12 +195,16 @@ mod tests {
             .unwrap();
         let state = store.shared.state.load();
         let segment = state.segment_for(5).unwrap();
-        segment.record_span(1, segment.sealed_len().unwrap()).unwrap()
+        segment
+            .record_span(1, segment.sealed_len().unwrap())
+            .unwrap()
     }
 
     fn body_offset(dir: &Path, span: &std::ops::Range<usize>) -> usize {
         let bytes = std::fs::read(dir.join(segment_file_name(4))).unwrap();
-        format::read_header(&bytes[span.start..]).unwrap().body_offset()
+        format::read_header(&bytes[span.start..])
+            .unwrap()
+            .body_offset()
     }
 
     fn damage(dir: &Path, at: usize) {
@@ -277,9 +283,18 @@ mod tests {
 
         let mut store = open(dir.path());
         assert!(store.damaged_heights().is_empty());
-        assert!(store.reader().block(5).and_then(|b| b.full().ok()).is_none());
+        assert!(
+            store
+                .reader()
+                .block(5)
+                .and_then(|b| b.full().ok())
+                .is_none()
+        );
         assert_eq!(store.damaged_heights(), vec![5]);
         assert_eq!(store.repair(&block(5).as_new()).unwrap(), Repair::Repaired);
-        assert_eq!(store.reader().block(5).unwrap().full().unwrap(), block(5).full);
+        assert_eq!(
+            store.reader().block(5).unwrap().full().unwrap(),
+            block(5).full
+        );
     }
 }

@@ -46,18 +46,19 @@ fn net_peer_count(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop
     )))
 }
 
-fn block_number(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
-    Ok(match ctx.resolve(BlockTag::Latest) {
+fn block_number(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    Ok(match ctx.resolve(BlockTag::Latest, reads) {
         Some(height) => Reply::json(hex_quantity(height)),
         None => Reply::Miss,
     })
 }
 
-fn syncing(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn syncing(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     let stats = ctx.reader.stats();
     let reply = match (ctx.chain.upstream_head(), stats.max_contiguous_height) {
         (Some(head), Some(max))
-            if head > max + ctx.config.latest_lag && ctx.resolve(BlockTag::Latest).is_none() =>
+            if head > max + ctx.config.latest_lag
+                && ctx.resolve(BlockTag::Latest, reads).is_none() =>
         {
             Reply::json(format!(
                 "{{\"startingBlock\":{},\"currentBlock\":{},\"highestBlock\":{}}}",

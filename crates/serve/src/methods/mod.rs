@@ -185,7 +185,10 @@ mod tests {
         for (method, params) in &calls {
             let params = RawValue::from_string(params.clone()).unwrap();
             let reply = if *method == "eth_getLogs" {
-                match server.ctx.logs_plan(Some(&params), Reads::InMemory) {
+                match server
+                    .ctx
+                    .logs_plan(Some(&params), Reads::in_memory(server.ctx.latest()))
+                {
                     Ok(plan) => {
                         assert!(!plan.in_memory(&server.ctx), "{method} {params}");
                         Reply::Cold
@@ -193,7 +196,9 @@ mod tests {
                     Err(reply) => reply,
                 }
             } else {
-                server.ctx.call(method, Some(&params), Reads::InMemory)
+                server
+                    .ctx
+                    .call(method, Some(&params), Reads::in_memory(server.ctx.latest()))
             };
             assert!(
                 matches!(reply, Reply::Cold),
@@ -205,7 +210,10 @@ mod tests {
         // transaction and receipt methods get their answers.
         for (method, params) in &calls {
             let params = RawValue::from_string(params.clone()).unwrap();
-            let reply = server.ctx.call(method, Some(&params), Reads::FromDisk);
+            let reply =
+                server
+                    .ctx
+                    .call(method, Some(&params), Reads::from_disk(server.ctx.latest()));
             assert!(!matches!(reply, Reply::Cold), "{method} {params} from disk");
             let answered = !method.contains("Uncle") && !method.starts_with("debug_getRaw");
             if answered

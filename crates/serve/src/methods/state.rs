@@ -143,22 +143,11 @@ impl Context {
     /// through pages in memory ([`Stop::Cold`] otherwise).
     fn state_at(&self, state: &State, at: BlockRef, reads: Reads) -> Result<Option<At>, Stop> {
         let latest = at == BlockRef::Tag(BlockTag::Latest);
+        // `latest` is the block the request decided on, never an older
+        // one: state its refresh has not proved yet is fetched through (or
+        // 421), so a batch's block and proof at `latest` always agree.
         let height = match at {
-            BlockRef::Tag(BlockTag::Latest) => {
-                let Some(tip) = self.resolve(BlockTag::Latest) else {
-                    return Ok(None);
-                };
-                let refreshing = state.refreshed().is_some_and(|done| done + 1 == tip)
-                    && self
-                        .chain
-                        .stored_tip_age()
-                        .is_some_and(|age| age < self.config.latest_grace);
-                let before = refreshing
-                    .then(|| self.resolve(BlockTag::Number(tip - 1)))
-                    .flatten();
-                Some(before.unwrap_or(tip))
-            }
-            BlockRef::Tag(tag) => self.resolve(tag),
+            BlockRef::Tag(tag) => self.resolve(tag, reads),
             BlockRef::Hash(_) => None,
         };
         let block = match (at, height) {
@@ -480,5 +469,74 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for RawPairs<'a> {
             }
         }
         deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::config::{ChainView, UpstreamHealth};
+    use crate::params::{BlockRef, BlockTag};
+    use crate::rpc::Reads;
+    use crate::server::tests::server_with;
+
+    /// A tip stored a moment ago, its refresh still running.
+    struct JustStored;
+
+    impl ChainView for JustStored {
+        fn upstream_head(&self) -> Option<u64> {
+            Some(9)
+        }
+        fn safe(&self) -> Option<u64> {
+            None
+        }
+        fn finalized(&self) -> Option<u64> {
+            None
+        }
+        fn upstream_health(&self) -> UpstreamHealth {
+            UpstreamHealth::default()
+        }
+        fn stored_tip_age(&self) -> Option<Duration> {
+            Some(Duration::ZERO)
+        }
+    }
+
+    /// issue 32.4: state at `latest` is read at the block `latest` names,
+    /// even while that block's refresh runs (before, the block below it:
+    /// with the head's grace, two blocks behind the upstream, and a batch's
+    /// proof at `latest` not matching its block at `latest`).
+    #[test]
+    fn state_at_latest_is_the_latest_block_even_while_its_refresh_runs() {
+        let (server, _dir) = server_with(Arc::new(JustStored));
+        let ctx = &server.ctx;
+        let state = ctx.state.clone().unwrap();
+        state.mark_refreshed(8);
+        let root_of = |height: u64| [height as u8; 32];
+        for height in [8, 9] {
+            let block = ctx.reader.block(height).unwrap();
+            let header = format!(
+                "{{\"stateRoot\":\"0x{}\"}}",
+                alloy_primitives::hex::encode(root_of(height))
+            );
+            assert_eq!(
+                state.state_root(height, &block.hash(), || Some(header)),
+                Some(root_of(height))
+            );
+        }
+        let latest = ctx.latest();
+        assert_eq!(latest, Some(9));
+        let at = ctx
+            .state_at(
+                &state,
+                BlockRef::Tag(BlockTag::Latest),
+                Reads::in_memory(latest),
+            )
+            .ok()
+            .flatten()
+            .expect("a stored block");
+        assert_eq!(at.root, root_of(9));
+        assert_eq!(at.block_hash, ctx.reader.block(9).unwrap().hash());
     }
 }

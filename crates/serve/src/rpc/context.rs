@@ -11,14 +11,45 @@ use neve_store::{Block, Cold, Reader};
 use crate::config::{ChainView, ServeConfig};
 use crate::params::{BlockRef, BlockTag};
 
+/// How one call reads: whether it may wait for the disk, and which block
+/// `latest` is for the request it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reads {
+    pub(crate) pages: Pages,
+    /// The block `latest` stands for (`None`: not neve's to say), decided
+    /// once when the request began ([`Context::latest`]): every element of
+    /// a batch, and a call answered again after a fetch or on the I/O
+    /// threads, answers at the same block, so `eth_getBlockByNumber
+    /// ("latest")` and `eth_getProof(…, "latest")` in one batch agree.
+    pub(crate) latest: Option<u64>,
+}
+
 /// Whether a call may wait for the disk: never on an async worker, which
 /// answers [`Reply::Cold`](super::reply::Reply::Cold) instead and hands the
 /// call to the I/O threads; there records are read into memory of their
 /// own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Reads {
+pub(crate) enum Pages {
     InMemory,
     FromDisk,
+}
+
+impl Reads {
+    /// On an async worker, at `latest`.
+    pub(crate) fn in_memory(latest: Option<u64>) -> Reads {
+        Reads {
+            pages: Pages::InMemory,
+            latest,
+        }
+    }
+
+    /// Where waiting for the disk is allowed (the I/O threads), at `latest`.
+    pub(crate) fn from_disk(latest: Option<u64>) -> Reads {
+        Reads {
+            pages: Pages::FromDisk,
+            latest,
+        }
+    }
 }
 
 /// What a call needs: the store, the upstream's view, the limits.
@@ -40,33 +71,39 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    /// The height a tag stands for, if neve can answer for it.
-    pub(crate) fn resolve(&self, tag: BlockTag) -> Option<u64> {
+    /// The block `latest` stands for now, if neve can answer for it: a
+    /// request decides it once ([`Reads::latest`]).
+    ///
+    /// `latest` is ours only while we hold the upstream's head, or the
+    /// block before it for the grace after the upstream announced it (what
+    /// a pool of full nodes behind a balancer differs by for longer).
+    pub(crate) fn latest(&self) -> Option<u64> {
+        let max = self.reader.stats().max_contiguous_height?;
+        // Unknown until ingest has read it: then `latest` is not ours to say.
+        let head = self.chain.upstream_head()?;
+        if !self.chain.following() {
+            return None;
+        }
+        let lag = self.config.latest_lag;
+        let in_grace = head == max + lag + 1
+            && self
+                .chain
+                .upstream_head_age()
+                .is_some_and(|age| age < self.config.latest_grace);
+        if head > max + lag && !in_grace {
+            return None;
+        }
+        Some(max)
+    }
+
+    /// The height a tag stands for in a call that reads as `reads` says,
+    /// if neve can answer for it.
+    pub(crate) fn resolve(&self, tag: BlockTag, reads: Reads) -> Option<u64> {
         let stats = self.reader.stats();
         let (min, max) = (stats.min_height?, stats.max_contiguous_height?);
         let height = match tag {
             BlockTag::Number(n) => n,
-            // `latest` is ours only while we hold the upstream's head, or
-            // the block before it for the grace after the upstream
-            // announced it (what a pool of full nodes behind a balancer
-            // differs by for longer).
-            BlockTag::Latest => {
-                // Unknown until ingest has read it: then `latest` is not ours to say.
-                let head = self.chain.upstream_head()?;
-                if !self.chain.following() {
-                    return None;
-                }
-                let lag = self.config.latest_lag;
-                let in_grace = head == max + lag + 1
-                    && self
-                        .chain
-                        .upstream_head_age()
-                        .is_some_and(|age| age < self.config.latest_grace);
-                if head > max + lag && !in_grace {
-                    return None;
-                }
-                max
-            }
+            BlockTag::Latest => reads.latest?,
             BlockTag::Earliest => 0,
             BlockTag::Safe => self.chain.safe()?,
             BlockTag::Finalized => self.chain.finalized()?,
@@ -77,14 +114,14 @@ impl Context {
 
     pub(crate) fn block(&self, reference: BlockRef, reads: Reads) -> Result<Option<Block>, Cold> {
         let memory = self.reader.in_memory();
-        match (reference, reads) {
-            (BlockRef::Tag(tag), reads) => match (self.resolve(tag), reads) {
+        match (reference, reads.pages) {
+            (BlockRef::Tag(tag), pages) => match (self.resolve(tag, reads), pages) {
                 (None, _) => Ok(None),
-                (Some(height), Reads::InMemory) => memory.block(height),
-                (Some(height), Reads::FromDisk) => Ok(self.reader.from_disk().block(height)),
+                (Some(height), Pages::InMemory) => memory.block(height),
+                (Some(height), Pages::FromDisk) => Ok(self.reader.from_disk().block(height)),
             },
-            (BlockRef::Hash(hash), Reads::InMemory) => memory.block_by_hash(&hash),
-            (BlockRef::Hash(hash), Reads::FromDisk) => {
+            (BlockRef::Hash(hash), Pages::InMemory) => memory.block_by_hash(&hash),
+            (BlockRef::Hash(hash), Pages::FromDisk) => {
                 Ok(self.reader.from_disk().block_by_hash(&hash))
             }
         }
@@ -95,9 +132,9 @@ impl Context {
         hash: &[u8; 32],
         reads: Reads,
     ) -> Result<Option<(Block, u32)>, Cold> {
-        match reads {
-            Reads::InMemory => self.reader.in_memory().transaction(hash),
-            Reads::FromDisk => Ok(self.reader.from_disk().transaction(hash)),
+        match reads.pages {
+            Pages::InMemory => self.reader.in_memory().transaction(hash),
+            Pages::FromDisk => Ok(self.reader.from_disk().transaction(hash)),
         }
     }
 }

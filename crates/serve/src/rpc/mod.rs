@@ -10,7 +10,7 @@ mod method;
 mod reply;
 mod request;
 
-pub(crate) use context::{Context, Reads};
+pub(crate) use context::{Context, Pages, Reads};
 pub(crate) use method::Method;
 pub use reply::Outcome;
 pub(crate) use reply::{Reply, Stop, count, envelope, error_element, hex_quantity};

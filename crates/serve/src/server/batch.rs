@@ -76,12 +76,14 @@ impl Server {
         // cuts a batch.
         let mut answered = 0usize;
         let mut deferred = false;
+        // One `latest` for every element, deferred ones included.
+        let latest = self.ctx.latest();
         for (i, raw) in elements.iter().enumerate() {
             if answered > self.ctx.config.max_batch_answer_bytes {
                 answers.push(response_too_large(raw));
                 continue;
             }
-            match self.first_pass(raw, over_ws, &mut budget) {
+            match self.first_pass(raw, over_ws, &mut budget, latest) {
                 FirstPass::Done(chunks, outcome) => {
                     answered += answer_len(&chunks);
                     answers.push((chunks, outcome))
@@ -113,7 +115,7 @@ impl Server {
                 .map(|(_, call, _, before)| (call.to_owned_call(), *before))
                 .collect();
             let replies = self
-                .read_cold(owned, self.ctx.config.max_batch_answer_bytes)
+                .read_cold(owned, self.ctx.config.max_batch_answer_bytes, latest)
                 .await;
             for ((i, call, started, _), reply) in colds.into_iter().zip(replies) {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
@@ -138,7 +140,7 @@ impl Server {
                     answers[i] = if bytes > self.ctx.config.max_batch_answer_bytes {
                         response_too_large(raw)
                     } else {
-                        let reply = self.fetched_reply(&call);
+                        let reply = self.fetched_reply(&call, latest);
                         self.finish(&call, reply, started, over_ws, true)
                     };
                 }
@@ -211,7 +213,12 @@ impl Server {
     /// the cold answers read before it pass `cap`, it is not read but
     /// answered "response too large", as the batch's cut will answer it:
     /// a batch of cold elements holds at most its cap (and one answer).
-    pub(super) async fn read_cold(&self, calls: Vec<(OwnedCall, usize)>, cap: usize) -> Vec<Reply> {
+    pub(super) async fn read_cold(
+        &self,
+        calls: Vec<(OwnedCall, usize)>,
+        cap: usize,
+        latest: Option<u64>,
+    ) -> Vec<Reply> {
         let queue = OffWorkers {
             pool: &self.io,
             queued: |m| &m.cold_reads_queued,
@@ -243,7 +250,7 @@ impl Server {
                             metrics.cold_reads_refused.fetch_add(1, Ordering::Relaxed);
                             return Reply::Miss;
                         }
-                        let reply = ctx.call(method, params.as_deref(), Reads::FromDisk);
+                        let reply = ctx.call(method, params.as_deref(), Reads::from_disk(latest));
                         if let Reply::Result(chunks) = &reply {
                             read += chunks.iter().map(Bytes::len).sum::<usize>();
                         }
@@ -300,11 +307,14 @@ impl Server {
 
     /// A state read answered once its fetches are done: from the store,
     /// or a miss when they did not bring what it needs in time.
-    pub(super) fn fetched_reply(&self, call: &Call<'_>) -> Reply {
+    pub(super) fn fetched_reply(&self, call: &Call<'_>, latest: Option<u64>) -> Reply {
         if self.ctx.config.state_fetch_timeout.is_none() {
             return Reply::Miss;
         }
-        match self.ctx.call(&call.method, call.params, Reads::InMemory) {
+        match self
+            .ctx
+            .call(&call.method, call.params, Reads::in_memory(latest))
+        {
             Reply::Fetch(_) | Reply::Cold => Reply::Miss,
             reply => reply,
         }
@@ -317,6 +327,56 @@ mod tests {
 
     use crate::config::ServeConfig;
     use crate::server::tests::{FixedChain, answer, runtime, server_configured};
+
+    /// Follows for its first question only: `latest` is known once, then
+    /// not (the upstream went silent in between).
+    struct FollowingOnce(std::sync::atomic::AtomicBool);
+
+    impl crate::config::ChainView for FollowingOnce {
+        fn upstream_head(&self) -> Option<u64> {
+            Some(9)
+        }
+        fn safe(&self) -> Option<u64> {
+            None
+        }
+        fn finalized(&self) -> Option<u64> {
+            None
+        }
+        fn upstream_health(&self) -> crate::config::UpstreamHealth {
+            crate::config::UpstreamHealth::default()
+        }
+        fn following(&self) -> bool {
+            !self.0.swap(true, std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    /// issue 32.4: a batch decides `latest` once, and every element answers
+    /// at that block.
+    #[test]
+    fn a_batch_decides_latest_once_for_every_element() {
+        let chain = Arc::new(FollowingOnce(Default::default()));
+        let (server, _dir) = server_configured(chain, |_| {});
+        let runtime = runtime();
+        let (status, body) = answer(
+            &server,
+            &runtime,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"},
+                {"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["latest",false]},
+                {"jsonrpc":"2.0","id":3,"method":"eth_blockNumber"}]"#,
+        );
+        assert_eq!(status, 200, "{body}");
+        let answers: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+        assert_eq!(answers[0]["result"], "0x9", "{body}");
+        assert_eq!(answers[1]["result"]["number"], "0x9", "{body}");
+        assert_eq!(answers[2]["result"], "0x9", "{body}");
+        // The next request decides again: not following now, so a miss.
+        let (status, _) = answer(
+            &server,
+            &runtime,
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}"#,
+        );
+        assert_eq!(status, 421);
+    }
 
     #[test]
     fn a_batch_past_its_answer_bytes_gets_response_too_large_for_the_rest() {

@@ -34,12 +34,15 @@ pub(super) enum FirstPass<'a> {
 
 impl Server {
     /// Answers one element from what neve holds, or names what a state read
-    /// needs fetched.
+    /// needs fetched; `latest` is the block its request decided on
+    /// ([`Context::latest`](crate::rpc::Context::latest)), for this pass and
+    /// for the work handed on.
     pub(super) fn first_pass<'a>(
         &self,
         raw: &'a RawValue,
         over_ws: bool,
         budget: &mut Budget,
+        latest: Option<u64>,
     ) -> FirstPass<'a> {
         let call: Call<'_> = match serde_json::from_str(raw.get()) {
             Ok(call) => call,
@@ -65,7 +68,7 @@ impl Server {
         }
         let started = Instant::now();
         if call.method == "eth_getLogs" {
-            let reply = match self.ctx.logs_plan(call.params, Reads::InMemory) {
+            let reply = match self.ctx.logs_plan(call.params, Reads::in_memory(latest)) {
                 // The block a hash names is not in memory: planned again,
                 // and scanned, on the I/O threads.
                 Err(Reply::Cold) => return FirstPass::Cold(call, started),
@@ -88,7 +91,10 @@ impl Server {
             let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
             return FirstPass::Done(chunks, outcome);
         }
-        match self.ctx.call(&call.method, call.params, Reads::InMemory) {
+        match self
+            .ctx
+            .call(&call.method, call.params, Reads::in_memory(latest))
+        {
             Reply::Fetch(requests) if self.fetch.is_some() => {
                 FirstPass::Fetch(call, requests, started)
             }

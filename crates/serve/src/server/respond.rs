@@ -59,7 +59,8 @@ impl Server {
     /// Answers one element; returns its chunks and outcome.
     async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
         let mut budget = self.ctx.logs_budget();
-        match self.first_pass(raw, over_ws, &mut budget) {
+        let latest = self.ctx.latest();
+        match self.first_pass(raw, over_ws, &mut budget, latest) {
             FirstPass::Done(chunks, outcome) => (chunks, outcome),
             FirstPass::Silent => (Vec::new(), Outcome::Ok),
             FirstPass::Scan(call, plan, started) => {
@@ -71,11 +72,12 @@ impl Server {
                 self.finish(&call, reply, started, over_ws, false)
             }
             FirstPass::Fetch(call, requests, started) => {
-                self.fetch_through(call, requests, started, over_ws).await
+                self.fetch_through(call, requests, started, over_ws, latest)
+                    .await
             }
             FirstPass::Cold(call, started) => {
                 let reply = self
-                    .read_cold(vec![(call.to_owned_call(), 0)], usize::MAX)
+                    .read_cold(vec![(call.to_owned_call(), 0)], usize::MAX, latest)
                     .await
                     .pop();
                 let reply = reply.expect("one reply per call");
@@ -92,9 +94,10 @@ impl Server {
         requests: Vec<neve_state::FetchRequest>,
         started: Instant,
         over_ws: bool,
+        latest: Option<u64>,
     ) -> (Vec<Bytes>, Outcome) {
         self.await_fetches(requests).await;
-        let reply = self.fetched_reply(&call);
+        let reply = self.fetched_reply(&call, latest);
         self.finish(&call, reply, started, over_ws, true)
     }
 }

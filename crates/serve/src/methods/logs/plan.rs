@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 
 use crate::errors::ErrorCode;
 use crate::params::{self, BlockTag};
-use crate::rpc::{Context, Reads, Reply};
+use crate::rpc::{Context, Pages, Reads, Reply};
 
 use super::filter::{Filter, FilterShape};
 
@@ -131,9 +131,9 @@ pub(crate) fn plan(ctx: &Context, raw: &RawValue, reads: Reads) -> Result<Plan, 
             Ok(hash) => hash,
             Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
         };
-        let found = match reads {
-            Reads::InMemory => ctx.reader.in_memory().block_by_hash(&hash),
-            Reads::FromDisk => Ok(ctx.reader.block_by_hash(&hash)),
+        let found = match reads.pages {
+            Pages::InMemory => ctx.reader.in_memory().block_by_hash(&hash),
+            Pages::FromDisk => Ok(ctx.reader.block_by_hash(&hash)),
         };
         match found {
             Ok(Some(block)) => (block.height(), block.height(), Some(block)),
@@ -152,7 +152,8 @@ pub(crate) fn plan(ctx: &Context, raw: &RawValue, reads: Reads) -> Result<Plan, 
         {
             return Err(invalid("block range extends beyond current head block"));
         }
-        let (Some(from), Some(to)) = (ctx.resolve(from_tag), ctx.resolve(to_tag)) else {
+        let (Some(from), Some(to)) = (ctx.resolve(from_tag, reads), ctx.resolve(to_tag, reads))
+        else {
             return Err(Reply::Miss);
         };
         if from > to {
