@@ -157,3 +157,18 @@ pub(crate) fn answer(
         .to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
 }
+
+/// Whether `server`'s store is out of memory, paged out again a few times
+/// while the kernel keeps some of it: paging out is its best effort (a
+/// page under I/O stays).
+pub(crate) fn paged_out(server: &Server) -> bool {
+    let resident = || server.ctx.reader.residency(1 << 16).resident_bytes();
+    for _ in 0..5 {
+        if resident() == 0 {
+            break;
+        }
+        neve_store::testing::page_out(&server.ctx.reader);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    resident() == 0
+}
