@@ -23,7 +23,7 @@ use crate::{clients, events, stall};
 
 use super::offload::{io_pool, scan_pool};
 use super::route::Role;
-use super::{Server, export, residency, until_stopped};
+use super::{Server, export, heap, residency, until_stopped};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +113,7 @@ pub async fn serve(
         started: Instant::now(),
     });
     tokio::spawn(residency::watch(server.clone()));
+    tokio::spawn(heap::watch(server.clone()));
     let signalled = {
         let server = server.clone();
         async move {

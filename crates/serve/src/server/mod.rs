@@ -24,6 +24,7 @@ mod batch;
 mod call;
 mod export;
 mod health;
+mod heap;
 pub(crate) mod listen;
 mod offload;
 mod residency;

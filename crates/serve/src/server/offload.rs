@@ -27,11 +27,14 @@ pub(crate) const MAX_QUEUED_COLD_READS: u64 = 256;
 
 /// Bytes of answers read from the disk (into memory of their own, not the
 /// page cache) that may be held at once, from the read until the answer
-/// is written out: 64 MiB, a few dozen full blocks of ~1,400
-/// transactions. Past it a cold read is a miss (421) at once, counted like
-/// a full queue: clients that read slowly cannot make cold answers pile
-/// up in the heap. Default is 64 MiB.
-pub(crate) const MAX_COLD_ANSWER_BYTES: u64 = 64 << 20;
+/// is written out: 32 MiB, two dozen full blocks of ~1,400 transactions
+/// (16 connections reading full blocks hold about half of it). Past it a
+/// cold read is a miss (421) at once, counted like a full queue: clients
+/// that read slowly cannot make cold answers pile up in the heap, and
+/// neve's anonymous memory stays within 64 MiB plus the state budget
+/// while serving a store larger than memory (the guard's cap; 64 MiB here
+/// let a burst of cold reads take neve to 119 MiB). Default is 32 MiB.
+pub(crate) const MAX_COLD_ANSWER_BYTES: u64 = 32 << 20;
 
 /// A cold answer's bytes, counted in [`MAX_COLD_ANSWER_BYTES`] until they
 /// are dropped (written out, or their client gone).
