@@ -114,10 +114,11 @@ pub(crate) struct Origin {
     resident: Box<[AtomicU64]>,
     resident_at: Box<[AtomicU32]>,
     /// The file opened with `O_DIRECT` (once, when first needed; `None`
-    /// where the file system refuses it): a cold part read so neither
-    /// fills the page cache nor makes a memory-limited process reclaim it
-    /// on every read, which buffered reads did (a 160 MiB group serving a
-    /// 510 MiB store: 2,929 req/s, p99 29 ms, against 16,213 and 2.5 ms).
+    /// where the file system refuses it), for reads while the memory cgroup
+    /// has no room for more page cache: a cold part read so neither fills
+    /// the page cache nor makes a memory-limited process reclaim it on
+    /// every read, which buffered reads did (a 160 MiB group serving a 510
+    /// MiB store: 2,929 req/s, p99 29 ms, against 16,213 and 2.5 ms).
     direct: std::sync::OnceLock<Option<File>>,
 }
 
@@ -233,12 +234,17 @@ impl Origin {
         Unread::Damaged
     }
 
-    /// `len` bytes at `offset` of the file: with `O_DIRECT` where the file
-    /// system allows (the aligned span around them, a page or two more),
-    /// else through the page cache (told to be random: no readahead).
+    /// `len` bytes at `offset` of the file: through the page cache (told to
+    /// be random: no readahead) while the memory cgroup has room for it,
+    /// so what is read stays in memory for the next read; with `O_DIRECT`
+    /// when it has not and the file system allows (the aligned span around
+    /// them, a page or two more). See
+    /// [`crate::resident::MIN_PAGE_CACHE_ROOM`].
     pub(crate) fn pread(&self, height: u64, offset: u64, len: usize) -> Result<Bytes, Unread> {
         use std::os::unix::fs::FileExt;
-        if let Some((span, at)) = self.read_direct(offset, len) {
+        if !crate::resident::page_cache_has_room()
+            && let Some((span, at)) = self.read_direct(offset, len)
+        {
             return Ok(span.slice(at..at + len));
         }
         let mut bytes = vec![0u8; len];

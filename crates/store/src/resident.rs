@@ -3,6 +3,7 @@
 //! async worker must never do.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
 /// A tick of [`now`]: 10 ms.
@@ -57,6 +58,69 @@ pub(crate) fn in_memory(bytes: &[u8]) -> bool {
     answered == 0 && vector.iter().all(|v| v & 1 == 1)
 }
 
+/// Room the memory cgroup neve runs in must have left (its limit less its
+/// usage, page cache included) for a part read from the disk to go through
+/// the page cache: 64 MiB. With less, parts are read with `O_DIRECT`, so a
+/// memory-limited neve serving a store larger than its limit does not
+/// make the kernel reclaim on every read (measured: 2,929 full blocks a
+/// second through the page cache, 16,213 with `O_DIRECT`, in a 160 MiB
+/// group). With more (or no limit), a part read from the disk stays in the
+/// page cache, so a part evicted once (memory pressure, a host reclaiming
+/// an idle guest's cache) is answered on the async workers again from its
+/// next read instead of on the I/O threads for good.
+pub(crate) const MIN_PAGE_CACHE_ROOM: u64 = 64 << 20;
+
+/// Whether reads from the disk should go through the page cache now (see
+/// [`MIN_PAGE_CACHE_ROOM`]): asked of the cgroup at most once every
+/// [`FRESH_TICKS`] (two small file reads), remembered in between.
+pub(crate) fn page_cache_has_room() -> bool {
+    static CHECKED_AT: AtomicU32 = AtomicU32::new(0);
+    static ROOM: AtomicBool = AtomicBool::new(true);
+    let now = now();
+    let at = CHECKED_AT.load(Ordering::Relaxed);
+    if at == 0 || now.wrapping_sub(at) >= FRESH_TICKS {
+        CHECKED_AT.store(now, Ordering::Relaxed);
+        let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let read = |path: &str| std::fs::read_to_string(path).ok();
+        let room = cgroup_room(&cgroups, read).is_none_or(|room| room >= MIN_PAGE_CACHE_ROOM);
+        ROOM.store(room, Ordering::Relaxed);
+    }
+    ROOM.load(Ordering::Relaxed)
+}
+
+/// The memory cgroup's limit less its usage, from `/proc/self/cgroup`'s
+/// text and a reader of its files (v2: `memory.max` and `memory.current`;
+/// v1: `memory.limit_in_bytes` and `memory.usage_in_bytes`); `None` when
+/// no limit is set (v2 says `max`) or none can be read. The group's own
+/// limit only, not its parents'.
+fn cgroup_room(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    for line in cgroups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (limit, usage) = if controllers.is_empty() {
+            (
+                format!("/sys/fs/cgroup{path}/memory.max"),
+                format!("/sys/fs/cgroup{path}/memory.current"),
+            )
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"),
+                format!("/sys/fs/cgroup/memory{path}/memory.usage_in_bytes"),
+            )
+        } else {
+            continue;
+        };
+        let number = |path: &str| read(path)?.trim().parse::<u64>().ok();
+        if let (Some(limit), Some(usage)) = (number(&limit), number(&usage)) {
+            return Some(limit.saturating_sub(usage));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +131,25 @@ mod tests {
         assert!(in_memory(&bytes));
         assert!(in_memory(&bytes[page_size() - 1..page_size() + 1]));
         assert!(in_memory(&[]));
+    }
+
+    #[test]
+    fn the_cgroups_room_is_its_limit_less_its_usage_when_it_has_one() {
+        let files = |limit: &'static str, usage: &'static str| {
+            move |path: &str| {
+                Some(if path.ends_with("max") || path.ends_with("limit_in_bytes") {
+                    limit.to_owned()
+                } else {
+                    usage.to_owned()
+                })
+            }
+        };
+        let v2 = "0::/neve.service\n";
+        assert_eq!(cgroup_room(v2, files("167772160\n", "100000000\n")), Some(67772160));
+        assert_eq!(cgroup_room(v2, files("max\n", "100000000\n")), None);
+        let v1 = "5:cpu,cpuacct:/x\n4:memory:/bench\n";
+        assert_eq!(cgroup_room(v1, files("1000", "1200")), Some(0));
+        assert_eq!(cgroup_room("3:cpu:/x\n", files("1000", "10")), None);
+        assert_eq!(cgroup_room(v2, |_| None), None);
     }
 }
