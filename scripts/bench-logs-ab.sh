@@ -45,20 +45,8 @@ echo "store bytes per block: other $(( $(du -s -B1 "$work/other" | cut -f1) / (c
 
 # The ceiling: nginx, one single-process instance per core on one port, as
 # the headline suite runs it.
-mkdir -p "$work/ceiling" "$work/nginx"
-nginx_port=$(free_port)
-for i in $(seq "$(nproc)"); do
-  d="$work/nginx/$i"; mkdir -p "$d"
-  cat >"$d/nginx.conf" <<EOF
-daemon off; master_process off; pid $d/nginx.pid; error_log $d/error.log;
-events { worker_connections 4096; }
-http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
-  client_body_temp_path $d/body; proxy_temp_path $d/proxy; fastcgi_temp_path $d/fcgi; uwsgi_temp_path $d/uwsgi; scgi_temp_path $d/scgi;
-  server { listen 127.0.0.1:$nginx_port reuseport; location / { root $work/ceiling; default_type application/json; } } }
-EOF
-  nginx -e "$d/error.log" -c "$d/nginx.conf" &
-  pids+=($!)
-done
+mkdir -p "$work/ceiling"
+start_nginx_ceiling "$work/ceiling"
 
 for round in $(seq "$ROUNDS"); do
   if [ $((round % 2)) -eq 1 ]; then order=(current other); else order=(other current); fi
@@ -66,7 +54,7 @@ for round in $(seq "$ROUNDS"); do
   for name in "${order[@]}"; do targets+=(--target "$name=${url[$name]}"); done
   workloads=()
   for w in $WORKLOADS; do workloads+=(--workload "$w"); done
-  "$neve" bench "${targets[@]}" --ceiling "nginx=http://127.0.0.1:$nginx_port" --ceiling-dir "$work/ceiling" \
+  "$neve" bench "${targets[@]}" --ceiling "nginx=$ceiling_url" --ceiling-dir "$work/ceiling" \
     "${workloads[@]}" --conns 1,16 --warmup 1 --duration "$DURATION" --out "$work/round$round" >/dev/null
   python3 - "$work/round$round/results.json" "$round" <<'EOF'
 import json, sys

@@ -242,7 +242,7 @@ impl Origin {
     /// [`crate::resident::MIN_PAGE_CACHE_ROOM`].
     pub(crate) fn pread(&self, height: u64, offset: u64, len: usize) -> Result<Bytes, Unread> {
         use std::os::unix::fs::FileExt;
-        if !crate::resident::page_cache_has_room()
+        if !crate::resident::page_cache_room_for(len)
             && let Some((span, at)) = self.read_direct(offset, len)
         {
             return Ok(span.slice(at..at + len));

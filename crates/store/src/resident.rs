@@ -3,7 +3,7 @@
 //! async worker must never do.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::Instant;
 
 /// A tick of [`now`]: 10 ms.
@@ -70,22 +70,29 @@ pub(crate) fn in_memory(bytes: &[u8]) -> bool {
 /// next read instead of on the I/O threads for good.
 pub(crate) const MIN_PAGE_CACHE_ROOM: u64 = 64 << 20;
 
-/// Whether reads from the disk should go through the page cache now (see
-/// [`MIN_PAGE_CACHE_ROOM`]): asked of the cgroup at most once every
-/// [`FRESH_TICKS`] (two small file reads), remembered in between.
-pub(crate) fn page_cache_has_room() -> bool {
+/// Whether a read of `len` bytes from the disk should go through the page
+/// cache (see [`MIN_PAGE_CACHE_ROOM`]). The cgroup is asked at most once
+/// every [`FRESH_TICKS`] (two small file reads); what it had room for
+/// beyond the minimum is then a budget the reads spend until the next
+/// time, so reads at thousands a second cannot fill the group in between
+/// and make it reclaim (which stalls every thread that allocates, the
+/// async workers included).
+pub(crate) fn page_cache_room_for(len: usize) -> bool {
     static CHECKED_AT: AtomicU32 = AtomicU32::new(0);
-    static ROOM: AtomicBool = AtomicBool::new(true);
+    static BUDGET: AtomicI64 = AtomicI64::new(0);
     let now = now();
     let at = CHECKED_AT.load(Ordering::Relaxed);
     if at == 0 || now.wrapping_sub(at) >= FRESH_TICKS {
         CHECKED_AT.store(now, Ordering::Relaxed);
         let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let read = |path: &str| std::fs::read_to_string(path).ok();
-        let room = cgroup_room(&cgroups, read).is_none_or(|room| room >= MIN_PAGE_CACHE_ROOM);
-        ROOM.store(room, Ordering::Relaxed);
+        let budget = cgroup_room(&cgroups, read).map_or(i64::MAX, |room| {
+            i64::try_from(room.saturating_sub(MIN_PAGE_CACHE_ROOM)).unwrap_or(i64::MAX)
+        });
+        BUDGET.store(budget, Ordering::Relaxed);
     }
-    ROOM.load(Ordering::Relaxed)
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    BUDGET.fetch_sub(len, Ordering::Relaxed) >= len
 }
 
 /// The memory cgroup's limit less its usage, from `/proc/self/cgroup`'s
