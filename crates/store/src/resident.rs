@@ -103,7 +103,8 @@ pub(crate) fn page_cache_room_for(len: usize) -> bool {
 fn cgroup_room(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
     for line in cgroups.lines() {
         let mut fields = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next())
+        let (Some(_), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
@@ -144,15 +145,20 @@ mod tests {
     fn the_cgroups_room_is_its_limit_less_its_usage_when_it_has_one() {
         let files = |limit: &'static str, usage: &'static str| {
             move |path: &str| {
-                Some(if path.ends_with("max") || path.ends_with("limit_in_bytes") {
-                    limit.to_owned()
-                } else {
-                    usage.to_owned()
-                })
+                Some(
+                    if path.ends_with("max") || path.ends_with("limit_in_bytes") {
+                        limit.to_owned()
+                    } else {
+                        usage.to_owned()
+                    },
+                )
             }
         };
         let v2 = "0::/neve.service\n";
-        assert_eq!(cgroup_room(v2, files("167772160\n", "100000000\n")), Some(67772160));
+        assert_eq!(
+            cgroup_room(v2, files("167772160\n", "100000000\n")),
+            Some(67772160)
+        );
         assert_eq!(cgroup_room(v2, files("max\n", "100000000\n")), None);
         let v1 = "5:cpu,cpuacct:/x\n4:memory:/bench\n";
         assert_eq!(cgroup_room(v1, files("1000", "1200")), Some(0));
