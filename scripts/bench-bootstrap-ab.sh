@@ -47,7 +47,7 @@ for _ in $(seq "$ROUNDS"); do
     kill -INT "$mirror"; wait "$mirror" || true
     line=$(grep 'bootstrapped from /blocks' "$work/b.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g')
     rate=$(grep -oE 'blocks_per_second="?[0-9]+' <<<"$line" | grep -oE '[0-9]+$')
-    mbs=$(grep -o 'mb_per_second="[0-9.]*"' <<<"$line" | grep -o '[0-9.]*')
+    mbs=$(grep -oE 'mb_per_second="?[0-9.]+' <<<"$line" | grep -oE '[0-9.]+$')
     echo "$([ "$bin" = "$neve" ] && echo current || echo other) $rate blocks/s $mbs MB/s ($((chain + 1)) blocks)"
   done
 done
