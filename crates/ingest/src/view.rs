@@ -164,12 +164,6 @@ impl IngestView {
         age_seconds(since).map(Duration::from_secs_f64)
     }
 
-    /// How long ago the newest block was stored.
-    pub fn stored_tip_age(&self) -> Option<Duration> {
-        let stored = self.status.last_block_unix_ms.load(Ordering::Relaxed);
-        age_seconds(stored).map(Duration::from_secs_f64)
-    }
-
     /// Appends the Prometheus text of ingest's counters, then of the
     /// upstream client's pacing.
     pub fn render_metrics(&self, out: &mut String) {

@@ -53,9 +53,6 @@ impl ChainView for IngestChain {
     fn upstream_head_age(&self) -> Option<Duration> {
         self.0.upstream_head_age()
     }
-    fn stored_tip_age(&self) -> Option<Duration> {
-        self.0.stored_tip_age()
-    }
     fn upstream_connected(&self) -> bool {
         self.0.upstream_connected()
     }

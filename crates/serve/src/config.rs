@@ -32,12 +32,6 @@ pub trait ChainView: Send + Sync + 'static {
     fn upstream_head_age(&self) -> Option<Duration> {
         None
     }
-    /// How long ago the newest block was stored; `None` when unknown.
-    /// Within the grace, state at `latest` may be read at the block before
-    /// while the new one's nodes are being refreshed.
-    fn stored_tip_age(&self) -> Option<Duration> {
-        None
-    }
     /// Whether the last exchange with the upstream succeeded: a mirror's
     /// one peer, for `net_peerCount`.
     fn upstream_connected(&self) -> bool {

@@ -475,33 +475,10 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for RawPairs<'a> {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Duration;
 
-    use crate::config::{ChainView, UpstreamHealth};
     use crate::params::{BlockRef, BlockTag};
     use crate::rpc::Reads;
-    use crate::server::tests::server_with;
-
-    /// A tip stored a moment ago, its refresh still running.
-    struct JustStored;
-
-    impl ChainView for JustStored {
-        fn upstream_head(&self) -> Option<u64> {
-            Some(9)
-        }
-        fn safe(&self) -> Option<u64> {
-            None
-        }
-        fn finalized(&self) -> Option<u64> {
-            None
-        }
-        fn upstream_health(&self) -> UpstreamHealth {
-            UpstreamHealth::default()
-        }
-        fn stored_tip_age(&self) -> Option<Duration> {
-            Some(Duration::ZERO)
-        }
-    }
+    use crate::server::tests::{FixedChain, server_with};
 
     /// issue 32.4: state at `latest` is read at the block `latest` names,
     /// even while that block's refresh runs (before, the block below it:
@@ -509,7 +486,8 @@ mod tests {
     /// proof at `latest` not matching its block at `latest`).
     #[test]
     fn state_at_latest_is_the_latest_block_even_while_its_refresh_runs() {
-        let (server, _dir) = server_with(Arc::new(JustStored));
+        // Block 9 stored (the upstream's head), its refresh still running.
+        let (server, _dir) = server_with(Arc::new(FixedChain));
         let ctx = &server.ctx;
         let state = ctx.state.clone().unwrap();
         state.mark_refreshed(8);
