@@ -48,11 +48,16 @@ pub const STATE_METHODS: &[&str] = &[
     "eth_getProof",
 ];
 
-/// Every method neve serves: the block tail and state.
+/// The methods neve answers by executing calls over verified state, and
+/// the chain configuration they run under.
+pub const CALL_METHODS: &[&str] = &["eth_call", "eth_estimateGas", "eth_config"];
+
+/// Every method neve serves: the block tail, state and calls.
 pub fn served_methods() -> Vec<&'static str> {
     BLOCK_TAIL_METHODS
         .iter()
         .chain(STATE_METHODS)
+        .chain(CALL_METHODS)
         .copied()
         .collect()
 }

@@ -22,6 +22,7 @@
 //! [`supervise::supervise`].
 
 pub mod bootstrap;
+pub mod call_rules;
 pub mod cpu;
 pub mod decode;
 mod error;

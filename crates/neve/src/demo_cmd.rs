@@ -221,16 +221,25 @@ async fn newest_transaction(geth: &RpcClient) -> Result<Option<Example>> {
 }
 
 /// The calls the demo shows, about `example`: each answered by neve with a
-/// result but `eth_call`, which is not neve's to answer (421, for a front
-/// end to send to the node). The demo's test sends them again as printed.
-fn example_calls(example: &Example) -> [(&'static str, Value); 5] {
+/// result (`eth_call` executed locally, over state verified against the
+/// block's root) but `eth_createAccessList`, which is not neve's to answer
+/// (421, for a front end to send to the node). The demo's test sends them
+/// again as printed.
+fn example_calls(example: &Example) -> [(&'static str, Value); 6] {
     let (hash, from) = (&example.hash, &example.from);
     [
         ("eth_blockNumber", json!([])),
         ("eth_getBlockByNumber", json!(["latest", false])),
         ("eth_getTransactionReceipt", json!([hash])),
         ("eth_getBalance", json!([from, "latest"])),
-        ("eth_call", json!([{"to": from, "data": "0x"}, "latest"])),
+        (
+            "eth_call",
+            json!([{"from": from, "to": from, "value": "0x1"}, "latest"]),
+        ),
+        (
+            "eth_createAccessList",
+            json!([{"from": from, "to": from}, "latest"]),
+        ),
     ]
 }
 

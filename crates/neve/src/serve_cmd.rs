@@ -539,9 +539,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             stopped.clone(),
         ));
         let fetch: Arc<dyn neve_state::Fetch> = Arc::new(fetcher);
+        let rules = Arc::new(neve_execution::RulesCell::default());
+        tokio::spawn(neve_ingest::call_rules::learn(
+            client.clone(),
+            rules.clone(),
+            identity.chain_id,
+            stopped.clone(),
+        ));
         neve_serve::StateAccess {
             state,
             fetch: Some(fetch),
+            rules,
         }
     });
     // Kept to save the hot keys once serving stopped.

@@ -56,7 +56,7 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
     assert!(printed.contains("HTTP 200"), "{printed}");
     assert!(
         printed.contains("HTTP 421"),
-        "eth_call is shown going to the node: {printed}"
+        "eth_createAccessList is shown going to the node: {printed}"
     );
     assert!(
         printed.contains("| workload |"),
@@ -67,7 +67,12 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
         .iter()
         .map(|(body, ..)| body["method"].as_str().unwrap())
         .collect();
-    for method in ["eth_getTransactionReceipt", "eth_getBalance", "eth_call"] {
+    for method in [
+        "eth_getTransactionReceipt",
+        "eth_getBalance",
+        "eth_call",
+        "eth_createAccessList",
+    ] {
         assert!(methods.contains(&method), "{method}: {printed}");
     }
 
@@ -76,7 +81,8 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
     let first: String = client.call("eth_chainId", ()).await.unwrap();
     assert_eq!(first, "0x539");
 
-    // Each example, sent again as printed: a result, but eth_call's 421.
+    // Each example, sent again as printed: a result (eth_call's executed
+    // here), but eth_createAccessList's 421.
     for (body, printed_status, printed_answer) in &examples {
         let params = body["params"].as_array().unwrap();
         assert!(
@@ -84,7 +90,7 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
             "an empty parameter: {body}"
         );
         let (status, answer) = client.post(body.to_string().into()).await.unwrap();
-        if body["method"] == "eth_call" {
+        if body["method"] == "eth_createAccessList" {
             assert_eq!((*printed_status, status.as_u16()), (421, 421), "{body}");
             continue;
         }

@@ -100,14 +100,14 @@ async fn two_mirrors_behind_nginx_answer_as_geth_and_survive_losing_one() {
     let direct = RpcClient::new(geth.http_url()).unwrap();
 
     // Every answer through the front end is geth's: blocks and receipts
-    // from the mirrors, and what they answer 421 (a call neve does not
-    // serve, a block past the head) from geth.
+    // from the mirrors, and what they answer 421 (state at `pending`,
+    // a block past the head) from geth.
     let served_before = answered(&a) + answered(&b);
     assert_same_as_geth(&through, &direct, 0..=head).await;
     for (method, params) in [
         (
-            "eth_call",
-            json!([{"to": format!("0x{}", "00".repeat(20)), "data": "0x"}, "latest"]),
+            "eth_getBalance",
+            json!([format!("0x{}", "00".repeat(20)), "pending"]),
         ),
         (
             "eth_getBlockByNumber",

@@ -115,5 +115,5 @@ async fn with_a_fallback_every_case_is_answered_as_geth_answers_it() {
     let (_, answer) = through.post(batch.into()).await.unwrap();
     let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
     assert_eq!(answer[0]["error"]["code"], -32601, "{answer}");
-    assert_eq!(answer[1]["result"], "0x", "eth_call is forwarded: {answer}");
+    assert_eq!(answer[1]["result"], "0x", "eth_call is answered: {answer}");
 }

@@ -220,6 +220,9 @@ pub struct StateAccess {
     pub state: Arc<neve_state::State>,
     /// Brings missing nodes; without it, a read that misses is 421.
     pub fetch: Option<Arc<dyn neve_state::Fetch>>,
+    /// The chain's rules for executing calls, once learnt; calls are 421
+    /// until then.
+    pub rules: Arc<neve_execution::RulesCell>,
 }
 
 impl Default for ServeConfig {

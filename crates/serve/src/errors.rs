@@ -22,6 +22,12 @@ pub enum ErrorCode {
     /// work budget, subscriptions per connection, slots per request, a
     /// client's request rate.
     LimitExceeded,
+    /// 3: a call that reverted; the revert data is the error's `data`
+    /// (geth's code for it).
+    ExecutionReverted,
+    /// -32000: a call that failed otherwise (a halt, a pre-check, an
+    /// override that does not apply), with geth's message.
+    ExecutionFailed,
     /// -32003: the rest of a batch whose answers passed
     /// [`crate::DEFAULT_MAX_BATCH_ANSWER_BYTES`] (geth's code and message).
     ResponseTooLarge,
@@ -39,6 +45,8 @@ impl ErrorCode {
             ErrorCode::Unavailable => -32001,
             ErrorCode::LimitExceeded => -32005,
             ErrorCode::ResponseTooLarge => -32003,
+            ErrorCode::ExecutionReverted => 3,
+            ErrorCode::ExecutionFailed => -32000,
         }
     }
 }
@@ -50,6 +58,25 @@ pub(crate) fn error_member(code: ErrorCode, message: &str) -> String {
         "\"error\":{{\"code\":{},\"message\":{message}}}",
         code.code()
     )
+}
+
+/// `"error":{"code":…,"message":…,"data":…}`, `data` already JSON.
+pub(crate) fn error_member_with_data(code: ErrorCode, message: &str, data: &str) -> String {
+    let message = go_escaped(&serde_json::to_string(message).expect("strings serialise"));
+    format!(
+        "\"error\":{{\"code\":{},\"message\":{message},\"data\":{data}}}",
+        code.code()
+    )
+}
+
+/// JSON text escaped as Go's `encoding/json` escapes it (`<`, `>`, `&`,
+/// U+2028 and U+2029), so a revert reason reads byte for byte as geth's.
+fn go_escaped(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -50,6 +50,10 @@ pub struct Metrics {
     pub(crate) cold_reads_refused: AtomicU64,
     /// Requests' cold reads waiting for or running on the I/O threads.
     pub(crate) cold_reads_queued: AtomicU64,
+    /// Calls waiting for or running on the call threads.
+    pub(crate) calls_queued: AtomicU64,
+    /// Calls answered 421 at once: [`crate::server::execute::MAX_QUEUED_CALLS`] were queued.
+    pub(crate) calls_refused: AtomicU64,
     /// Bytes of answers read from the disk into memory of their own and
     /// not yet written out (and dropped); shared with those answers.
     pub(crate) cold_answer_bytes: Arc<AtomicU64>,
@@ -78,6 +82,8 @@ impl Default for Metrics {
             cold_reads_refused: AtomicU64::new(0),
             cold_reads_queued: AtomicU64::new(0),
             cold_answer_bytes: Arc::default(),
+            calls_queued: AtomicU64::new(0),
+            calls_refused: AtomicU64::new(0),
             store_resident_bytes: AtomicU64::new(0),
             store_resident_ppm: AtomicU64::new(0),
         }
@@ -221,6 +227,18 @@ impl Metrics {
                 "Requests' cold reads waiting for or running on the I/O threads.",
                 "gauge",
                 &self.cold_reads_queued,
+            ),
+            (
+                "neve_calls_queued",
+                "Calls (eth_call, eth_estimateGas) waiting for or running on the call threads.",
+                "gauge",
+                &self.calls_queued,
+            ),
+            (
+                "neve_calls_refused_total",
+                "Calls answered 421 at once: the call threads' queue was full.",
+                "counter",
+                &self.calls_refused,
             ),
             (
                 "neve_store_cold_answer_bytes",

@@ -290,6 +290,14 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// The raw item at `index`, or `None` when absent or `null`.
+    pub fn optional(&self, index: usize) -> Option<&'a RawValue> {
+        self.items
+            .get(index)
+            .copied()
+            .filter(|raw| raw.get() != "null")
+    }
+
     /// The raw item, for methods that parse an object themselves.
     pub fn object(&self, index: usize) -> Result<&'a RawValue, ParamError> {
         self.raw(index)

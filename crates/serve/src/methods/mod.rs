@@ -8,6 +8,7 @@
 //! not in it is "other" there and unsupported here (421 with -32601).
 
 mod blocks;
+mod calls;
 mod capabilities;
 mod chain;
 pub(crate) mod logs;
@@ -31,6 +32,7 @@ const FAMILIES: &[&[Method]] = &[
     uncles::METHODS,
     raw::METHODS,
     state::METHODS,
+    calls::METHODS,
 ];
 
 /// Every served method, in the table's order.

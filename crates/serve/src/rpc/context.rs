@@ -61,6 +61,10 @@ pub(crate) struct Context {
     pub(crate) state: Option<Arc<neve_state::State>>,
     /// State reads are answered (fetched through when not held), not 421.
     pub(crate) state_answers: bool,
+    /// The chain's rules for calls (empty until learnt: calls are 421).
+    pub(crate) call_rules: Arc<neve_execution::RulesCell>,
+    /// The facts of the blocks calls were pinned to lately.
+    pub(crate) call_blocks: neve_execution::FactsCache,
     pub(crate) config: ServeConfig,
     pub(crate) chain_id: Bytes,
     pub(crate) net_version: Bytes,

@@ -32,6 +32,11 @@ pub(crate) enum Reply {
     Unsupported,
     /// A JSON-RPC error.
     Error(ErrorCode, String),
+    /// A JSON-RPC error with `data` (JSON text): a call's revert.
+    ErrorData(ErrorCode, String, String),
+    /// A call to execute: answered again on the call threads, never on an
+    /// async worker.
+    Execute,
     /// A state read that needs nodes neve does not hold: fetch these, then
     /// read again (a miss if that cannot be done in time).
     Fetch(Vec<neve_state::FetchRequest>),
@@ -82,8 +87,10 @@ impl Reply {
     pub(crate) fn outcome(&self) -> Outcome {
         match self {
             Reply::Result(_) => Outcome::Ok,
-            Reply::Miss | Reply::Unsupported | Reply::Fetch(_) | Reply::Cold => Outcome::Miss,
-            Reply::Error(..) => Outcome::Error,
+            Reply::Miss | Reply::Unsupported | Reply::Fetch(_) | Reply::Cold | Reply::Execute => {
+                Outcome::Miss
+            }
+            Reply::Error(..) | Reply::ErrorData(..) => Outcome::Error,
         }
     }
 }
@@ -134,7 +141,7 @@ pub(crate) fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
         }
         // A fetch not done in time is a miss like any other (and a cold
         // read never gets here: it is answered on the I/O threads).
-        Reply::Miss | Reply::Fetch(_) | Reply::Cold => {
+        Reply::Miss | Reply::Fetch(_) | Reply::Cold | Reply::Execute => {
             head.extend_from_slice(b",\"result\":null}");
             vec![head.freeze()]
         }
@@ -145,6 +152,13 @@ pub(crate) fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
         Reply::Error(code, message) => {
             head.extend_from_slice(b",");
             head.extend_from_slice(errors::error_member(code, &message).as_bytes());
+            head.extend_from_slice(b"}");
+            vec![head.freeze()]
+        }
+        Reply::ErrorData(code, message, data) => {
+            head.extend_from_slice(b",");
+            let member = errors::error_member_with_data(code, &message, &data);
+            head.extend_from_slice(member.as_bytes());
             head.extend_from_slice(b"}");
             vec![head.freeze()]
         }

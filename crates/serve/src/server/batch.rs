@@ -67,6 +67,7 @@ impl Server {
         let mut fetched = Vec::new();
         let mut scans = Vec::new();
         let mut colds = Vec::new();
+        let mut executes = Vec::new();
         let mut budget = self.ctx.logs_budget();
         // Bytes of the answers built so far: every one counts as it is
         // built, deferred ones (a log scan, a state fetch; their sizes not
@@ -102,6 +103,11 @@ impl Server {
                     fetches.push(self.await_fetches(requests));
                     fetched.push((i, call, started));
                 }
+                FirstPass::Execute(call, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    executes.push((i, call, started));
+                }
                 FirstPass::Cold(call, started) => {
                     deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
@@ -118,6 +124,16 @@ impl Server {
                 .read_cold(owned, self.ctx.config.max_batch_answer_bytes, latest)
                 .await;
             for ((i, call, started, _), reply) in colds.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
+            }
+        }
+        if !executes.is_empty() {
+            let owned = executes
+                .iter()
+                .map(|(_, call, _)| call.to_owned_call())
+                .collect();
+            let replies = self.execute_calls(owned, latest).await;
+            for ((i, call, started), reply) in executes.into_iter().zip(replies) {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }

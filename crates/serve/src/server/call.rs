@@ -30,6 +30,8 @@ pub(super) enum FirstPass<'a> {
     /// A read of stored pages that are not in memory: answered on the I/O
     /// threads.
     Cold(Call<'a>, Instant),
+    /// A call to execute: answered on the call threads.
+    Execute(Call<'a>, Instant),
 }
 
 impl Server {
@@ -99,6 +101,7 @@ impl Server {
                 FirstPass::Fetch(call, requests, started)
             }
             Reply::Cold => FirstPass::Cold(call, started),
+            Reply::Execute => FirstPass::Execute(call, started),
             reply => {
                 let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
                 FirstPass::Done(chunks, outcome)

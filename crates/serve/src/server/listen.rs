@@ -23,7 +23,7 @@ use crate::{clients, events, stall};
 
 use super::offload::{io_pool, scan_pool};
 use super::route::Role;
-use super::{Server, export, heap, residency, until_stopped};
+use super::{Server, execute, export, heap, residency, until_stopped};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -87,9 +87,14 @@ pub async fn serve(
         fetch,
         scans: scan_pool(),
         io: io_pool(),
+        calls: execute::call_pool(),
         ctx: Arc::new(Context {
             reader,
             chain,
+            call_rules: state
+                .as_ref()
+                .map_or_else(Default::default, |s| s.rules.clone()),
+            call_blocks: Default::default(),
             state: state.map(|s| s.state),
             state_answers,
             chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),

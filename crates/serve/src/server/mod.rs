@@ -5,6 +5,8 @@
 //!   bounded queue, for work a request waits on off the async workers;
 //! - `call.rs`: one call, alone or in a batch: parsed, validated, answered
 //!   from what neve holds, or handed on as deferred work; and finished;
+//! - `execute.rs`: calls executed on the call threads, with the rounds of
+//!   fetches their misses need;
 //! - `batch.rs`: a batch's elements, the deferred ones (scan threads, I/O
 //!   threads, state fetches) and the one account of
 //!   `--max-batch-answer-bytes`;
@@ -22,6 +24,7 @@
 mod admission;
 mod batch;
 mod call;
+mod execute;
 mod export;
 mod health;
 mod heap;
@@ -64,6 +67,8 @@ pub(crate) struct Server {
     scans: neve_store::background::Pool,
     /// Reads of stored pages not in memory ([`offload::IO_THREADS`]).
     io: neve_store::background::Pool,
+    /// Calls executing ([`execute::call_pool`]).
+    calls: neve_store::background::Pool,
     events: tokio::sync::broadcast::Sender<Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,

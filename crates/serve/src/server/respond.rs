@@ -75,6 +75,14 @@ impl Server {
                 self.fetch_through(call, requests, started, over_ws, latest)
                     .await
             }
+            FirstPass::Execute(call, started) => {
+                let reply = self
+                    .execute_calls(vec![call.to_owned_call()], latest)
+                    .await
+                    .pop()
+                    .expect("one reply per call");
+                self.finish(&call, reply, started, over_ws, false)
+            }
             FirstPass::Cold(call, started) => {
                 let reply = self
                     .read_cold(vec![(call.to_owned_call(), 0)], usize::MAX, latest)

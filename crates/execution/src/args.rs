@@ -1,0 +1,235 @@
+//! What a call asks: geth's transaction arguments (`from`, `to`, `gas`, the
+//! fee fields, `value`, `input`/`data`, access and authorization lists,
+//! blob fields), its state overrides and its block overrides, parsed as
+//! geth parses them. Nothing here reads state.
+
+use std::collections::BTreeMap;
+
+use alloy_eips::eip2930::AccessList;
+use alloy_eips::eip7702::SignedAuthorization;
+use alloy_primitives::{Address, B256, Bytes, U64, U256};
+use serde::Deserialize;
+
+/// geth's `TransactionArgs`, the fields a call reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallArgs {
+    /// The sender (the zero address when absent).
+    pub from: Option<Address>,
+    /// The callee; absent creates a contract.
+    pub to: Option<Address>,
+    /// Gas; the gas cap when absent.
+    #[serde(default, deserialize_with = "quantity::u64")]
+    pub gas: Option<U64>,
+    /// A legacy gas price.
+    #[serde(default, deserialize_with = "quantity::u256")]
+    pub gas_price: Option<U256>,
+    /// EIP-1559's fee cap.
+    #[serde(default, deserialize_with = "quantity::u256")]
+    pub max_fee_per_gas: Option<U256>,
+    /// EIP-1559's tip cap.
+    #[serde(default, deserialize_with = "quantity::u256")]
+    pub max_priority_fee_per_gas: Option<U256>,
+    /// Wei sent.
+    #[serde(default, deserialize_with = "quantity::u256")]
+    pub value: Option<U256>,
+    /// Ignored for calls (geth skips nonce checks), parsed to be refused
+    /// when malformed.
+    #[serde(default, deserialize_with = "quantity::u64")]
+    pub nonce: Option<U64>,
+    /// The old name of `input`.
+    pub data: Option<Bytes>,
+    /// Call data.
+    pub input: Option<Bytes>,
+    /// EIP-2930's list.
+    pub access_list: Option<AccessList>,
+    /// Must be the chain's when given.
+    #[serde(default, deserialize_with = "quantity::u64")]
+    pub chain_id: Option<U64>,
+    /// EIP-4844's blob fee cap.
+    #[serde(default, deserialize_with = "quantity::u256")]
+    pub max_fee_per_blob_gas: Option<U256>,
+    /// EIP-4844's blob hashes.
+    pub blob_versioned_hashes: Option<Vec<B256>>,
+    /// EIP-7702's authorizations.
+    pub authorization_list: Option<Vec<SignedAuthorization>>,
+}
+
+/// Why call arguments are refused before anything runs (geth's texts).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    /// `gasPrice` beside the EIP-1559 fields.
+    #[error("both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified")]
+    BothFeeKinds,
+    /// Another chain's id.
+    #[error("chainId does not match node's (have={have}, want={want})")]
+    ChainId {
+        /// The id given.
+        have: u64,
+        /// The chain's.
+        want: u64,
+    },
+}
+
+impl CallArgs {
+    /// The call data: `input`, else `data`. geth's calls never compare
+    /// the two (only sending does), so neither does neve.
+    pub fn input(&self) -> Bytes {
+        self.input
+            .clone()
+            .or_else(|| self.data.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether any fee field was given (a fee-less call runs at price 0
+    /// with the block's base fees read as 0).
+    pub fn has_fees(&self) -> bool {
+        let nonzero = |v: &Option<U256>| v.is_some_and(|v| !v.is_zero());
+        nonzero(&self.gas_price)
+            || nonzero(&self.max_fee_per_gas)
+            || nonzero(&self.max_priority_fee_per_gas)
+    }
+
+    /// The sender.
+    pub fn sender(&self) -> Address {
+        self.from.unwrap_or_default()
+    }
+}
+
+/// geth's hexutil quantities: a string, `0x` then hex digits, no leading
+/// zero, within the type's bits. serde's defaults for these types also
+/// take decimal strings and numbers, which geth refuses (-32602).
+mod quantity {
+    use alloy_primitives::{U64, U256};
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    fn digits<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        bits: usize,
+    ) -> Result<Option<U256>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(deserializer)? else {
+            return Ok(None);
+        };
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .ok_or_else(|| D::Error::custom("hex string without 0x prefix"))?;
+        if digits.is_empty() {
+            return Err(D::Error::custom("hex string \"0x\""));
+        }
+        if digits.len() > 1 && digits.starts_with('0') {
+            return Err(D::Error::custom("hex number with leading zero digits"));
+        }
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(D::Error::custom("invalid hex string"));
+        }
+        if digits.len() > bits / 4 {
+            return Err(D::Error::custom(format!("hex number > {bits} bits")));
+        }
+        U256::from_str_radix(digits, 16)
+            .map(Some)
+            .map_err(|_| D::Error::custom("invalid hex string"))
+    }
+
+    pub(super) fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<U64>, D::Error> {
+        Ok(digits(d, 64)?.map(|v| U64::from(v.to::<u64>())))
+    }
+
+    pub(super) fn u256<'de, D: Deserializer<'de>>(d: D) -> Result<Option<U256>, D::Error> {
+        digits(d, 256)
+    }
+}
+
+/// One account's overrides (geth's `OverrideAccount`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountOverride {
+    /// Replaces the nonce.
+    #[serde(default, deserialize_with = "quantity::u64")]
+    pub nonce: Option<U64>,
+    /// Replaces the code.
+    pub code: Option<Bytes>,
+    /// Replaces the balance.
+    #[serde(default, deserialize_with = "quantity::u256")]
+    pub balance: Option<U256>,
+    /// Replaces the whole storage.
+    pub state: Option<BTreeMap<B256, B256>>,
+    /// Replaces these slots.
+    pub state_diff: Option<BTreeMap<B256, B256>>,
+    /// Moves a precompile here (geth's `movePrecompileToAddress`).
+    pub move_precompile_to_address: Option<Address>,
+}
+
+/// State overrides, by account.
+pub type StateOverride = BTreeMap<Address, AccountOverride>;
+
+/// geth's `BlockOverrides`, the fields a call may set.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockOverrides {
+    /// `NUMBER`.
+    pub number: Option<U256>,
+    /// `DIFFICULTY`.
+    pub difficulty: Option<U256>,
+    /// `TIMESTAMP`.
+    pub time: Option<U64>,
+    /// `GASLIMIT`.
+    pub gas_limit: Option<U64>,
+    /// `COINBASE`.
+    pub fee_recipient: Option<Address>,
+    /// `PREVRANDAO`.
+    pub prev_randao: Option<B256>,
+    /// `BASEFEE`.
+    pub base_fee_per_gas: Option<U256>,
+    /// `BLOBBASEFEE`.
+    pub blob_base_fee: Option<U256>,
+    /// Refused for calls, as geth refuses it.
+    pub beacon_root: Option<B256>,
+    /// Refused for calls, as geth refuses it.
+    pub withdrawals: Option<serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_arguments_parse_as_geth_names_them() {
+        let args: CallArgs = serde_json::from_str(
+            r#"{"from":"0x0000000000000000000000000000000000000001","to":"0x0000000000000000000000000000000000000002","gas":"0x5208","value":"0x1","input":"0xff01","accessList":[{"address":"0x0000000000000000000000000000000000000003","storageKeys":["0x0000000000000000000000000000000000000000000000000000000000000001"]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(args.gas, Some(U64::from(21_000)));
+        assert_eq!(args.input().as_ref(), &[0xff, 0x01]);
+        assert_eq!(args.access_list.unwrap().0.len(), 1);
+        assert!(!CallArgs::default().has_fees());
+    }
+
+    #[test]
+    fn quantities_are_geths_hex_only() {
+        for bad in [
+            r#"{"gas":"12"}"#,
+            r#"{"gas":12}"#,
+            r#"{"gas":"0x"}"#,
+            r#"{"gas":"0x01"}"#,
+            r#"{"value":"0xzz"}"#,
+            r#"{"gas":"0x10000000000000000"}"#,
+        ] {
+            assert!(serde_json::from_str::<CallArgs>(bad).is_err(), "{bad}");
+        }
+        let args: CallArgs =
+            serde_json::from_str(r#"{"gas":"0X10","value":"0x0","nonce":null}"#).unwrap();
+        assert_eq!(
+            (args.gas, args.value, args.nonce),
+            (Some(U64::from(16)), Some(U256::ZERO), None)
+        );
+    }
+
+    #[test]
+    fn input_wins_over_data_as_in_geths_calls() {
+        let args: CallArgs = serde_json::from_str(r#"{"data":"0x01","input":"0x02"}"#).unwrap();
+        assert_eq!(args.input().as_ref(), &[2]);
+        let args: CallArgs = serde_json::from_str(r#"{"data":"0x01"}"#).unwrap();
+        assert_eq!(args.input().as_ref(), &[1]);
+    }
+}

@@ -1,0 +1,206 @@
+//! The EVM's database over verified state at one pinned block
+//! ([`VerifiedDb`]): accounts and slots from trie nodes reached from the
+//! block's verified `stateRoot`, code by its verified hash, `BLOCKHASH`
+//! from the stored verified headers.
+//!
+//! A read that needs a node neve does not hold does not stop the run: it
+//! answers as if empty and is noted ([`Needs`]), so one run finds every key
+//! it reaches before the first miss and most of those after it. A run with
+//! needs is never an answer: its result is thrown away, the needs are
+//! fetched in one batch of proofs, and the call runs again.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use alloy_primitives::{Address, B256, U256};
+use neve_state::{HotKey, Read, State, StorageKeys};
+use revm::bytecode::Bytecode;
+use revm::database_interface::{DBErrorMarker, DatabaseRef};
+use revm::state::AccountInfo;
+
+/// What a run read that neve does not hold, by account: the account
+/// itself, some of its slots (as the trie keys them, before keccak), and
+/// whether its code.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Accounts, each with its missing slots and whether its code is.
+    pub accounts: BTreeMap<Address, (BTreeSet<B256>, bool)>,
+}
+
+impl Needs {
+    /// Nothing is missing.
+    pub fn is_empty(&self) -> bool {
+        self.accounts.is_empty()
+    }
+}
+
+/// The database a run never gets an error from: reads that miss are
+/// noted, not failed (see the module's doc).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("unreachable")]
+pub enum Never {}
+
+impl DBErrorMarker for Never {}
+
+/// Reads of verified state at one block, and what they missed.
+pub struct VerifiedDb<'a> {
+    state: &'a State,
+    root: [u8; 32],
+    keys: StorageKeys,
+    /// Hashes of stored verified blocks, for `BLOCKHASH`.
+    block_hash: &'a (dyn Fn(u64) -> Option<B256> + Sync),
+    /// The pinned block's height: `BLOCKHASH` of it or later (a block
+    /// override's number) is zero, as geth answers.
+    height: u64,
+    /// Storage roots of the accounts read so far (slots are read under them).
+    storage_roots: RefCell<HashMap<Address, Option<[u8; 32]>>>,
+    /// Which account a code hash was read from (a code fetch names it).
+    code_owners: RefCell<HashMap<B256, Address>>,
+    needs: RefCell<Needs>,
+    /// `BLOCKHASH` asked for a block outside the stored tail: the run can
+    /// never be answered here.
+    outside_tail: RefCell<bool>,
+    /// Every key read, for the hot set at `latest`.
+    read: RefCell<Vec<HotKey>>,
+}
+
+impl<'a> VerifiedDb<'a> {
+    /// A database at `root`, a verified `stateRoot`.
+    pub fn new(
+        state: &'a State,
+        root: B256,
+        height: u64,
+        block_hash: &'a (dyn Fn(u64) -> Option<B256> + Sync),
+    ) -> Self {
+        VerifiedDb {
+            state,
+            root: root.0,
+            keys: state.storage_keys(),
+            block_hash,
+            height,
+            storage_roots: RefCell::default(),
+            code_owners: RefCell::default(),
+            needs: RefCell::default(),
+            outside_tail: RefCell::new(false),
+            read: RefCell::default(),
+        }
+    }
+
+    /// What the run missed.
+    pub fn needs(&self) -> Needs {
+        self.needs.borrow().clone()
+    }
+
+    /// Whether the run asked `BLOCKHASH` of a block not stored.
+    pub fn outside_tail(&self) -> bool {
+        *self.outside_tail.borrow()
+    }
+
+    /// Every account and slot the run read.
+    pub fn read_keys(&self) -> Vec<HotKey> {
+        self.read.borrow().clone()
+    }
+
+    fn need(&self, address: Address, slot: Option<B256>, code: bool) {
+        let mut needs = self.needs.borrow_mut();
+        let entry = needs.accounts.entry(address).or_default();
+        if let Some(slot) = slot {
+            entry.0.insert(slot);
+        }
+        entry.1 |= code;
+    }
+}
+
+impl DatabaseRef for VerifiedDb<'_> {
+    type Error = Never;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Never> {
+        self.read.borrow_mut().push(HotKey {
+            address: address.0.0,
+            slot: None,
+        });
+        match self.state.account(&self.root, &address.0.0, false) {
+            Read::Found(read) => {
+                let account = read.account;
+                self.storage_roots
+                    .borrow_mut()
+                    .insert(address, account.map(|a| a.storage_root));
+                Ok(account.map(|a| {
+                    let code_hash = B256::from(a.code_hash);
+                    self.code_owners.borrow_mut().insert(code_hash, address);
+                    AccountInfo {
+                        balance: a.balance,
+                        nonce: a.nonce,
+                        code_hash,
+                        account_id: None,
+                        // Read by hash when the run needs it.
+                        code: (a.code_hash == neve_state::EMPTY_CODE_HASH).then(Bytecode::default),
+                    }
+                }))
+            }
+            Read::Missing => {
+                // Its code with it (nothing for an account without): most
+                // accounts a call reaches it runs, and a round is saved.
+                self.need(address, None, true);
+                self.storage_roots.borrow_mut().insert(address, None);
+                Ok(None)
+            }
+        }
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, Never> {
+        match self.state.code(&code_hash.0) {
+            Read::Found(code) => Ok(Bytecode::new_raw(code.into())),
+            Read::Missing => {
+                if let Some(owner) = self.code_owners.borrow().get(&code_hash) {
+                    self.need(*owner, None, true);
+                }
+                Ok(Bytecode::default())
+            }
+        }
+    }
+
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, Never> {
+        let slot = B256::from(index.to_be_bytes());
+        self.read.borrow_mut().push(HotKey {
+            address: address.0.0,
+            slot: Some(slot.0),
+        });
+        let root = match self.storage_roots.borrow().get(&address) {
+            Some(root) => *root,
+            // revm reads an account before its storage; a slot of an
+            // account not read is one more thing to fetch.
+            None => None,
+        };
+        let Some(root) = root else {
+            if self.needs.borrow().accounts.contains_key(&address) {
+                self.need(address, Some(slot), false);
+            }
+            return Ok(U256::ZERO);
+        };
+        if root == neve_state::EMPTY_ROOT {
+            return Ok(U256::ZERO);
+        }
+        let value_slot = self.keys.value_slot(&slot.0);
+        match self.state.slot(&root, &value_slot, false) {
+            Read::Found(read) => Ok(read.value),
+            Read::Missing => {
+                self.need(address, Some(B256::from(value_slot)), false);
+                Ok(U256::ZERO)
+            }
+        }
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, Never> {
+        if number >= self.height {
+            return Ok(B256::ZERO);
+        }
+        match (self.block_hash)(number) {
+            Some(hash) => Ok(hash),
+            None => {
+                *self.outside_tail.borrow_mut() = true;
+                Ok(B256::ZERO)
+            }
+        }
+    }
+}

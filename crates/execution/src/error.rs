@@ -1,0 +1,85 @@
+//! Why a call has no result, in geth's words: arguments refused before
+//! anything runs, a transaction the chain's rules refuse (geth's
+//! pre-checks), overrides that do not apply. Serving maps each to its
+//! JSON-RPC code in one place; a revert or a halt is an [`Outcome`]
+//! (`run.rs`), not an error here.
+//!
+//! [`Outcome`]: crate::Outcome
+
+use alloy_primitives::U256;
+
+use crate::args::{ArgsError, CallArgs};
+use revm::context::result::InvalidTransaction as Invalid;
+
+use crate::run::Fees;
+
+/// A call refused before or instead of a result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// Arguments geth refuses.
+    #[error("{0}")]
+    Args(#[from] ArgsError),
+    /// A pre-check failed (geth's message, with the gas supplied).
+    #[error("{0}")]
+    PreCheck(String),
+    /// Overrides that cannot apply.
+    #[error("{0}")]
+    Override(String),
+    /// Something neve does not execute (the node answers it: 421).
+    #[error("not executed by this mirror")]
+    Unsupported,
+    /// The EVM failed in a way no transaction should make it.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl CallError {
+    /// geth's message for a transaction its pre-checks refuse
+    /// (`core/state_transition.go`), as `eth_call` wraps it.
+    pub(crate) fn invalid(invalid: &Invalid, args: &CallArgs, fees: &Fees, gas: u64) -> CallError {
+        let sender = args.sender();
+        let message = match invalid {
+            Invalid::LackOfFundForMaxFee { balance, .. } => {
+                let value = args.value.unwrap_or_default();
+                let mut want = U256::from(gas) * U256::from(fees.fee_cap) + value;
+                if let Some(blob_fee) = args.max_fee_per_blob_gas {
+                    let blobs = args.blob_versioned_hashes.as_ref().map_or(0, Vec::len);
+                    want += U256::from(blobs as u64 * 131_072) * blob_fee;
+                }
+                format!(
+                    "insufficient funds for gas * price + value: address {sender} have {balance} want {want}"
+                )
+            }
+            Invalid::CallGasCostMoreThanGasLimit {
+                initial_gas,
+                gas_limit,
+            } => format!("intrinsic gas too low: have {gas_limit}, want {initial_gas}"),
+            Invalid::GasFloorMoreThanGasLimit {
+                gas_floor,
+                gas_limit,
+            } => format!(
+                "insufficient gas for floor data gas cost: have {gas_limit}, want {gas_floor}"
+            ),
+            Invalid::CreateInitCodeSizeLimit => {
+                let len = args.input().len();
+                format!("max initcode size exceeded: code size {len} limit 49152")
+            }
+            Invalid::BlobGasPriceGreaterThanMax {
+                block_blob_gas_price,
+                tx_max_fee_per_blob_gas,
+            } => format!(
+                "max fee per blob gas less than block blob gas fee: address {sender} blobGasFeeCap: {tx_max_fee_per_blob_gas}, blobBaseFee: {block_blob_gas_price}"
+            ),
+            Invalid::EmptyBlobs => "blobless blob transaction".to_string(),
+            Invalid::BlobCreateTransaction => "blob transaction of type create".to_string(),
+            Invalid::EmptyAuthorizationList => {
+                format!("EIP-7702 transaction with empty auth list (sender {sender})")
+            }
+            Invalid::NonceOverflowInTransaction => {
+                format!("nonce has max value: address {sender}")
+            }
+            other => other.to_string(),
+        };
+        CallError::PreCheck(format!("err: {message} (supplied gas {gas})"))
+    }
+}

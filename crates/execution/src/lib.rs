@@ -1,0 +1,32 @@
+//! execution: runs calls, never blocks. `eth_call`, `eth_estimateGas` and
+//! `eth_createAccessList` execute with revm against neve's verified state
+//! at one pinned block, with geth's semantics as the judge.
+//!
+//! What it owns: the EVM's database over verified state ([`VerifiedDb`]:
+//! trie nodes reached from a verified `stateRoot`, code by its verified
+//! hash, `BLOCKHASH` from stored verified headers), the call's arguments
+//! and overrides, the chain's rules by time ([`ChainRules`]), and the
+//! answers in geth's terms. What it must not do: fetch, speak HTTP or
+//! JSON-RPC, or answer from state it did not read through the verified
+//! store: a run that needed anything not held returns what it needed
+//! ([`Run::Needs`]), never a result.
+//!
+//! Start at [`run()`], then [`VerifiedDb`].
+
+mod args;
+mod block;
+mod db;
+mod error;
+mod estimate;
+mod revert;
+mod rules;
+mod run;
+
+pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
+pub use block::{BlockFacts, FACTS_CACHED, FactsCache};
+pub use db::{Needs, VerifiedDb};
+pub use error::CallError;
+pub use estimate::{ERROR_RATIO, Estimate, estimate};
+pub use revert::revert_message;
+pub use rules::{ChainRules, Fork, RulesCell};
+pub use run::{Ended, GAS_CAP, MEMORY_LIMIT, Outcome, Pinned, Request, Run, run};

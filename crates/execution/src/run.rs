@@ -1,0 +1,551 @@
+//! One run of a call at a pinned block: the EVM's configuration as geth
+//! sets it for calls (nonce and EIP-3607 checks off, no block gas limit
+//! and no per-transaction cap beyond [`GAS_CAP`], base fees read as 0 when
+//! the call names no fee), the block's environment from its verified
+//! header, the overrides applied, and revm's result in geth's terms.
+
+use alloy_primitives::{B256, Bytes, TxKind, U256};
+use neve_state::{HotKey, State};
+use revm::bytecode::OpCode;
+use revm::context::either::Either;
+use revm::context::result::{EVMError, ExecutionResult, HaltReason};
+use revm::context::{BlockEnv, CfgEnv, TxEnv};
+use revm::context_interface::block::BlobExcessGasAndPrice;
+use revm::database::CacheDB;
+use revm::interpreter::interpreter_types::{Jumps, StackTr};
+use revm::interpreter::{Interpreter, InterpreterTypes};
+use revm::primitives::hardfork::SpecId;
+use revm::state::AccountInfo;
+use revm::{Context, Database, ExecuteEvm, InspectEvm, Inspector, MainBuilder, MainContext};
+
+use crate::args::{BlockOverrides, CallArgs, StateOverride};
+use crate::block::BlockFacts;
+use crate::db::{Needs, VerifiedDb};
+use crate::error::CallError;
+use crate::rules::Fork;
+
+/// Most gas one call may use: geth's `RPCGasCap`, so a call neve answers
+/// is one geth answers the same. A call asking more gets this much, and
+/// with it its time: at revm's speed 50 M gas of the slowest opcodes is
+/// well under geth's 5 s limit. Default is 50,000,000.
+pub const GAS_CAP: u64 = 50_000_000;
+
+/// Most bytes of EVM memory one call frame may hold. Gas bounds memory
+/// (50 M gas buys about 5 MiB in one frame); this is the backstop a bug
+/// in that reasoning would hit. Default is 64 MiB.
+pub const MEMORY_LIMIT: u64 = 64 << 20;
+
+/// Where a call runs: verified state, the block, the chain's rules there.
+pub struct Pinned<'a> {
+    /// Verified state.
+    pub state: &'a State,
+    /// The block (its verified header's facts).
+    pub block: &'a BlockFacts,
+    /// The rules in force at it.
+    pub fork: Fork,
+    /// The chain id.
+    pub chain_id: u64,
+    /// Hashes of stored verified blocks by height, for `BLOCKHASH`.
+    pub block_hash: &'a (dyn Fn(u64) -> Option<B256> + Sync),
+}
+
+/// What a call asks, whole.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    /// The transaction's arguments.
+    pub args: CallArgs,
+    /// State overrides.
+    pub state: Option<StateOverride>,
+    /// Block overrides.
+    pub block: Option<BlockOverrides>,
+}
+
+/// How a run that executed ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It returned.
+    Success,
+    /// It reverted (`output` is the revert data).
+    Revert,
+    /// It halted; geth's message for why.
+    Halt(String),
+}
+
+/// A run that executed over held state only.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// How it ended.
+    pub ended: Ended,
+    /// Returned or revert data.
+    pub output: Bytes,
+    /// Gas used, refunds applied (a receipt's `gasUsed`).
+    pub gas_used: u64,
+    /// The gas limit it ran with.
+    pub gas_limit: u64,
+    /// Gas used before refunds (at least the calldata floor): geth's
+    /// `MaxUsedGas`, the estimator's optimistic start.
+    pub peak_gas: u64,
+    /// Every account and slot read, for the hot set and access lists.
+    pub read: Vec<HotKey>,
+}
+
+/// A run's result.
+#[derive(Clone, Debug)]
+pub enum Run {
+    /// Executed over held state: an answer.
+    Done(Outcome),
+    /// It read state not held: fetch these, then run again.
+    Needs(Needs),
+    /// `BLOCKHASH` of a block not stored: not answerable here.
+    OutsideTail,
+}
+
+/// Runs `request` at `pinned`, with `gas` instead of the request's when
+/// given (the estimator's probes).
+pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<Run, CallError> {
+    let args = &request.args;
+    let input = args.input();
+    if let Some(chain_id) = args.chain_id
+        && chain_id.to::<u64>() != pinned.chain_id
+    {
+        return Err(CallError::Args(crate::args::ArgsError::ChainId {
+            have: chain_id.to(),
+            want: pinned.chain_id,
+        }));
+    }
+    let db = VerifiedDb::new(
+        pinned.state,
+        pinned.block.state_root,
+        pinned.block.number,
+        pinned.block_hash,
+    );
+    let mut cache = CacheDB::new(&db);
+    if let Some(overrides) = &request.state {
+        apply_state_overrides(&mut cache, overrides)?;
+    }
+    let sender = args.sender();
+    let sender_nonce = match cache.basic(sender) {
+        Ok(account) => account.map_or(0, |a| a.nonce),
+        Err(never) => match never {},
+    };
+    let gas_limit = gas.unwrap_or_else(|| args.gas.map_or(GAS_CAP, |g| g.to::<u64>()).min(GAS_CAP));
+    let mut facts = pinned.block.clone();
+    if let Some(base_fee) = request
+        .block
+        .as_ref()
+        .and_then(|overrides| overrides.base_fee_per_gas)
+    {
+        facts.base_fee = Some(base_fee.saturating_to());
+    }
+    let fees = Fees::of(args, &facts, gas_limit)?;
+    let mut block = block_env(pinned, args);
+    if let Some(overrides) = &request.block {
+        apply_block_overrides(&mut block, overrides)?;
+    }
+    if fees.price == 0 {
+        block.basefee = 0;
+    }
+    let tx = TxEnv {
+        tx_type: fees.tx_type(args),
+        caller: sender,
+        gas_limit,
+        gas_price: fees.fee_cap,
+        kind: args.to.map_or(TxKind::Create, TxKind::Call),
+        value: args.value.unwrap_or_default(),
+        data: input,
+        nonce: sender_nonce,
+        chain_id: Some(pinned.chain_id),
+        access_list: args.access_list.clone().unwrap_or_default(),
+        gas_priority_fee: fees.tip,
+        blob_hashes: args.blob_versioned_hashes.clone().unwrap_or_default(),
+        max_fee_per_blob_gas: args
+            .max_fee_per_blob_gas
+            .map_or(0, |fee| fee.saturating_to()),
+        authorization_list: args
+            .authorization_list
+            .iter()
+            .flatten()
+            .cloned()
+            .map(Either::Left)
+            .collect(),
+    };
+    let mut cfg = CfgEnv::new_with_spec(pinned.fork.spec);
+    cfg.chain_id = pinned.chain_id;
+    cfg.disable_nonce_check = true;
+    cfg.disable_eip3607 = true;
+    cfg.disable_block_gas_limit = true;
+    cfg.disable_base_fee = true;
+    cfg.tx_gas_limit_cap = Some(u64::MAX);
+    cfg.memory_limit = MEMORY_LIMIT;
+    cfg.blob_base_fee_update_fraction = pinned.fork.blob_base_fee_update_fraction;
+    let evm = Context::mainnet()
+        .with_db(cache)
+        .with_block(block)
+        .with_cfg(cfg);
+    let result = evm.clone().build_mainnet().transact(tx.clone());
+    if db.outside_tail() {
+        return Ok(Run::OutsideTail);
+    }
+    let needs = db.needs();
+    if !needs.is_empty() {
+        return Ok(Run::Needs(needs));
+    }
+    let result = match result {
+        Ok(done) => done.result,
+        Err(EVMError::Transaction(invalid)) => {
+            return Err(CallError::invalid(&invalid, args, &fees, gas_limit));
+        }
+        Err(EVMError::Database(never)) => match never {},
+        Err(other) => return Err(CallError::Internal(other.to_string())),
+    };
+    // geth names the opcode (and the stack) a halt stopped at; revm's
+    // reason does not, so a halt that needs them runs once more, watched.
+    // Halts are rare, and the run is the same (same state, same inputs).
+    let detail = match &result {
+        ExecutionResult::Halt { reason, .. } if needs_last_step(reason) => {
+            let mut watched = evm.build_mainnet_with_inspector(LastStep::default());
+            let _ = watched.inspect_tx(tx);
+            Some(watched.inspector)
+        }
+        _ => None,
+    };
+    let read = db.read_keys();
+    Ok(Run::Done(match result {
+        ExecutionResult::Success { gas, output, .. } => Outcome {
+            ended: Ended::Success,
+            output: output.into_data(),
+            gas_used: gas.tx_gas_used(),
+            gas_limit,
+            peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
+            read,
+        },
+        ExecutionResult::Revert { gas, output, .. } => Outcome {
+            ended: Ended::Revert,
+            output,
+            gas_used: gas.tx_gas_used(),
+            gas_limit,
+            peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
+            read,
+        },
+        ExecutionResult::Halt { reason, gas, .. } => Outcome {
+            ended: Ended::Halt(halt_message(&reason, detail.as_ref())),
+            output: Bytes::new(),
+            gas_used: gas.tx_gas_used(),
+            gas_limit,
+            peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
+            read,
+        },
+    }))
+}
+
+/// The fees a call pays, as geth derives them for a call.
+pub(crate) struct Fees {
+    /// The price cap revm charges against (legacy: the price).
+    pub(crate) fee_cap: u128,
+    /// EIP-1559's tip, when 1559 fields were given.
+    pub(crate) tip: Option<u128>,
+    /// The price paid (`GASPRICE`); 0 makes `BASEFEE` read 0, as in geth.
+    pub(crate) price: u128,
+}
+
+impl Fees {
+    /// geth's `CallDefaults` and `ToMessage` for a call, then its London
+    /// pre-checks (skipped when no fee is given), which neve makes itself
+    /// because revm's base-fee check is off for calls.
+    fn of(args: &CallArgs, block: &BlockFacts, gas: u64) -> Result<Fees, CallError> {
+        let wide = |v: U256| -> u128 { v.saturating_to() };
+        if args.gas_price.is_some()
+            && (args.max_fee_per_gas.is_some() || args.max_priority_fee_per_gas.is_some())
+        {
+            return Err(crate::args::ArgsError::BothFeeKinds.into());
+        }
+        let Some(base_fee) = block.base_fee else {
+            // Before London only the legacy price counts.
+            let price = args.gas_price.unwrap_or_default();
+            return Ok(Fees {
+                fee_cap: wide(price),
+                tip: None,
+                price: wide(price),
+            });
+        };
+        let (fee_cap, tip, legacy) = match args.gas_price {
+            Some(price) => (price, price, true),
+            None => (
+                args.max_fee_per_gas.unwrap_or_default(),
+                args.max_priority_fee_per_gas.unwrap_or_default(),
+                false,
+            ),
+        };
+        let base = U256::from(base_fee);
+        let price = if fee_cap.is_zero() && tip.is_zero() {
+            U256::ZERO
+        } else {
+            (tip.saturating_add(base)).min(fee_cap)
+        };
+        if !fee_cap.is_zero() || !tip.is_zero() {
+            let sender = args.sender();
+            let failed = |message: String| {
+                CallError::PreCheck(format!("err: {message} (supplied gas {gas})"))
+            };
+            if tip > fee_cap {
+                return Err(failed(format!(
+                    "max priority fee per gas higher than max fee per gas: address {sender}, maxPriorityFeePerGas: {tip}, maxFeePerGas: {fee_cap}"
+                )));
+            }
+            if fee_cap < base {
+                return Err(failed(format!(
+                    "max fee per gas less than block base fee: address {sender}, maxFeePerGas: {fee_cap}, baseFee: {base_fee}"
+                )));
+            }
+        }
+        Ok(Fees {
+            fee_cap: wide(fee_cap),
+            tip: (!legacy).then(|| wide(tip)),
+            price: wide(price),
+        })
+    }
+
+    fn tx_type(&self, args: &CallArgs) -> u8 {
+        if args.authorization_list.is_some() {
+            4
+        } else if args.blob_versioned_hashes.is_some() {
+            3
+        } else if self.tip.is_some() {
+            2
+        } else if args.access_list.is_some() {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+fn block_env(pinned: &Pinned<'_>, args: &CallArgs) -> BlockEnv {
+    let facts = pinned.block;
+    let merged = pinned.fork.spec.is_enabled_in(SpecId::MERGE);
+    // geth reads BASEFEE as 0 when the price paid is 0 (set by the
+    // caller, after the overrides), and BLOBBASEFEE as 0 only when a zero
+    // blob fee cap was given.
+    let zero_blob_fee = args.max_fee_per_blob_gas.is_some_and(|fee| fee.is_zero());
+    BlockEnv {
+        number: U256::from(facts.number),
+        beneficiary: facts.beneficiary,
+        timestamp: U256::from(facts.timestamp),
+        gas_limit: facts.gas_limit,
+        basefee: facts.base_fee.unwrap_or(0),
+        difficulty: facts.difficulty,
+        prevrandao: merged.then_some(facts.mix_hash),
+        blob_excess_gas_and_price: facts.excess_blob_gas.map(|excess| {
+            match (pinned.fork.blob_base_fee_update_fraction, zero_blob_fee) {
+                (Some(fraction), false) => BlobExcessGasAndPrice::new(excess, fraction),
+                _ => BlobExcessGasAndPrice {
+                    excess_blob_gas: excess,
+                    blob_gasprice: 0,
+                },
+            }
+        }),
+        ..Default::default()
+    }
+}
+
+fn apply_block_overrides(
+    block: &mut BlockEnv,
+    overrides: &BlockOverrides,
+) -> Result<(), CallError> {
+    if overrides.beacon_root.is_some() {
+        return Err(CallError::Override(
+            "block override \"beaconRoot\" is not supported for this RPC method".into(),
+        ));
+    }
+    if overrides.withdrawals.is_some() {
+        return Err(CallError::Override(
+            "block override \"withdrawals\" is not supported for this RPC method".into(),
+        ));
+    }
+    if let Some(number) = overrides.number {
+        block.number = number;
+    }
+    if let Some(difficulty) = overrides.difficulty {
+        block.difficulty = difficulty;
+    }
+    if let Some(time) = overrides.time {
+        block.timestamp = U256::from(time.to::<u64>());
+    }
+    if let Some(gas_limit) = overrides.gas_limit {
+        block.gas_limit = gas_limit.to();
+    }
+    if let Some(coinbase) = overrides.fee_recipient {
+        block.beneficiary = coinbase;
+    }
+    if let Some(random) = overrides.prev_randao {
+        block.prevrandao = Some(random);
+    }
+    if let Some(base_fee) = overrides.base_fee_per_gas {
+        block.basefee = base_fee.saturating_to();
+    }
+    if let Some(blob_base_fee) = overrides.blob_base_fee {
+        let excess = block
+            .blob_excess_gas_and_price
+            .map_or(0, |b| b.excess_blob_gas);
+        block.blob_excess_gas_and_price = Some(BlobExcessGasAndPrice {
+            excess_blob_gas: excess,
+            blob_gasprice: blob_base_fee.saturating_to(),
+        });
+    }
+    Ok(())
+}
+
+fn apply_state_overrides(
+    cache: &mut CacheDB<&VerifiedDb<'_>>,
+    overrides: &StateOverride,
+) -> Result<(), CallError> {
+    for (address, account) in overrides {
+        if account.state.is_some() && account.state_diff.is_some() {
+            return Err(CallError::Override(format!(
+                "account {address} has both 'state' and 'stateDiff'"
+            )));
+        }
+        if account.move_precompile_to_address.is_some() {
+            // Moving a precompile changes which addresses run native code;
+            // neve does not: the node answers it.
+            return Err(CallError::Unsupported);
+        }
+        let mut info: AccountInfo = match cache.basic(*address) {
+            Ok(info) => info.unwrap_or_default(),
+            Err(never) => match never {},
+        };
+        if let Some(nonce) = account.nonce {
+            info.nonce = nonce.to();
+        }
+        if let Some(balance) = account.balance {
+            info.balance = balance;
+        }
+        if let Some(code) = &account.code {
+            info.code_hash = alloy_primitives::keccak256(code);
+            info.code = Some(revm::bytecode::Bytecode::new_raw(code.clone()));
+        }
+        cache.insert_account_info(*address, info);
+        if let Some(state) = &account.state {
+            let slots = state
+                .iter()
+                .map(|(slot, value)| (U256::from_be_bytes(slot.0), U256::from_be_bytes(value.0)));
+            cache
+                .replace_account_storage(*address, slots.collect())
+                .unwrap_or_else(|never| match never {});
+        }
+        if let Some(diff) = &account.state_diff {
+            for (slot, value) in diff {
+                cache
+                    .insert_account_storage(
+                        *address,
+                        U256::from_be_bytes(slot.0),
+                        U256::from_be_bytes(value.0),
+                    )
+                    .unwrap_or_else(|never| match never {});
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The last instruction a run stepped into, and the stack it found: the
+/// instruction a top-level halt stopped at.
+#[derive(Clone, Copy, Debug, Default)]
+struct LastStep {
+    opcode: u8,
+    stack_len: usize,
+}
+
+impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for LastStep {
+    fn step(&mut self, interp: &mut Interpreter<INTR>, _: &mut CTX) {
+        self.opcode = interp.bytecode.opcode();
+        self.stack_len = interp.stack.len();
+    }
+}
+
+fn needs_last_step(reason: &HaltReason) -> bool {
+    matches!(
+        reason,
+        HaltReason::OpcodeNotFound
+            | HaltReason::NotActivated
+            | HaltReason::StackUnderflow
+            | HaltReason::StackOverflow
+    )
+}
+
+/// geth's message for a halt (`core/vm/errors.go`), with the instruction
+/// it stopped at where geth names it.
+fn halt_message(reason: &HaltReason, last: Option<&LastStep>) -> String {
+    let last = last.copied().unwrap_or_default();
+    let info = OpCode::info_by_op(last.opcode);
+    match reason {
+        HaltReason::OpcodeNotFound | HaltReason::NotActivated => {
+            return match OpCode::new(last.opcode) {
+                Some(op) => format!("invalid opcode: {}", op.as_str()),
+                None => format!("invalid opcode: opcode {:#x} not defined", last.opcode),
+            };
+        }
+        HaltReason::StackUnderflow => {
+            let required = info.map_or(0, |i| i.inputs());
+            return format!("stack underflow ({} <=> {required})", last.stack_len);
+        }
+        HaltReason::StackOverflow => {
+            let limit = info.map_or(1024, |i| 1024 + i.inputs() as usize - i.outputs() as usize);
+            return format!("stack limit reached {} ({limit})", last.stack_len);
+        }
+        _ => {}
+    }
+    match reason {
+        HaltReason::OutOfGas(_) => "out of gas",
+        HaltReason::OpcodeNotFound
+        | HaltReason::NotActivated
+        | HaltReason::StackUnderflow
+        | HaltReason::StackOverflow => unreachable!("named above"),
+        HaltReason::InvalidFEOpcode => "invalid opcode: INVALID",
+        HaltReason::InvalidJump => "invalid jump destination",
+        HaltReason::OutOfOffset => "return data out of bounds",
+        HaltReason::CreateCollision => "contract address collision",
+        HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_) => {
+            "precompile failed"
+        }
+        HaltReason::NonceOverflow => "nonce uint64 overflow",
+        HaltReason::CreateContractSizeLimit => "max code size exceeded",
+        HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef",
+        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded",
+        HaltReason::OverflowPayment => "gas uint64 overflow",
+        HaltReason::StateChangeDuringStaticCall | HaltReason::CallNotAllowedInsideStatic => {
+            "write protection"
+        }
+        HaltReason::OutOfFunds => "insufficient balance for transfer",
+        HaltReason::CallTooDeep => "max call depth exceeded",
+    }
+    .to_string()
+}
+
+/// The sender's balance at `pinned` after the request's overrides, or the
+/// run that says what reading it needs.
+pub(crate) fn sender_balance(
+    pinned: &Pinned<'_>,
+    request: &Request,
+) -> Result<Result<U256, Run>, CallError> {
+    let db = VerifiedDb::new(
+        pinned.state,
+        pinned.block.state_root,
+        pinned.block.number,
+        pinned.block_hash,
+    );
+    let mut cache = CacheDB::new(&db);
+    if let Some(overrides) = &request.state {
+        apply_state_overrides(&mut cache, overrides)?;
+    }
+    let balance = match cache.basic(request.args.sender()) {
+        Ok(account) => account.map_or(U256::ZERO, |a| a.balance),
+        Err(never) => match never {},
+    };
+    let needs = db.needs();
+    Ok(if needs.is_empty() {
+        Ok(balance)
+    } else {
+        Err(Run::Needs(needs))
+    })
+}

@@ -1,0 +1,125 @@
+//! Calls executed off the async workers: on the call threads, a pool of
+//! one thread per core with a bounded queue. A call that read state not
+//! held comes back naming it ([`Reply::Fetch`]); the fetches run, and the
+//! call runs again, at most [`MAX_CALL_ROUNDS`] times and within
+//! `--state-fetch-timeout` from the first fetch; then it is a miss (421).
+//! With fetching off, a call that misses is a miss at once.
+
+use std::time::Instant;
+
+use crate::rpc::{OwnedCall, Reads, Reply};
+
+use super::Server;
+use super::offload::OffWorkers;
+
+/// Calls waiting for or running on the call threads; past this a call is
+/// a miss (421) at once, counted, so a flood of heavy calls queues
+/// nowhere unbounded and the node answers what neve cannot take. Each
+/// call is bounded by the gas cap, so the queue is at most this many
+/// capped calls of work. Default is 256.
+pub(crate) const MAX_QUEUED_CALLS: u64 = 256;
+
+/// Most runs of one call: a run that misses notes every key it reached,
+/// so a call needs one fetch per level of contracts it calls into that
+/// neve does not hold yet (a router, its pool, the pool's tokens), all
+/// within `--state-fetch-timeout`. Default is 8.
+pub(crate) const MAX_CALL_ROUNDS: usize = 8;
+
+/// The call threads: one per core, since a call is CPU work; at the
+/// priority of the threads that answer.
+pub(super) fn call_pool() -> neve_store::background::Pool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    neve_store::background::Pool::serving("neve-call", cores)
+}
+
+impl Server {
+    /// Executes `calls` in order on the call threads, with the rounds of
+    /// fetches their misses need; one reply per call.
+    pub(super) async fn execute_calls(
+        &self,
+        calls: Vec<OwnedCall>,
+        latest: Option<u64>,
+    ) -> Vec<Reply> {
+        let mut replies: Vec<Option<Reply>> = (0..calls.len()).map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..calls.len()).collect();
+        let mut deadline: Option<Instant> = None;
+        for round in 0..MAX_CALL_ROUNDS {
+            let batch: Vec<OwnedCall> = pending.iter().map(|i| calls[*i].clone()).collect();
+            let ran = self.run_calls(batch, latest).await;
+            let mut fetches = Vec::new();
+            let mut again = Vec::new();
+            for (i, reply) in pending.iter().zip(ran) {
+                match reply {
+                    Reply::Fetch(requests)
+                        if self.fetch.is_some()
+                            && self.ctx.config.state_fetch_timeout.is_some()
+                            && round + 1 < MAX_CALL_ROUNDS =>
+                    {
+                        fetches.extend(requests);
+                        again.push(*i);
+                    }
+                    Reply::Fetch(requests) => {
+                        // Fetching off: warm in the background, answer 421.
+                        if let Some(fetch) = &self.fetch {
+                            for request in requests {
+                                drop(fetch.fetch(request));
+                            }
+                        }
+                        replies[*i] = Some(Reply::Miss);
+                    }
+                    reply => replies[*i] = Some(reply),
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            let timeout = self.ctx.config.state_fetch_timeout.expect("checked above");
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+            let fetch = self.fetch.as_ref().expect("checked above");
+            let waits: Vec<_> = fetches.into_iter().map(|r| fetch.fetch(r)).collect();
+            let left = deadline.saturating_duration_since(Instant::now());
+            if tokio::time::timeout(left, futures_util::future::join_all(waits))
+                .await
+                .is_err()
+            {
+                for i in &again {
+                    replies[*i] = Some(Reply::Miss);
+                }
+                break;
+            }
+            pending = again;
+        }
+        replies
+            .into_iter()
+            .map(|reply| reply.unwrap_or(Reply::Miss))
+            .collect()
+    }
+
+    /// One run of each call on the call threads.
+    async fn run_calls(&self, calls: Vec<OwnedCall>, latest: Option<u64>) -> Vec<Reply> {
+        let queue = OffWorkers {
+            pool: &self.calls,
+            queued: |m| &m.calls_queued,
+            refused: |m| &m.calls_refused,
+            admitted: None,
+            max_queued: MAX_QUEUED_CALLS,
+            what: "executing a call",
+        };
+        let ctx = self.ctx.clone();
+        let count = calls.len();
+        self.off_workers(
+            queue,
+            count,
+            || Reply::Miss,
+            move || {
+                calls
+                    .iter()
+                    .map(|(method, params)| {
+                        ctx.call(method, params.as_deref(), Reads::from_disk(latest))
+                    })
+                    .collect()
+            },
+        )
+        .await
+    }
+}
