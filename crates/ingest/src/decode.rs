@@ -5,16 +5,18 @@
 //! ([`crate::verify`]) reads what this decoded; the stored record is laid
 //! out from it afterwards ([`crate::prepare`]).
 //!
-//! Spans come from serde_json's borrowed [`RawValue`]s, which point into the
-//! received text, so an offset is a pointer difference: nothing is
-//! re-serialised, and field order and unknown fields (avalanchego's
-//! `blockExtraData`, `extDataHash`, …) pass through untouched.
+//! Each text is parsed once, strictly (`strict_json`): the tree is kept for
+//! verification to read (typed values are built from it, and every served
+//! field is compared with it), a key given twice is noted for verification
+//! to refuse, and spans are where the tree's values lie in the received
+//! text: nothing is re-serialised, and field order and unknown fields
+//! (avalanchego's `blockExtraData`, `extDataHash`, …) pass through
+//! untouched.
 
 use neve_store::{Hash, LogEntry, Span, TxEntry};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::rawrlp;
+use crate::strict_json::Json;
 
 /// The upstream's answers to `debug_getRaw*`, as the JSON values it sent
 /// (`"0x…"` strings; an array of them for receipts), each possibly empty.
@@ -58,20 +60,6 @@ pub enum PrepareError {
     Raw(String),
 }
 
-#[derive(Deserialize)]
-struct BlockShape<'a> {
-    #[serde(borrow)]
-    hash: &'a str,
-    #[serde(borrow)]
-    number: &'a str,
-    #[serde(borrow, rename = "parentHash")]
-    parent_hash: &'a str,
-    #[serde(borrow, rename = "logsBloom")]
-    logs_bloom: &'a str,
-    #[serde(borrow)]
-    transactions: &'a RawValue,
-}
-
 /// Where a transaction, receipt or log says it sits. No hash covers these
 /// fields, so each is checked against the block (when present).
 struct Placement<'a> {
@@ -80,7 +68,16 @@ struct Placement<'a> {
     transaction_index: Option<&'a str>,
 }
 
-impl Placement<'_> {
+impl<'a> Placement<'a> {
+    /// What `object` says of where it sits.
+    fn of(object: &Json<'a>) -> Result<Placement<'a>, String> {
+        Ok(Placement {
+            block_hash: optional_text(object, "blockHash")?,
+            block_number: optional_text(object, "blockNumber")?,
+            transaction_index: optional_text(object, "transactionIndex")?,
+        })
+    }
+
     /// Checks the claims against block `hash` at `height`, transaction `index`.
     fn check(
         &self,
@@ -114,55 +111,46 @@ impl Placement<'_> {
     }
 }
 
-/// Declares a borrowed JSON shape with the placement fields added, and
-/// its `placement()`.
-macro_rules! placed_shape {
-    ($name:ident { $($(#[$meta:meta])* $field:ident: $ty:ty,)* }) => {
-        #[derive(Deserialize)]
-        struct $name<'a> {
-            $($(#[$meta])* $field: $ty,)*
-            #[serde(borrow, default, rename = "blockHash")]
-            block_hash: Option<&'a str>,
-            #[serde(borrow, default, rename = "blockNumber")]
-            block_number: Option<&'a str>,
-            #[serde(borrow, default, rename = "transactionIndex")]
-            transaction_index: Option<&'a str>,
-        }
-
-        impl<'a> $name<'a> {
-            fn placement(&self) -> Placement<'a> {
-                Placement {
-                    block_hash: self.block_hash,
-                    block_number: self.block_number,
-                    transaction_index: self.transaction_index,
-                }
-            }
-        }
-    };
+/// `value` when it is an object.
+fn object<'v, 'a>(value: &'v Json<'a>) -> Result<&'v Json<'a>, String> {
+    match value.as_object() {
+        Some(_) => Ok(value),
+        None => Err("is not an object".into()),
+    }
 }
 
-placed_shape!(TxShape {
-    #[serde(borrow)]
-    hash: &'a str,
-});
+/// The string `key` of `object`, as a slice of the received text (a
+/// string written with escapes is malformed where a hash or a place is
+/// expected).
+fn text<'a>(object: &Json<'a>, key: &str) -> Result<&'a str, String> {
+    let value = object
+        .get(key)
+        .ok_or_else(|| format!("missing field `{key}`"))?;
+    as_text(value, key)
+}
 
-placed_shape!(ReceiptShape {
-    #[serde(borrow, rename = "transactionHash")]
-    transaction_hash: &'a str,
-    #[serde(borrow)]
-    logs: Vec<&'a RawValue>,
-});
+/// [`text`] for a key that may be missing or null.
+fn optional_text<'a>(object: &Json<'a>, key: &str) -> Result<Option<&'a str>, String> {
+    match object.get(key) {
+        Some(value) if !value.is_null() => as_text(value, key).map(Some),
+        _ => Ok(None),
+    }
+}
 
-placed_shape!(LogShape {
-    #[serde(borrow)]
-    address: &'a str,
-    #[serde(borrow)]
-    topics: Vec<&'a str>,
-    #[serde(borrow, default, rename = "transactionHash")]
-    transaction_hash: Option<&'a str>,
-    #[serde(borrow, default, rename = "logIndex")]
-    log_index: Option<&'a str>,
-});
+fn as_text<'a>(value: &Json<'a>, key: &str) -> Result<&'a str, String> {
+    value
+        .as_borrowed_str()
+        .ok_or_else(|| format!("{key} is not a string as expected"))
+}
+
+/// The array `key` of `object`.
+fn array<'v, 'a>(object: &'v Json<'a>, key: &str) -> Result<&'v [Json<'a>], String> {
+    object
+        .get(key)
+        .ok_or_else(|| format!("missing field `{key}`"))?
+        .as_array()
+        .ok_or_else(|| format!("{key} is not an array"))
+}
 
 /// Decodes `0x`-prefixed hex of exactly `N` bytes.
 pub(crate) fn fixed_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
@@ -177,16 +165,10 @@ pub(crate) fn fixed_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-/// Where `inner` (a slice of `outer`) starts and how long it is.
-fn span_of(outer: &str, inner: &str) -> Span {
-    let offset = inner.as_ptr() as usize - outer.as_ptr() as usize;
-    debug_assert!(offset + inner.len() <= outer.len());
-    Span::new(offset as u32, inner.len() as u32)
-}
-
 /// A block decoded from the upstream's answer: the text as received
-/// (borrowed), where each transaction, receipt and log lies in it, the
-/// hashes-only block, the raw parts, and the raw block's RLP decoded once.
+/// (borrowed) and parsed, where each transaction, receipt and log lies in
+/// it, the hashes-only block, the raw parts, and the raw block's RLP
+/// decoded once.
 /// What verification reads; laid out as a [`crate::prepare::PreparedBlock`]
 /// once it verified.
 #[derive(Debug)]
@@ -209,9 +191,16 @@ pub struct Decoded<'a> {
     pub(crate) raw_block: Option<Vec<u8>>,
     pub(crate) txs: Vec<TxEntry>,
     pub(crate) logs: Vec<LogEntry>,
+    /// `full` parsed: an object whose `transactions` is an array.
+    pub(crate) tree: Json<'a>,
+    /// `receipts` parsed: an array, one receipt a transaction.
+    pub(crate) receipts_tree: Json<'a>,
+    /// Which text (`block` or `receipts`) gives a key twice, and where:
+    /// verification refuses such a block.
+    pub(crate) repeated: Option<(&'static str, String)>,
 }
 
-impl Decoded<'_> {
+impl<'a> Decoded<'a> {
     /// The block JSON with full transactions, as received.
     pub fn full_json(&self) -> &[u8] {
         self.full.as_bytes()
@@ -249,6 +238,20 @@ impl Decoded<'_> {
     pub fn raw_receipts_json(&self) -> &[u8] {
         &self.raw.receipts
     }
+
+    /// The transaction objects, parsed, in the order of
+    /// [`Decoded::transactions`].
+    pub(crate) fn transaction_trees(&self) -> &[Json<'a>] {
+        self.tree
+            .get("transactions")
+            .and_then(Json::as_array)
+            .unwrap_or_default()
+    }
+
+    /// The receipt objects, parsed, one a transaction.
+    pub(crate) fn receipt_trees(&self) -> &[Json<'a>] {
+        self.receipts_tree.as_array().unwrap_or_default()
+    }
 }
 
 /// Decodes a block from its `fullTx=true` JSON, its receipts array JSON
@@ -258,17 +261,28 @@ pub fn decode<'a>(
     receipts: &'a str,
     raw: RawParts,
 ) -> Result<Decoded<'a>, PrepareError> {
-    let block: BlockShape<'_> =
-        serde_json::from_str(full).map_err(|e| PrepareError::Block(e.to_string()))?;
+    let parsed =
+        Json::parse_noting_repeats(full).map_err(|e| PrepareError::Block(e.to_string()))?;
+    let mut repeated = parsed.repeated.map(|e| ("block", e.to_string()));
+    let block = object(&parsed.tree).map_err(PrepareError::Block)?;
+    let field = |key: &str| text(block, key).map_err(PrepareError::Block);
+    let (hash_text, number_text) = (field("hash")?, field("number")?);
+    let (parent_text, bloom_text) = (field("parentHash")?, field("logsBloom")?);
+    let txs = array(block, "transactions").map_err(PrepareError::Block)?;
     let bad = |field: &str| PrepareError::Block(format!("{field} is malformed"));
-    let hash = fixed_hex::<32>(block.hash).ok_or_else(|| bad("hash"))?;
-    let parent_hash = fixed_hex::<32>(block.parent_hash).ok_or_else(|| bad("parentHash"))?;
-    let logs_bloom = fixed_hex::<256>(block.logs_bloom).ok_or_else(|| bad("logsBloom"))?;
-    let height = neve_upstream::parse_quantity(block.number).ok_or_else(|| bad("number"))?;
-    let txs: Vec<&RawValue> = serde_json::from_str(block.transactions.get())
-        .map_err(|e| PrepareError::Block(format!("transactions: {e}")))?;
-    let receipt_values: Vec<&RawValue> =
-        serde_json::from_str(receipts).map_err(|e| PrepareError::Receipts(e.to_string()))?;
+    let hash = fixed_hex::<32>(hash_text).ok_or_else(|| bad("hash"))?;
+    let parent_hash = fixed_hex::<32>(parent_text).ok_or_else(|| bad("parentHash"))?;
+    let logs_bloom = fixed_hex::<256>(bloom_text).ok_or_else(|| bad("logsBloom"))?;
+    let height = neve_upstream::parse_quantity(number_text).ok_or_else(|| bad("number"))?;
+    let receipts_parsed =
+        Json::parse_noting_repeats(receipts).map_err(|e| PrepareError::Receipts(e.to_string()))?;
+    repeated = repeated.or(receipts_parsed
+        .repeated
+        .map(|e| ("receipts", e.to_string())));
+    let receipt_values = receipts_parsed
+        .tree
+        .as_array()
+        .ok_or_else(|| PrepareError::Receipts("is not an array".into()))?;
     if receipt_values.len() != txs.len() {
         return Err(PrepareError::Mismatch(format!(
             "{} transactions, {} receipts",
@@ -310,46 +324,63 @@ pub fn decode<'a>(
     };
 
     // Hashes-only form: the same bytes with the transactions array replaced.
-    let array = span_of(full, block.transactions.get());
+    let array_span = block.get("transactions").expect("read above").span();
     let mut hashes_only = Vec::with_capacity(
         full.len()
-            .min(array.offset as usize + 70 * txs.len() + 4096),
+            .min(array_span.offset as usize + 70 * txs.len() + 4096),
     );
-    hashes_only.extend_from_slice(&full.as_bytes()[..array.offset as usize]);
+    hashes_only.extend_from_slice(&full.as_bytes()[..array_span.offset as usize]);
     hashes_only.push(b'[');
 
     let mut entries = Vec::with_capacity(txs.len());
     let mut logs = Vec::new();
-    for (index, (tx, receipt)) in txs.iter().zip(&receipt_values).enumerate() {
-        let tx_shape: TxShape<'_> = serde_json::from_str(tx.get())
-            .map_err(|e| PrepareError::Block(format!("transaction {index}: {e}")))?;
-        let tx_hash = fixed_hex::<32>(tx_shape.hash).ok_or_else(|| bad("transaction hash"))?;
-        let receipt_shape: ReceiptShape<'_> = serde_json::from_str(receipt.get())
-            .map_err(|e| PrepareError::Receipts(format!("receipt {index}: {e}")))?;
-        if fixed_hex::<32>(receipt_shape.transaction_hash) != Some(tx_hash) {
+    for (index, (tx, receipt)) in txs.iter().zip(receipt_values).enumerate() {
+        let in_tx = |e: String| PrepareError::Block(format!("transaction {index}: {e}"));
+        let tx = object(tx).map_err(in_tx)?;
+        let (tx_hash_text, tx_placement) = (
+            text(tx, "hash").map_err(in_tx)?,
+            Placement::of(tx).map_err(in_tx)?,
+        );
+        let tx_hash = fixed_hex::<32>(tx_hash_text).ok_or_else(|| bad("transaction hash"))?;
+        let in_receipt = |e: String| PrepareError::Receipts(format!("receipt {index}: {e}"));
+        let receipt = object(receipt).map_err(in_receipt)?;
+        let (receipt_tx_hash, receipt_logs, receipt_placement) = (
+            text(receipt, "transactionHash").map_err(in_receipt)?,
+            array(receipt, "logs").map_err(in_receipt)?,
+            Placement::of(receipt).map_err(in_receipt)?,
+        );
+        if fixed_hex::<32>(receipt_tx_hash) != Some(tx_hash) {
             return Err(PrepareError::Mismatch(format!(
-                "receipt {index} is for {}",
-                receipt_shape.transaction_hash
+                "receipt {index} is for {receipt_tx_hash}"
             )));
         }
-        tx_shape
-            .placement()
-            .check(|| format!("transaction {index}"), &hash, height, index)?;
-        receipt_shape
-            .placement()
-            .check(|| format!("receipt {index}"), &hash, height, index)?;
+        tx_placement.check(|| format!("transaction {index}"), &hash, height, index)?;
+        receipt_placement.check(|| format!("receipt {index}"), &hash, height, index)?;
         if index > 0 {
             hashes_only.push(b',');
         }
         hashes_only.push(b'"');
-        hashes_only.extend_from_slice(tx_shape.hash.as_bytes());
+        hashes_only.extend_from_slice(tx_hash_text.as_bytes());
         hashes_only.push(b'"');
-        for log in &receipt_shape.logs {
-            let shape: LogShape<'_> = serde_json::from_str(log.get())
-                .map_err(|e| PrepareError::Receipts(format!("log: {e}")))?;
+        for log in receipt_logs {
+            let in_log = |e: String| PrepareError::Receipts(format!("log: {e}"));
+            let log_object = object(log).map_err(in_log)?;
+            let address = text(log_object, "address").map_err(in_log)?;
+            let topics = array(log_object, "topics")
+                .and_then(|topics| {
+                    topics
+                        .iter()
+                        .map(|t| t.as_borrowed_str().ok_or("a topic is not a string"))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(String::from)
+                })
+                .map_err(in_log)?;
+            let log_tx_hash = optional_text(log_object, "transactionHash").map_err(in_log)?;
+            let log_index = optional_text(log_object, "logIndex").map_err(in_log)?;
+            let placement = Placement::of(log_object).map_err(in_log)?;
             let what = || format!("log {} (transaction {index})", logs.len());
-            shape.placement().check(what, &hash, height, index)?;
-            if let Some(value) = shape.transaction_hash
+            placement.check(what, &hash, height, index)?;
+            if let Some(value) = log_tx_hash
                 && fixed_hex::<32>(value) != Some(tx_hash)
             {
                 return Err(PrepareError::Mismatch(format!(
@@ -358,7 +389,7 @@ pub fn decode<'a>(
                 )));
             }
             // Log indexes count the block's logs from zero.
-            if let Some(value) = shape.log_index
+            if let Some(value) = log_index
                 && neve_upstream::parse_quantity(value) != Some(logs.len() as u64)
             {
                 return Err(PrepareError::Mismatch(format!(
@@ -366,8 +397,7 @@ pub fn decode<'a>(
                     what()
                 )));
             }
-            let topics = shape
-                .topics
+            let topics = topics
                 .iter()
                 .map(|t| fixed_hex::<32>(t))
                 .collect::<Option<Vec<_>>>()
@@ -375,8 +405,8 @@ pub fn decode<'a>(
                 .ok_or_else(|| PrepareError::Receipts("log topics malformed".into()))?;
             logs.push(LogEntry {
                 tx_index: index as u32,
-                span: span_of(receipts, log.get()),
-                address: fixed_hex::<20>(shape.address)
+                span: log.span(),
+                address: fixed_hex::<20>(address)
                     .ok_or_else(|| PrepareError::Receipts("log address malformed".into()))?,
                 topics,
             });
@@ -388,21 +418,20 @@ pub fn decode<'a>(
             let bytes = &rlp[span.offset as usize..(span.offset + span.len) as usize];
             if alloy_primitives::keccak256(bytes).0 != tx_hash {
                 return Err(PrepareError::Raw(format!(
-                    "raw transaction {index} is not {}",
-                    tx_shape.hash
+                    "raw transaction {index} is not {tx_hash_text}"
                 )));
             }
         }
-        let tx_span = span_of(full, tx.get());
         entries.push(TxEntry {
             hash: tx_hash,
-            full: tx_span,
-            receipt: span_of(receipts, receipt.get()),
+            full: tx.span(),
+            receipt: receipt.span(),
             raw: raw_spans[index],
         });
     }
     hashes_only.push(b']');
-    hashes_only.extend_from_slice(&full.as_bytes()[(array.offset + array.len) as usize..]);
+    hashes_only
+        .extend_from_slice(&full.as_bytes()[(array_span.offset + array_span.len) as usize..]);
 
     Ok(Decoded {
         height,
@@ -417,5 +446,51 @@ pub fn decode<'a>(
         raw_block,
         txs: entries,
         logs,
+        tree: parsed.tree,
+        receipts_tree: receipts_parsed.tree,
+        repeated,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::{VerifyError, verify};
+    use neve_devnet::conformance::fixture_result as fixture;
+
+    /// Regression (decode once, strictly): a key given twice anywhere in
+    /// the block or its receipts (a transaction, a receipt, a log) refuses
+    /// the block, even with the same value both times.
+    #[test]
+    fn a_key_given_twice_anywhere_refuses_the_block() {
+        let full = fixture("eth_getBlockByNumber/get-latest.io");
+        let receipts = fixture("eth_getBlockReceipts/get-block-receipts-latest.io");
+        let twice = |text: &str, field: &str| {
+            assert!(text.contains(field), "{field} is in the fixture");
+            text.replacen(field, &format!("{field},{field}"), 1)
+        };
+        let refused = |full: &str, receipts: &str| {
+            let block = decode(full, receipts, RawParts::default()).expect("decodes");
+            match verify(&block) {
+                Err(VerifyError::Field(e)) if e.field == "(any)" => {
+                    assert!(e.reason.contains("appears twice"), "{e}");
+                    Some(e.object)
+                }
+                Err(other) => panic!("{other}"),
+                Ok(()) => None,
+            }
+        };
+        assert_eq!(refused(&full, &receipts), None);
+        let block = Some("block".to_string());
+        let receipts_refused = Some("receipts".to_string());
+        assert_eq!(refused(&twice(&full, "\"uncles\":[]"), &receipts), block);
+        assert_eq!(
+            refused(&twice(&full, "\"nonce\":\"0xf5\""), &receipts),
+            block
+        );
+        let status = twice(&receipts, "\"status\":\"0x1\"");
+        assert_eq!(refused(&full, &status), receipts_refused);
+        let removed = twice(&receipts, "\"removed\":false");
+        assert_eq!(refused(&full, &removed), receipts_refused);
+    }
 }

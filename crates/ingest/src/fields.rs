@@ -6,9 +6,10 @@
 //! address from the sender's nonce, the block's `size` from its RLP).
 //!
 //! The check compares each received value with the value the verified data
-//! gives, as JSON: a key nothing covers, a key given twice, or a value in
-//! another spelling (`"0x01"`, upper-case hex, a number) refuses the block,
-//! so the bytes stored and later served are exactly what was checked.
+//! gives, as JSON (the trees decoding parsed): a key nothing covers, a key
+//! given twice (refused before any check), or a value in another spelling
+//! (`"0x01"`, upper-case hex, a number) refuses the block, so the bytes
+//! stored and later served are exactly what was checked.
 //! ARCHITECTURE.md tables which check covers which field.
 
 use alloy_consensus::constants::{EMPTY_OMMER_ROOT_HASH, EMPTY_WITHDRAWALS};
@@ -19,6 +20,7 @@ use alloy_eips::eip4844::{DATA_GAS_PER_BLOB, fake_exponential};
 use alloy_eips::eip4895::Withdrawal;
 use alloy_primitives::{Address, B256, Log, TxKind, keccak256};
 use alloy_rlp::Encodable;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::decode::Decoded;
@@ -69,10 +71,6 @@ pub struct FieldError {
     pub field: String,
     /// What is wrong with it.
     pub reason: String,
-}
-
-fn parse<'a>(json: &'a [u8], object: &str) -> Result<Json<'a>, FieldError> {
-    Json::parse(json).map_err(|e| mismatch(object, "(any)", e.to_string()))
 }
 
 fn mismatch(object: &str, field: &str, reason: impl Into<String>) -> FieldError {
@@ -127,15 +125,16 @@ fn compare<'a>(
 /// Checks every served field of `block` (its JSON, receipts and raw RLP)
 /// against the verified parts.
 pub(crate) fn check(block: &Decoded<'_>, verified: &Verified<'_>) -> Result<(), FieldError> {
-    let full = parse(block.full_json(), "block")?;
-    let receipts = parse(block.receipts_json(), "receipts")?;
-    let receipts = receipts
+    // Parsed once, when the block was decoded.
+    let full = &block.tree;
+    let receipts = block
+        .receipts_tree
         .as_array()
         .ok_or_else(|| mismatch("receipts", "(any)", "is not an array"))?;
     let facts = verified.header;
     let height = block.height;
     let hash = B256::from(block.hash);
-    let raw = RawBlock::check(block, verified, &full)?;
+    let raw = RawBlock::check(block, verified, full)?;
 
     // Transactions.
     let transactions = full
@@ -268,7 +267,7 @@ pub(crate) fn check(block: &Decoded<'_>, verified: &Verified<'_>) -> Result<(), 
     // The block's own fields.
     compare(
         "block",
-        object(&full, "block")?,
+        object(full, "block")?,
         &["transactions"],
         |key, _| {
             Ok(Some(match key {
@@ -351,7 +350,7 @@ impl RawBlock {
             None => None,
             Some(root) => {
                 let list: Vec<Withdrawal> = match full.get("withdrawals") {
-                    Some(value) => serde_json::from_value(value.to_value())
+                    Some(value) => Vec::<Withdrawal>::deserialize(value)
                         .map_err(|e| mismatch("block", "withdrawals", e.to_string()))?,
                     None => match raw_items.as_ref().and_then(|items| items.get(3)) {
                         Some(item) => alloy_rlp::Decodable::decode(&mut &item[..])
@@ -384,7 +383,7 @@ impl RawBlock {
                 ext_data = alloy_rlp::Decodable::decode(&mut &data[..])
                     .map_err(|e| wrong("extData", &e.to_string()))?;
             } else if let Some(value) = full.get("blockExtraData") {
-                ext_data = serde_json::from_value(value.to_value())
+                ext_data = alloy_primitives::Bytes::deserialize(value)
                     .map_err(|e| mismatch("block", "blockExtraData", e.to_string()))?;
             }
             // Genesis leaves the hash zero, which no data hashes to.
@@ -431,9 +430,10 @@ fn check_raw_receipts(block: &Decoded<'_>, verified: &Verified<'_>) -> Result<()
         return Ok(());
     }
     let wrong = |reason: String| mismatch("raw receipts", "(any)", reason);
-    let list: Vec<alloy_primitives::Bytes> =
-        serde_json::from_slice(raw).map_err(|e| wrong(e.to_string()))?;
-    if !parse(raw, "raw receipts")?.is(&json(&list)) {
+    let tree = Json::parse(raw).map_err(|e| wrong(e.to_string()))?;
+    let list =
+        Vec::<alloy_primitives::Bytes>::deserialize(&tree).map_err(|e| wrong(e.to_string()))?;
+    if !tree.is(&json(&list)) {
         return Err(wrong("are not written as the API writes them".into()));
     }
     if list.len() != verified.receipts.len() {

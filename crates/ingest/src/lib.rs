@@ -3,7 +3,8 @@
 //! Owns everything between the upstream's JSON-RPC and the store's append:
 //! probing the upstream (chain id, genesis, which methods it has), fetching
 //! a block with its receipts and raw RLP in one batch, decoding it
-//! ([`decode`]: spans into the bytes as received), verifying it ([`verify`]:
+//! ([`decode`]: each text parsed once, strictly, with spans into the bytes
+//! as received), verifying it ([`verify`]:
 //! header hash, transaction hashes and roots, then every served field),
 //! laying out the record ([`prepare`]) and appending it in order;
 //! backfill with concurrent fetches, parent-hash continuity, and rollback to

@@ -5,7 +5,9 @@
 //! its hash, the transactions and receipts rebuild the header's roots, and
 //! every transaction's `from` is the signer its signature recovers to (the
 //! one field of a block no hash covers), and then every other served field
-//! is what the verified parts give ([`crate::fields`]).
+//! is what the verified parts give ([`crate::fields`]). Every typed value
+//! is built from the trees decoding parsed, not from the text again; a
+//! block whose text gives a key twice is refused before anything else.
 
 use alloy_consensus::proofs::{calculate_receipt_root, calculate_transaction_root};
 use alloy_consensus::transaction::SignerRecoverable;
@@ -190,21 +192,13 @@ pub fn check_senders(block: &Decoded<'_>) -> Result<(), VerifyError> {
     check_senders_split(&transactions(block)?, block, PARALLEL_RECOVERY_MIN_TXS).map(drop)
 }
 
-/// Each transaction decoded from its own span: the spans are what serving
-/// cuts out, so what is checked is exactly what is served.
+/// Each transaction built from its parsed object, which is exactly the
+/// span serving cuts out: what is checked is what is served.
 fn transactions(block: &Decoded<'_>) -> Result<Vec<TxEnvelope>, VerifyError> {
-    let full = block.full_json();
     block
-        .transactions()
+        .transaction_trees()
         .iter()
-        .map(|entry| {
-            let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
-            let bytes = full
-                .get(span)
-                .ok_or_else(|| VerifyError::Transactions("span outside the block".into()))?;
-            serde_json::from_slice::<TxEnvelope>(bytes)
-                .map_err(|e| VerifyError::Transactions(e.to_string()))
-        })
+        .map(|tx| TxEnvelope::deserialize(tx).map_err(|e| VerifyError::Transactions(e.to_string())))
         .collect()
 }
 
@@ -214,18 +208,12 @@ fn check_senders_split(
     block: &Decoded<'_>,
     parallel_from: usize,
 ) -> Result<Vec<Address>, VerifyError> {
-    #[derive(Deserialize)]
-    struct From {
-        from: Address,
-    }
-    let full = block.full_json();
+    let trees = block.transaction_trees();
     let check = |index: usize| -> Result<Address, VerifyError> {
-        let entry = &block.transactions()[index];
-        let span = entry.full.offset as usize..(entry.full.offset + entry.full.len) as usize;
-        let claimed = full
-            .get(span)
-            .and_then(|bytes| serde_json::from_slice::<From>(bytes).ok())
-            .map(|f| f.from)
+        let claimed = trees
+            .get(index)
+            .and_then(|tx| tx.get("from"))
+            .and_then(|from| Address::deserialize(from).ok())
             .ok_or_else(|| VerifyError::Transactions(format!("transaction {index} has no from")))?;
         let recovered = transactions[index].recover_signer().unwrap_or_default();
         if recovered != claimed {
@@ -265,14 +253,22 @@ fn check_senders_split(
 
 /// Verifies `block`; `Ok` means every check passed.
 pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
-    // The header fields are the same bytes in the hashes-only form, which
-    // is a fraction of the full block to read.
-    let header_json = block.hashes_only_json();
+    // A key given twice is read one way here and maybe another by a client.
+    if let Some((object, reason)) = &block.repeated {
+        return Err(VerifyError::Field(FieldError {
+            object: object.to_string(),
+            field: "(any)".into(),
+            reason: reason.clone(),
+        }));
+    }
+    // The header fields are the block object's; the rest of it (the
+    // transactions above all) is skipped without being read.
+    let tree = &block.tree;
     let claimed = B256::from(block.hash);
-    let is_avalanche = header_json.contains("\"extDataHash\"");
+    let is_avalanche = tree.get("extDataHash").is_some();
     let header_error = |e: serde_json::Error| VerifyError::Header(e.to_string());
     let (facts, transactions_root, receipts_root) = if is_avalanche {
-        let header: AvalancheHeader = serde_json::from_str(header_json).map_err(header_error)?;
+        let header = AvalancheHeader::deserialize(tree).map_err(header_error)?;
         let facts = HeaderFacts {
             fields: header_fields(&header)?,
             rlp: header.rlp(),
@@ -290,7 +286,7 @@ pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
         };
         (facts, header.transactions_root, header.receipts_root)
     } else {
-        let header: Header = serde_json::from_str(header_json).map_err(header_error)?;
+        let header = Header::deserialize(tree).map_err(header_error)?;
         let facts = HeaderFacts {
             fields: header_fields(&header)?,
             rlp: alloy_rlp::encode(&header),
@@ -337,7 +333,11 @@ pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
         });
     }
 
-    let receipts: Vec<ReceiptEnvelope<Log>> = serde_json::from_slice(block.receipts_json())
+    let receipts = block
+        .receipt_trees()
+        .iter()
+        .map(ReceiptEnvelope::<Log>::deserialize)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| VerifyError::Receipts(e.to_string()))?;
     let computed = calculate_receipt_root(&receipts);
     if computed != receipts_root {
