@@ -21,12 +21,16 @@ use crate::corpus::Corpus;
 pub const SEEDS_READ_MIX: &str = include_str!("../mixes/seeds-read.toml");
 /// Only the block-tail methods neve serves.
 pub const BLOCK_TAIL_MIX: &str = include_str!("../mixes/block-tail.toml");
+/// Ethereum mainnet's method distribution, `eth_call` first.
+pub const ETH_MAINNET_MIX: &str = include_str!("../mixes/eth-mainnet.toml");
 
 /// The single-method workloads, by name. `balance` reads the balances of
 /// the chain's own senders and recipients, `storage` the token holders'
 /// balance slots of the busiest log contract; each half at random heights
-/// of the common range, half at `latest`.
-pub const SINGLE: [&str; 8] = [
+/// of the common range, half at `latest`. `call` and `estimate` simulate a
+/// transfer of the busiest log contract (the token) from one of the
+/// chain's senders to another, at `latest`.
+pub const SINGLE: [&str; 10] = [
     "randblock",
     "randblock-full",
     "tx",
@@ -35,6 +39,8 @@ pub const SINGLE: [&str; 8] = [
     "logs",
     "balance",
     "storage",
+    "call",
+    "estimate",
 ];
 
 /// A named pool of request bodies.
@@ -99,6 +105,7 @@ pub fn build(name: &str, corpus: &Corpus, size: usize, seed: u64) -> Result<Work
         let text = match mix {
             "seeds-read" => SEEDS_READ_MIX.to_owned(),
             "block-tail" => BLOCK_TAIL_MIX.to_owned(),
+            "eth-mainnet" => ETH_MAINNET_MIX.to_owned(),
             path => std::fs::read_to_string(path)
                 .map_err(|e| BenchError::Usage(format!("reading method mix {path}: {e}")))?,
         };
@@ -130,9 +137,11 @@ pub fn build(name: &str, corpus: &Corpus, size: usize, seed: u64) -> Result<Work
             "receipt" => call("eth_getTransactionReceipt", false),
             "block-receipts" => call("eth_getBlockReceipts", false),
             "logs" => call("eth_getLogs", false),
+            "call" => call("eth_call", false),
+            "estimate" => call("eth_estimateGas", false),
             other => {
                 return Err(BenchError::Usage(format!(
-                    "unknown workload {other:?}: use one of {} or mix:seeds-read, mix:block-tail, mix:FILE.toml",
+                    "unknown workload {other:?}: use one of {} or mix:seeds-read, mix:block-tail, mix:eth-mainnet, mix:FILE.toml",
                     SINGLE.join(", ")
                 )));
             }
@@ -278,6 +287,22 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
             let index = rand::Rng::random_range(rng, 0..*count as u64);
             format!(r#"["{}","{}"]"#, quantity(*height), quantity(index))
         }
+        "eth_call" | "eth_estimateGas" => {
+            let token = corpus
+                .log_address
+                .as_ref()
+                .ok_or_else(|| missing("a contract with logs"))?;
+            let from = pick(&corpus.addresses, "an address", rng)?;
+            let to = pick(&corpus.addresses, "an address", rng)?;
+            // transfer(to, 1): the token's selector and arguments.
+            let input = format!("0xa9059cbb{:0>64}{:064x}", to.trim_start_matches("0x"), 1);
+            let args = format!(r#"{{"from":"{from}","to":"{token}","input":"{input}"}}"#);
+            if call.method == "eth_estimateGas" {
+                format!("[{args}]")
+            } else {
+                format!(r#"[{args},"latest"]"#)
+            }
+        }
         "eth_getLogs" => {
             let address = corpus
                 .log_address
@@ -393,12 +418,35 @@ mod tests {
     }
 
     #[test]
+    fn the_mainnet_mix_is_half_calls_simulating_token_transfers() {
+        let spec = MixSpec::parse(ETH_MAINNET_MIX).unwrap();
+        assert_eq!(spec.call[0].method, "eth_call");
+        let workload = build("mix:eth-mainnet", &corpus(), 4000, 3).unwrap();
+        let calls: Vec<serde_json::Value> = workload
+            .requests
+            .iter()
+            .map(parsed)
+            .filter(|r| r["method"] == "eth_call")
+            .collect();
+        assert!((1950..2300).contains(&calls.len()), "{}", calls.len());
+        let call = &calls[0]["params"];
+        assert_eq!(call[1], "latest");
+        assert!(call[0]["input"].as_str().unwrap().starts_with("0xa9059cbb"));
+        let estimate = parsed(&build("estimate", &corpus(), 1, 1).unwrap().requests[0]);
+        assert_eq!(
+            estimate["params"].as_array().unwrap().len(),
+            1,
+            "{estimate}"
+        );
+    }
+
+    #[test]
     fn bad_names_and_mixes_are_explained() {
         let error = build("randblok", &corpus(), 1, 1).unwrap_err().to_string();
         assert!(error.contains("randblock"), "{error}");
         assert!(MixSpec::parse("call = []").is_err());
         assert!(MixSpec::parse("[[call]]\nmethod = \"x\"\nweight = 1\ncolour = 1").is_err());
-        let spec = "[[call]]\nmethod = \"eth_call\"\nweight = 1";
+        let spec = "[[call]]\nmethod = \"eth_sendRawTransaction\"\nweight = 1";
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("calls.toml");
         std::fs::write(&path, spec).unwrap();
@@ -406,7 +454,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("eth_call") && error.contains("params"),
+            error.contains("eth_sendRawTransaction") && error.contains("params"),
             "{error}"
         );
         std::fs::write(

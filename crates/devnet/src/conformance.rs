@@ -48,9 +48,17 @@ pub const STATE_METHODS: &[&str] = &[
     "eth_getProof",
 ];
 
-/// The methods neve answers by executing calls over verified state, and
-/// the chain configuration they run under.
-pub const CALL_METHODS: &[&str] = &["eth_call", "eth_estimateGas", "eth_config"];
+/// The methods neve answers by executing calls over verified state, the
+/// chain configuration they run under, and the fee methods computed from
+/// stored blocks as geth's price oracle computes them.
+pub const CALL_METHODS: &[&str] = &[
+    "eth_call",
+    "eth_estimateGas",
+    "eth_config",
+    "eth_feeHistory",
+    "eth_blobBaseFee",
+    "eth_baseFee",
+];
 
 /// Every method neve serves: the block tail, state and calls.
 pub fn served_methods() -> Vec<&'static str> {

@@ -81,41 +81,49 @@ impl BlockFacts {
     }
 }
 
-/// Blocks' facts by height, confirmed by hash: reading them out of a
-/// header's JSON scans its transaction list, this is a lock and a compare.
-/// Direct-mapped, [`FACTS_CACHED`] entries.
-pub struct FactsCache(std::sync::Mutex<Vec<Option<std::sync::Arc<BlockFacts>>>>);
+/// What was read of recent blocks, by height and confirmed by hash:
+/// reading a block's facts (or its fees) out of its stored JSON scans its
+/// transaction list, this is a lock and a compare. Direct-mapped,
+/// [`FACTS_CACHED`] entries.
+pub struct HeightCache<T>(std::sync::Mutex<Vec<Option<Cached<T>>>>);
 
-/// Entries of a [`FactsCache`]: calls land on recent blocks. Default is 256.
+type Cached<T> = (u64, [u8; 32], std::sync::Arc<T>);
+
+/// The facts calls were pinned to lately.
+pub type FactsCache = HeightCache<BlockFacts>;
+
+/// Entries of a [`HeightCache`]: calls and fee answers land on recent
+/// blocks, and the fee oracle reads the newest 20. Default is 256.
 pub const FACTS_CACHED: usize = 256;
 
-impl Default for FactsCache {
+impl<T> Default for HeightCache<T> {
     fn default() -> Self {
-        FactsCache(std::sync::Mutex::new(vec![None; FACTS_CACHED]))
+        HeightCache(std::sync::Mutex::new(
+            (0..FACTS_CACHED).map(|_| None).collect(),
+        ))
     }
 }
 
-impl FactsCache {
-    /// The facts of block `height` with `hash`, read with `json` on a miss.
+impl<T> HeightCache<T> {
+    /// What was read of block `height` with `hash`, read with `read` on a
+    /// miss (`None`: not readable, and not cached).
     pub fn get_or_read(
         &self,
         height: u64,
         hash: &[u8; 32],
-        json: impl FnOnce() -> Option<Vec<u8>>,
-    ) -> Option<std::sync::Arc<BlockFacts>> {
+        read: impl FnOnce() -> Option<T>,
+    ) -> Option<std::sync::Arc<T>> {
         let slot = (height % FACTS_CACHED as u64) as usize;
-        if let Some(facts) = &self.0.lock().unwrap_or_else(|e| e.into_inner())[slot]
-            && facts.number == height
-            && facts.hash.0 == *hash
+        if let Some((at, of, value)) = &self.0.lock().unwrap_or_else(|e| e.into_inner())[slot]
+            && *at == height
+            && of == hash
         {
-            return Some(facts.clone());
+            return Some(value.clone());
         }
-        let facts = std::sync::Arc::new(BlockFacts::from_json(&json()?).ok()?);
-        if facts.number != height || facts.hash.0 != *hash {
-            return None;
-        }
-        self.0.lock().unwrap_or_else(|e| e.into_inner())[slot] = Some(facts.clone());
-        Some(facts)
+        let value = std::sync::Arc::new(read()?);
+        self.0.lock().unwrap_or_else(|e| e.into_inner())[slot] =
+            Some((height, *hash, value.clone()));
+        Some(value)
     }
 }
 

@@ -18,15 +18,17 @@ mod block;
 mod db;
 mod error;
 mod estimate;
+pub mod fees;
 mod revert;
 mod rules;
 mod run;
 
 pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
-pub use block::{BlockFacts, FACTS_CACHED, FactsCache};
+pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeightCache};
 pub use db::{Needs, VerifiedDb};
 pub use error::CallError;
 pub use estimate::{ERROR_RATIO, Estimate, estimate};
 pub use revert::revert_message;
+pub use revm::primitives::hardfork::SpecId;
 pub use rules::{ChainRules, Fork, RulesCell};
 pub use run::{Ended, GAS_CAP, MEMORY_LIMIT, Outcome, Pinned, Request, Run, run};

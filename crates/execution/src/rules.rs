@@ -18,6 +18,10 @@ pub struct Fork {
     pub spec: SpecId,
     /// The blob base fee's update fraction (none: no blobs).
     pub blob_base_fee_update_fraction: Option<u64>,
+    /// Blobs a block targets and may hold at most (0 without blobs).
+    pub blob_target: u64,
+    /// See [`Fork::blob_target`].
+    pub blob_max: u64,
 }
 
 /// A chain's rules by time, as far as neve knows them.
@@ -45,6 +49,10 @@ struct ForkConfig {
 #[serde(rename_all = "camelCase")]
 struct BlobSchedule {
     base_fee_update_fraction: u64,
+    #[serde(default)]
+    target: u64,
+    #[serde(default)]
+    max: u64,
 }
 
 #[derive(Deserialize)]
@@ -118,12 +126,15 @@ impl ChainRules {
             {
                 continue; // `last` repeats `next` when only one is scheduled
             }
+            let schedule = fork.blob_schedule;
             forks.push(Fork {
                 activation_time: fork.activation_time,
                 spec,
-                blob_base_fee_update_fraction: fork
-                    .blob_schedule
+                blob_base_fee_update_fraction: schedule
+                    .as_ref()
                     .map(|schedule| schedule.base_fee_update_fraction),
+                blob_target: schedule.as_ref().map_or(0, |s| s.target),
+                blob_max: schedule.as_ref().map_or(0, |s| s.max),
             });
         }
         if forks.is_empty() {

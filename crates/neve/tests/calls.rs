@@ -222,6 +222,39 @@ async fn calls_equal_geths_at_latest_in_the_tail_by_hash_and_through_a_mirror() 
     let by_hash = json!({"blockHash": block["hash"]});
     compare_at(&client, &geth, by_hash, &token, &holders, &slots).await;
 
+    // The fee methods at the same head (the dev chain seals only on
+    // transactions, so the head holds still).
+    for method in [
+        "eth_gasPrice",
+        "eth_maxPriorityFeePerGas",
+        "eth_blobBaseFee",
+        "eth_baseFee",
+    ] {
+        same(&client, &geth, method, json!([])).await;
+    }
+    for (count, newest, percentiles) in [
+        (json!(1), json!("latest"), json!([])),
+        (json!("0x5"), json!("latest"), json!([10, 50, 90])),
+        (
+            json!(20),
+            json!(quantity(head - 3)),
+            json!([0, 25.5, 99.9, 100]),
+        ),
+        (json!("0x400"), json!(quantity(head / 2)), json!([50])),
+        (json!(0), json!("latest"), json!([])),
+    ] {
+        same(
+            &client,
+            &geth,
+            "eth_feeHistory",
+            json!([count, newest, percentiles]),
+        )
+        .await;
+    }
+    for bad in [json!([1, "latest", [50, 10]]), json!([1, "latest", [101]])] {
+        same(&client, &geth, "eth_feeHistory", bad).await;
+    }
+
     // At `latest` (no new blocks now: the dev chain seals on transactions).
     let read = json!([{"from": holders[0], "to": token, "input": transfer(STRANGER, 1)}, "latest"]);
     same(&client, &geth, "eth_call", read.clone()).await;

@@ -53,6 +53,13 @@ pub const ERROR_UNITS: f64 = 10.0;
 /// worth of CPU, which keep-alive clients do not make it spend.
 pub const NEW_CONNECTION_UNITS: f64 = 4.0;
 
+/// Gas of executed calls that costs one unit, like one small call does: a
+/// token transfer simulated (~30,000 gas, tens of microseconds of revm)
+/// costs what a handful of block reads cost, and a call at the 50 M gas
+/// cap (most of a second of a core) costs 10,000 units, so `--client-rate`
+/// charges calls by the work they did, not by their count.
+pub const GAS_PER_UNIT: u64 = 5_000;
+
 /// What an answered request made neve spend, for its client's budget.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Spent {
@@ -64,6 +71,8 @@ pub(crate) struct Spent {
     pub(crate) bytes: u64,
     /// The connection's first request.
     pub(crate) new_connection: bool,
+    /// Gas the request's calls used.
+    pub(crate) gas: u64,
 }
 
 impl Spent {
@@ -74,6 +83,7 @@ impl Spent {
         self.calls.max(1) as f64
             + self.bytes as f64 / BYTES_PER_UNIT as f64
             + self.errors as f64 * ERROR_UNITS
+            + self.gas as f64 / GAS_PER_UNIT as f64
             + if self.new_connection {
                 NEW_CONNECTION_UNITS
             } else {
@@ -86,6 +96,10 @@ impl Spent {
 /// [`Spent::errors`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Errors(pub(crate) usize);
+
+/// Marks an answer with the gas its calls used, for [`Spent::gas`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gas(pub(crate) u64);
 
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
@@ -285,7 +299,16 @@ mod tests {
             errors: 1,
             bytes: 4096 * 3,
             new_connection: true,
+            gas: 0,
         };
         assert_eq!(refused_batch.units(), 1000.0 + 3.0 + 10.0 + 4.0);
+        // A call is charged by the gas it used: one at the cap costs
+        // thousands of small calls.
+        let heavy = Spent {
+            calls: 1,
+            gas: 50_000_000,
+            ..Spent::default()
+        };
+        assert_eq!(heavy.units(), 1.0 + 10_000.0);
     }
 }

@@ -38,28 +38,83 @@ fn config(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
     })
 }
 
+impl Context {
+    /// Answers a call to execute (on the call threads), and the gas its
+    /// run used, for the client's budget.
+    pub(crate) fn execute(
+        &self,
+        method: &str,
+        params: Option<&serde_json::value::RawValue>,
+        reads: Reads,
+    ) -> (Reply, u64) {
+        let gas = std::cell::Cell::new(0);
+        let answer = |p: &Params<'_>| match method {
+            "eth_call" => executed(self, p, reads, &gas, run_call),
+            "eth_estimateGas" => executed(self, p, reads, &gas, run_estimate),
+            // Not a call: the table answers it.
+            _ => Err(Stop::Cold),
+        };
+        let reply = match Params::new(params) {
+            Ok(p) if matches!(method, "eth_call" | "eth_estimateGas") => {
+                match p.arity(1, 4).map_err(Stop::from).and_then(|()| answer(&p)) {
+                    Ok(reply) => reply,
+                    Err(Stop::Param(error)) => error.into(),
+                    Err(Stop::Cold) => Reply::Miss,
+                    Err(Stop::Damaged) => Reply::Miss,
+                }
+            }
+            _ => self.call(method, params, reads),
+        };
+        (reply, gas.get())
+    }
+}
+
 fn call(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(ctx, p, reads, |pinned, request| {
-        Ok(match neve_execution::run(pinned, request, None)? {
-            Run::Done(outcome) => Answer::Ran(outcome),
-            Run::Needs(needs) => Answer::Needs(needs),
-            Run::OutsideTail => Answer::Miss,
-        })
-    })
+    executed(ctx, p, reads, &Default::default(), run_call)
 }
 
 fn estimate_gas(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(ctx, p, reads, |pinned, request| {
-        Ok(match neve_execution::estimate(pinned, request)? {
-            Estimate::Gas(gas) => Answer::Reply(Reply::json(format!("\"0x{gas:x}\""))),
-            Estimate::Failed(outcome) => Answer::Reply(failure(&outcome)),
-            Estimate::Exceeds(gas) => Answer::Reply(Reply::Error(
+    executed(ctx, p, reads, &Default::default(), run_estimate)
+}
+
+fn run_call(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    gas: &std::cell::Cell<u64>,
+) -> Result<Answer, CallError> {
+    Ok(match neve_execution::run(pinned, request, None)? {
+        Run::Done(outcome) => {
+            gas.set(gas.get() + outcome.gas_used);
+            Answer::Ran(outcome)
+        }
+        Run::Needs(needs) => Answer::Needs(needs),
+        Run::OutsideTail => Answer::Miss,
+    })
+}
+
+fn run_estimate(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    gas: &std::cell::Cell<u64>,
+) -> Result<Answer, CallError> {
+    Ok(match neve_execution::estimate(pinned, request)? {
+        Estimate::Gas(used) => {
+            gas.set(gas.get() + used);
+            Answer::Reply(Reply::json(format!("\"0x{used:x}\"")))
+        }
+        Estimate::Failed(outcome) => {
+            gas.set(gas.get() + outcome.gas_used);
+            Answer::Reply(failure(&outcome))
+        }
+        Estimate::Exceeds(limit) => {
+            gas.set(gas.get() + limit);
+            Answer::Reply(Reply::Error(
                 ErrorCode::ExecutionFailed,
-                format!("gas required exceeds allowance ({gas})"),
-            )),
-            Estimate::Incomplete(Run::Needs(needs)) => Answer::Needs(needs),
-            Estimate::Incomplete(_) => Answer::Miss,
-        })
+                format!("gas required exceeds allowance ({limit})"),
+            ))
+        }
+        Estimate::Incomplete(Run::Needs(needs)) => Answer::Needs(needs),
+        Estimate::Incomplete(_) => Answer::Miss,
     })
 }
 
@@ -81,7 +136,8 @@ fn executed(
     ctx: &Context,
     p: &Params<'_>,
     reads: Reads,
-    execute: impl FnOnce(&Pinned<'_>, &Request) -> Result<Answer, CallError>,
+    gas: &std::cell::Cell<u64>,
+    execute: fn(&Pinned<'_>, &Request, &std::cell::Cell<u64>) -> Result<Answer, CallError>,
 ) -> Result<Reply, Stop> {
     if reads.pages == Pages::InMemory {
         return Ok(Reply::Execute);
@@ -99,7 +155,10 @@ fn executed(
     };
     let hash = block.hash();
     let Some(facts) = ctx.call_blocks.get_or_read(block.height(), &hash, || {
-        block.hashes_only().ok().map(|bytes| bytes.to_vec())
+        let json = block.hashes_only().ok()?;
+        BlockFacts::from_json(&json)
+            .ok()
+            .filter(|facts| facts.number == block.height() && facts.hash.0 == hash)
     }) else {
         return Ok(Reply::Miss);
     };
@@ -119,7 +178,7 @@ fn executed(
         chain_id: rules.chain_id,
         block_hash: &block_hash,
     };
-    let answer = match execute(&pinned, &request) {
+    let answer = match execute(&pinned, &request, gas) {
         Ok(answer) => answer,
         Err(error) => return Ok(refused(error)),
     };

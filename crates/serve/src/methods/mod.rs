@@ -11,6 +11,7 @@ mod blocks;
 mod calls;
 mod capabilities;
 mod chain;
+mod fees;
 pub(crate) mod logs;
 mod raw;
 mod receipts;
@@ -33,6 +34,7 @@ const FAMILIES: &[&[Method]] = &[
     raw::METHODS,
     state::METHODS,
     calls::METHODS,
+    fees::METHODS,
 ];
 
 /// Every served method, in the table's order.

@@ -177,6 +177,7 @@ impl Server {
                 errors,
                 bytes: received.bytes as u64 + answer_bytes,
                 new_connection,
+                gas: answer.extensions().get::<clients::Gas>().map_or(0, |g| g.0),
             };
             self.charge(client, spent, prepaid);
         }

@@ -68,6 +68,7 @@ impl Server {
         let mut scans = Vec::new();
         let mut colds = Vec::new();
         let mut executes = Vec::new();
+        let mut gas = 0;
         let mut budget = self.ctx.logs_budget();
         // Bytes of the answers built so far: every one counts as it is
         // built, deferred ones (a log scan, a state fetch; their sizes not
@@ -132,7 +133,8 @@ impl Server {
                 .iter()
                 .map(|(_, call, _)| call.to_owned_call())
                 .collect();
-            let replies = self.execute_calls(owned, latest).await;
+            let (replies, used) = self.execute_calls(owned, latest).await;
+            gas = used;
             for ((i, call, started), reply) in executes.into_iter().zip(replies) {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
@@ -219,6 +221,7 @@ impl Server {
         };
         let mut answer = json_response(status, chunks);
         self.mark_errors(&mut answer, errors);
+        self.mark_gas(&mut answer, gas);
         answer
     }
 

@@ -34,18 +34,21 @@ pub(super) fn call_pool() -> neve_store::background::Pool {
 
 impl Server {
     /// Executes `calls` in order on the call threads, with the rounds of
-    /// fetches their misses need; one reply per call.
+    /// fetches their misses need; one reply per call, and the gas they
+    /// used (every run counted: a run that missed did its work too).
     pub(super) async fn execute_calls(
         &self,
         calls: Vec<OwnedCall>,
         latest: Option<u64>,
-    ) -> Vec<Reply> {
+    ) -> (Vec<Reply>, u64) {
+        let mut gas = 0;
         let mut replies: Vec<Option<Reply>> = (0..calls.len()).map(|_| None).collect();
         let mut pending: Vec<usize> = (0..calls.len()).collect();
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let batch: Vec<OwnedCall> = pending.iter().map(|i| calls[*i].clone()).collect();
-            let ran = self.run_calls(batch, latest).await;
+            let (ran, used) = self.run_calls(batch, latest).await;
+            gas += used;
             let mut fetches = Vec::new();
             let mut again = Vec::new();
             for (i, reply) in pending.iter().zip(ran) {
@@ -89,14 +92,15 @@ impl Server {
             }
             pending = again;
         }
-        replies
+        let replies = replies
             .into_iter()
             .map(|reply| reply.unwrap_or(Reply::Miss))
-            .collect()
+            .collect();
+        (replies, gas)
     }
 
-    /// One run of each call on the call threads.
-    async fn run_calls(&self, calls: Vec<OwnedCall>, latest: Option<u64>) -> Vec<Reply> {
+    /// One run of each call on the call threads, and the gas they used.
+    async fn run_calls(&self, calls: Vec<OwnedCall>, latest: Option<u64>) -> (Vec<Reply>, u64) {
         let queue = OffWorkers {
             pool: &self.calls,
             queued: |m| &m.calls_queued,
@@ -107,19 +111,26 @@ impl Server {
         };
         let ctx = self.ctx.clone();
         let count = calls.len();
-        self.off_workers(
-            queue,
-            count,
-            || Reply::Miss,
-            move || {
-                calls
-                    .iter()
-                    .map(|(method, params)| {
-                        ctx.call(method, params.as_deref(), Reads::from_disk(latest))
-                    })
-                    .collect()
-            },
-        )
-        .await
+        let gas = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let used = gas.clone();
+        let replies = self
+            .off_workers(
+                queue,
+                count,
+                || Reply::Miss,
+                move || {
+                    calls
+                        .iter()
+                        .map(|(method, params)| {
+                            let reads = Reads::from_disk(latest);
+                            let (reply, gas) = ctx.execute(method, params.as_deref(), reads);
+                            used.fetch_add(gas, std::sync::atomic::Ordering::Relaxed);
+                            reply
+                        })
+                        .collect()
+                },
+            )
+            .await;
+        (replies, gas.load(std::sync::atomic::Ordering::Relaxed))
     }
 }

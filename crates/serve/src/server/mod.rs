@@ -123,6 +123,13 @@ impl Server {
         answer
     }
 
+    /// Marks `answer` with the gas its calls used, for `--client-rate`.
+    fn mark_gas(&self, answer: &mut Response<Chunks>, gas: u64) {
+        if self.clients.is_some() && gas > 0 {
+            answer.extensions_mut().insert(clients::Gas(gas));
+        }
+    }
+
     /// Marks `answer` with its error elements, for `--client-rate` (not
     /// kept, and nothing allocated, without it).
     fn mark_errors(&self, answer: &mut Response<Chunks>, errors: usize) {

@@ -34,7 +34,7 @@ impl Server {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
             return self.failed(error_element(ErrorCode::ParseError, "parse error"), 1);
         };
-        let (chunks, outcome) = self.element(raw, over_ws).await;
+        let (chunks, outcome, gas) = self.element(raw, over_ws).await;
         if chunks.is_empty() {
             // A notification: geth answers 200 with an empty body.
             return response(StatusCode::OK, "application/json", Chunks::empty());
@@ -50,17 +50,21 @@ impl Server {
             }
             return json_response(StatusCode::MISDIRECTED_REQUEST, chunks);
         }
-        if outcome == Outcome::Error {
-            return self.failed(chunks, 1);
-        }
-        json_response(StatusCode::OK, chunks)
+        let mut answer = if outcome == Outcome::Error {
+            self.failed(chunks, 1)
+        } else {
+            json_response(StatusCode::OK, chunks)
+        };
+        self.mark_gas(&mut answer, gas);
+        answer
     }
 
-    /// Answers one element; returns its chunks and outcome.
-    async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
+    /// Answers one element; returns its chunks, its outcome and the gas
+    /// it used, if it was a call.
+    async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome, u64) {
         let mut budget = self.ctx.logs_budget();
         let latest = self.ctx.latest();
-        match self.first_pass(raw, over_ws, &mut budget, latest) {
+        let (chunks, outcome) = match self.first_pass(raw, over_ws, &mut budget, latest) {
             FirstPass::Done(chunks, outcome) => (chunks, outcome),
             FirstPass::Silent => (Vec::new(), Outcome::Ok),
             FirstPass::Scan(call, plan, started) => {
@@ -76,12 +80,11 @@ impl Server {
                     .await
             }
             FirstPass::Execute(call, started) => {
-                let reply = self
-                    .execute_calls(vec![call.to_owned_call()], latest)
-                    .await
-                    .pop()
-                    .expect("one reply per call");
-                self.finish(&call, reply, started, over_ws, false)
+                let (mut replies, gas) =
+                    self.execute_calls(vec![call.to_owned_call()], latest).await;
+                let reply = replies.pop().expect("one reply per call");
+                let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
+                return (chunks, outcome, gas);
             }
             FirstPass::Cold(call, started) => {
                 let reply = self
@@ -91,7 +94,8 @@ impl Server {
                 let reply = reply.expect("one reply per call");
                 self.finish(&call, reply, started, over_ws, false)
             }
-        }
+        };
+        (chunks, outcome, 0)
     }
 
     /// Fetches what a state read needs (waiting up to the deadline, or not

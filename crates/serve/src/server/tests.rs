@@ -70,11 +70,15 @@ pub(crate) fn server_configured(
         events: tokio::sync::broadcast::channel(4).0,
         scans: scan_pool(),
         io: io_pool(),
+        calls: super::execute::call_pool(),
         ctx: Arc::new(Context {
             reader: store.reader(),
             chain,
             state: Some(Arc::new(neve_state::State::new(1 << 20, 64))),
             state_answers: false,
+            call_rules: Default::default(),
+            call_blocks: Default::default(),
+            fee_blocks: Default::default(),
             config: {
                 let mut config = ServeConfig {
                     logs_max_range: 5,

@@ -158,16 +158,17 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 };
                 let had_subscriptions = !subscriptions.is_empty();
                 let received = text.len();
-                let (answer, errors) = match subscription_call(&text, &mut subscriptions, &mut next_id) {
-                    Some(answer) => (answer, 0),
+                let (answer, errors, gas) = match subscription_call(&text, &mut subscriptions, &mut next_id) {
+                    Some(answer) => (answer, 0, 0),
                     None => {
                         let response = server.respond_over(&Bytes::from(text), true).await;
                         let errors = response
                             .extensions()
                             .get::<clients::Errors>()
                             .map_or(0, |e| e.0);
+                        let gas = response.extensions().get::<clients::Gas>().map_or(0, |g| g.0);
                         let bytes = response.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-                        (String::from_utf8_lossy(&bytes).into_owned(), errors)
+                        (String::from_utf8_lossy(&bytes).into_owned(), errors, gas)
                     }
                 };
                 let spent = clients::Spent {
@@ -175,6 +176,7 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                     errors,
                     bytes: (received + answer.len()) as u64,
                     new_connection: false,
+                    gas,
                 };
                 // A notification is answered with nothing.
                 if !answer.is_empty() {
