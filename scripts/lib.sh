@@ -59,7 +59,11 @@ wait_for_log() {
 start_geth_dev() {
   local http ws auth
   http=$(free_port); ws=$(free_port); auth=$(free_port)
-  "$NEVE_TOOLS_DIR/geth" --dev --dev.period "${DEV_PERIOD:-0}" --dev.gaslimit 60000000 --state.scheme hash --gcmode archive \
+  # The devnet crate's chain: released forks only (Osaka), the dev key funded.
+  : >"$work/password"
+  "$NEVE_TOOLS_DIR/geth" --datadir "$work/geth" account import --password "$work/password" "$repo/crates/devnet/dev.key" >/dev/null 2>&1
+  "$NEVE_TOOLS_DIR/geth" --datadir "$work/geth" --state.scheme hash init "$repo/crates/devnet/dev-genesis.json" >/dev/null 2>&1
+  "$NEVE_TOOLS_DIR/geth" --dev --password "$work/password" --dev.period "${DEV_PERIOD:-0}" --dev.gaslimit 60000000 --state.scheme hash --gcmode archive \
     --datadir "$work/geth" --http --http.addr 127.0.0.1 --http.port "$http" --http.api eth,net,web3,debug,txpool \
     --ws --ws.addr 127.0.0.1 --ws.port "$ws" --ws.api eth,net,web3 --authrpc.addr 127.0.0.1 --authrpc.port "$auth" \
     --nodiscover --maxpeers 0 --port 0 --ipcdisable --txpool.globalslots=200000 --txpool.accountslots=20000 \

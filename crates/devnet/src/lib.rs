@@ -94,45 +94,22 @@ pub struct GethDevOptions {
     pub batch_request_limit: Option<usize>,
 }
 
-/// The key of geth's `--dev` account (geth's own fixed dev key), funded at
-/// genesis; the account is unlocked on the node, and tests may sign with it.
-pub const GETH_DEV_KEY: &str = "b71c71a67e1177ad4e901695e1b4b9ee17ae16c6668d313eac2f96dbcda3f291";
+/// The key of geth's `--dev` account (geth's own fixed dev key, in
+/// `dev.key`), funded at genesis; the account is unlocked on the node, and
+/// tests may sign with it.
+pub const GETH_DEV_KEY: &str = include_str!("../dev.key");
 
 /// The address of [`GETH_DEV_KEY`].
 pub const GETH_DEV_ADDRESS: &str = "0x71562b71999873db5b286df957af199ec94617f7";
 
-/// The dev chain's genesis: every fork to Osaka at genesis, and nothing
-/// later. geth's own `--dev` genesis also turns on the forks still being
-/// specified (Amsterdam and after), whose rules no released EVM library
-/// shares with geth yet; a chain on released rules is one a mirror can
-/// execute calls on and compare with the node.
-fn dev_genesis() -> String {
-    serde_json::json!({
-        "config": {
-            "chainId": 1337,
-            "homesteadBlock": 0, "eip150Block": 0, "eip155Block": 0, "eip158Block": 0,
-            "byzantiumBlock": 0, "constantinopleBlock": 0, "petersburgBlock": 0,
-            "istanbulBlock": 0, "muirGlacierBlock": 0, "berlinBlock": 0, "londonBlock": 0,
-            "arrowGlacierBlock": 0, "grayGlacierBlock": 0, "mergeNetsplitBlock": 0,
-            "shanghaiTime": 0, "cancunTime": 0, "pragueTime": 0, "osakaTime": 0,
-            "terminalTotalDifficulty": 0,
-            "depositContractAddress": "0x0000000000000000000000000000000000000000",
-            "blobSchedule": {
-                "cancun": {"target": 3, "max": 6, "baseFeeUpdateFraction": 3338477},
-                "prague": {"target": 6, "max": 9, "baseFeeUpdateFraction": 5007716},
-                "osaka": {"target": 6, "max": 9, "baseFeeUpdateFraction": 5007716}
-            }
-        },
-        "difficulty": "0x0",
-        "gasLimit": format!("{GETH_DEV_GAS_LIMIT:#x}"),
-        "baseFeePerGas": "0x3b9aca00",
-        "extraData": "0x",
-        "alloc": {
-            GETH_DEV_ADDRESS: {"balance": "0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"}
-        }
-    })
-    .to_string()
-}
+/// The dev chain's genesis (`dev-genesis.json`, also what the scripts'
+/// geth starts from): every fork to Osaka at genesis, and nothing later,
+/// with [`GETH_DEV_ADDRESS`] funded and a 60 M gas limit. geth's own
+/// `--dev` genesis also turns on the forks still being specified
+/// (Amsterdam and after), whose rules no released EVM library shares with
+/// geth yet; a chain on released rules is one a mirror can execute calls
+/// on and compare with the node.
+pub const DEV_GENESIS: &str = include_str!("../dev-genesis.json");
 
 /// A geth `--dev` chain: archive, hash state scheme, HTTP and WS on loopback,
 /// txpool limits raised so the traffic generator can keep thousands pending.
@@ -156,7 +133,7 @@ impl GethDev {
             .tempdir()
             .map_err(io_error("creating geth data dir"))?;
         // The dev account's key in the keystore, and the chain initialised
-        // from [`dev_genesis`]; `--dev` then seals on that chain.
+        // from [`DEV_GENESIS`]; `--dev` then seals on that chain.
         let datadir = data.path().join("geth").display().to_string();
         let write = |name: &str, text: &str| {
             let path = data.path().join(name);
@@ -164,8 +141,8 @@ impl GethDev {
             Ok::<_, DevnetError>(path.display().to_string())
         };
         let password = write("password", "")?;
-        let key = write("dev.key", GETH_DEV_KEY)?;
-        let genesis = write("genesis.json", &dev_genesis())?;
+        let key = write("dev.key", GETH_DEV_KEY.trim())?;
+        let genesis = write("genesis.json", DEV_GENESIS)?;
         run_step(
             &geth,
             &[

@@ -18,6 +18,53 @@ use revm::bytecode::Bytecode;
 use revm::database_interface::{DBErrorMarker, DatabaseRef};
 use revm::state::AccountInfo;
 
+/// Bytes of analysed code kept across calls (two generations of half this
+/// each): revm analyses a contract's jump destinations before running it,
+/// which for a large contract costs more than the call; a popular
+/// contract is analysed once. Default is 64 MiB.
+pub const CODE_CACHE_BYTES: usize = 64 << 20;
+
+/// Analysed code by its hash, bounded in bytes: new entries go to the young
+/// generation, a full young generation replaces the old one whole.
+#[derive(Default)]
+pub struct CodeCache {
+    generations: std::sync::Mutex<CodeGenerations>,
+}
+
+#[derive(Default)]
+struct CodeGenerations {
+    young: HashMap<B256, Bytecode>,
+    old: HashMap<B256, Bytecode>,
+    young_bytes: usize,
+}
+
+impl CodeCache {
+    fn get(&self, hash: &B256) -> Option<Bytecode> {
+        let mut generations = self.generations.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(code) = generations.young.get(hash) {
+            return Some(code.clone());
+        }
+        let code = generations.old.remove(hash)?;
+        Self::insert_young(&mut generations, *hash, code.clone());
+        Some(code)
+    }
+
+    fn insert(&self, hash: B256, code: Bytecode) {
+        let mut generations = self.generations.lock().unwrap_or_else(|e| e.into_inner());
+        Self::insert_young(&mut generations, hash, code);
+    }
+
+    fn insert_young(generations: &mut CodeGenerations, hash: B256, code: Bytecode) {
+        let len = code.len();
+        if generations.young_bytes + len > CODE_CACHE_BYTES / 2 {
+            generations.old = std::mem::take(&mut generations.young);
+            generations.young_bytes = 0;
+        }
+        generations.young_bytes += len;
+        generations.young.insert(hash, code);
+    }
+}
+
 /// What a run read that neve does not hold, by account: the account
 /// itself, some of its slots (as the trie keys them, before keccak), and
 /// whether its code.
@@ -45,6 +92,8 @@ impl DBErrorMarker for Never {}
 /// Reads of verified state at one block, and what they missed.
 pub struct VerifiedDb<'a> {
     state: &'a State,
+    /// Analysed code shared by every call.
+    codes: Option<&'a CodeCache>,
     root: [u8; 32],
     keys: StorageKeys,
     /// Hashes of stored verified blocks, for `BLOCKHASH`.
@@ -74,6 +123,7 @@ impl<'a> VerifiedDb<'a> {
     ) -> Self {
         VerifiedDb {
             state,
+            codes: None,
             root: root.0,
             keys: state.storage_keys(),
             block_hash,
@@ -84,6 +134,12 @@ impl<'a> VerifiedDb<'a> {
             outside_tail: RefCell::new(false),
             read: RefCell::default(),
         }
+    }
+
+    /// Reads analysed code through `codes`.
+    pub fn with_codes(mut self, codes: &'a CodeCache) -> Self {
+        self.codes = Some(codes);
+        self
     }
 
     /// What the run missed.
@@ -149,8 +205,17 @@ impl DatabaseRef for VerifiedDb<'_> {
     }
 
     fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, Never> {
+        if let Some(code) = self.codes.and_then(|codes| codes.get(&code_hash)) {
+            return Ok(code);
+        }
         match self.state.code(&code_hash.0) {
-            Read::Found(code) => Ok(Bytecode::new_raw(code.into())),
+            Read::Found(code) => {
+                let code = Bytecode::new_raw(code.into());
+                if let Some(codes) = self.codes {
+                    codes.insert(code_hash, code.clone());
+                }
+                Ok(code)
+            }
             Read::Missing => {
                 if let Some(owner) = self.code_owners.borrow().get(&code_hash) {
                     self.need(*owner, None, true);

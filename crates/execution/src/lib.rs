@@ -25,7 +25,7 @@ mod run;
 
 pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
 pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeightCache};
-pub use db::{Needs, VerifiedDb};
+pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};
 pub use error::CallError;
 pub use estimate::{ERROR_RATIO, Estimate, estimate};
 pub use revert::revert_message;

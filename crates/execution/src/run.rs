@@ -47,6 +47,8 @@ pub struct Pinned<'a> {
     pub chain_id: u64,
     /// Hashes of stored verified blocks by height, for `BLOCKHASH`.
     pub block_hash: &'a (dyn Fn(u64) -> Option<B256> + Sync),
+    /// Analysed code shared by calls.
+    pub codes: &'a crate::db::CodeCache,
 }
 
 /// What a call asks, whole.
@@ -118,11 +120,16 @@ pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<R
         pinned.block.state_root,
         pinned.block.number,
         pinned.block_hash,
-    );
-    let mut cache = CacheDB::new(&db);
-    if let Some(overrides) = &request.state {
-        apply_state_overrides(&mut cache, overrides)?;
-    }
+    )
+    .with_codes(pinned.codes);
+    let overridden = || -> Result<CacheDB<&VerifiedDb<'_>>, CallError> {
+        let mut cache = CacheDB::new(&db);
+        if let Some(overrides) = &request.state {
+            apply_state_overrides(&mut cache, overrides)?;
+        }
+        Ok(cache)
+    };
+    let mut cache = overridden()?;
     let sender = args.sender();
     let sender_nonce = match cache.basic(sender) {
         Ok(account) => account.map_or(0, |a| a.nonce),
@@ -178,11 +185,12 @@ pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<R
     cfg.tx_gas_limit_cap = Some(u64::MAX);
     cfg.memory_limit = MEMORY_LIMIT;
     cfg.blob_base_fee_update_fraction = pinned.fork.blob_base_fee_update_fraction;
-    let evm = Context::mainnet()
+    let result = Context::mainnet()
         .with_db(cache)
-        .with_block(block)
-        .with_cfg(cfg);
-    let result = evm.clone().build_mainnet().transact(tx.clone());
+        .with_block(block.clone())
+        .with_cfg(cfg.clone())
+        .build_mainnet()
+        .transact(tx.clone());
     if db.outside_tail() {
         return Ok(Run::OutsideTail);
     }
@@ -203,7 +211,11 @@ pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<R
     // Halts are rare, and the run is the same (same state, same inputs).
     let detail = match &result {
         ExecutionResult::Halt { reason, .. } if needs_last_step(reason) => {
-            let mut watched = evm.build_mainnet_with_inspector(LastStep::default());
+            let mut watched = Context::mainnet()
+                .with_db(overridden()?)
+                .with_block(block)
+                .with_cfg(cfg)
+                .build_mainnet_with_inspector(LastStep::default());
             let _ = watched.inspect_tx(tx);
             Some(watched.inspector)
         }
@@ -533,7 +545,8 @@ pub(crate) fn sender_balance(
         pinned.block.state_root,
         pinned.block.number,
         pinned.block_hash,
-    );
+    )
+    .with_codes(pinned.codes);
     let mut cache = CacheDB::new(&db);
     if let Some(overrides) = &request.state {
         apply_state_overrides(&mut cache, overrides)?;

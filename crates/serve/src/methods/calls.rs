@@ -150,12 +150,26 @@ fn executed(
     let Some(rules) = ctx.call_rules.get() else {
         return Ok(Reply::Miss);
     };
-    let Some(block) = ctx.block(at, reads)? else {
+    // The block's table entry and header are read from memory when they
+    // are there (they are, for recent blocks), from the disk otherwise.
+    let memory = Reads {
+        pages: Pages::InMemory,
+        ..reads
+    };
+    let Some(block) = ctx.block(at, memory).or_else(|_| ctx.block(at, reads))? else {
         return Ok(Reply::Miss);
     };
     let hash = block.hash();
     let Some(facts) = ctx.call_blocks.get_or_read(block.height(), &hash, || {
-        let json = block.hashes_only().ok()?;
+        let json = match block.hashes_only() {
+            Ok(json) => json,
+            // Not in memory: read from the disk (here waiting is allowed).
+            Err(_) => ctx
+                .block(BlockRef::Hash(hash), reads)
+                .ok()??
+                .hashes_only()
+                .ok()?,
+        };
         BlockFacts::from_json(&json)
             .ok()
             .filter(|facts| facts.number == block.height() && facts.hash.0 == hash)
@@ -166,7 +180,9 @@ fn executed(
         return Ok(Reply::Miss);
     };
     let block_hash = |height: u64| -> Option<B256> {
-        ctx.block(BlockRef::Tag(BlockTag::Number(height)), reads)
+        let at = BlockRef::Tag(BlockTag::Number(height));
+        ctx.block(at, memory)
+            .or_else(|_| ctx.block(at, reads))
             .ok()
             .flatten()
             .map(|b| B256::from(b.hash()))
@@ -177,6 +193,7 @@ fn executed(
         fork,
         chain_id: rules.chain_id,
         block_hash: &block_hash,
+        codes: &ctx.call_codes,
     };
     let answer = match execute(&pinned, &request, gas) {
         Ok(answer) => answer,

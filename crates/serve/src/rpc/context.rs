@@ -65,6 +65,8 @@ pub(crate) struct Context {
     pub(crate) call_rules: Arc<neve_execution::RulesCell>,
     /// The facts of the blocks calls were pinned to lately.
     pub(crate) call_blocks: neve_execution::FactsCache,
+    /// Analysed contract code, shared by calls.
+    pub(crate) call_codes: neve_execution::CodeCache,
     /// The fees of the blocks the fee methods read lately.
     pub(crate) fee_blocks: neve_execution::HeightCache<neve_execution::fees::BlockFees>,
     pub(crate) config: ServeConfig,

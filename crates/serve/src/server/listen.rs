@@ -95,6 +95,7 @@ pub async fn serve(
                 .as_ref()
                 .map_or_else(Default::default, |s| s.rules.clone()),
             call_blocks: Default::default(),
+            call_codes: Default::default(),
             fee_blocks: Default::default(),
             state: state.map(|s| s.state),
             state_answers,

@@ -78,6 +78,7 @@ pub(crate) fn server_configured(
             state_answers: false,
             call_rules: Default::default(),
             call_blocks: Default::default(),
+            call_codes: Default::default(),
             fee_blocks: Default::default(),
             config: {
                 let mut config = ServeConfig {

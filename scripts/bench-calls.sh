@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Calls head to head on a busy chain: a geth dev chain sealing a block a
+# second with `neve load` traffic throughout (a token and its holders), a
+# neve following the tip, and `neve bench` against both in one run: the
+# `call` workload (a token transfer simulated at `latest` from one of the
+# chain's senders), `estimate` (the same, estimated), and the Ethereum
+# mainnet method mix (eth_call first), at c1 and c16. Prints neve bench's
+# table and the share of neve's answers that were real (not 421).
+#
+#   scripts/bench-calls.sh [SECONDS]      # per cell; default 10
+source "$(dirname "$0")/lib.sh"
+seconds=${1:-10}
+
+DEV_PERIOD=1 start_geth_dev
+"$neve" load --rpc "$geth_url" --seconds $((seconds * 12 + 300)) --tps 200 --accounts 2000 >"$work/load.log" 2>&1 &
+pids+=($!)
+until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
+port=$(free_port)
+url="http://127.0.0.1:$port"
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$port" \
+  --data-dir "$work/neve" >"$work/neve.log" 2>&1 &
+pids+=($!)
+until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
+out=${OUT:-$work/bench}
+"$neve" bench --target "neve=$url" --target "geth=$geth_url" \
+  --workload call --workload estimate --workload mix:eth-mainnet \
+  --conns 1,16 --warmup "$seconds" --duration "$seconds" --out "$out" --allow-flagged
+python3 - "$out/results.json" <<'PY'
+import json, sys
+for workload in json.load(open(sys.argv[1]))["workloads"]:
+    for target in workload["targets"]:
+        for point in target["points"]:
+            o = point["outcomes"]
+            total = sum(v for k, v in o.items() if isinstance(v, (int, float)) and k != "status_421")
+            real = 100 * o.get("ok", 0) / max(1, total)
+            print(f"{workload['name']:<16} {target['name']:<5} c{point.get('conns', '?'):<3} "
+                  f"{point['requests_per_second']:>9.0f} req/s  p99 {point['latency']['p99_ms']:.2f} ms  real {real:.2f} %")
+PY
