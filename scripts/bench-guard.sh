@@ -67,8 +67,14 @@ declare -A FLOOR=(
   # head polling is cheaper on small blocks); the previous main 1.1-2.7x
   # and 1.3-5.6x.
   [mix:seeds-read/1]=2 [mix:seeds-read/16]=5
+  # eth_call, a token transfer simulated at `latest` (revm over verified
+  # state, on the call threads): 1.4x at c1 and 2.8x at c16 against geth
+  # on a chain sealing a block a second under load (scripts/bench-calls.sh,
+  # 2026-11-26); the floors guard against calls falling back to the node's
+  # cost or to 421s (the reject path fails the cell on its own).
+  [call/1]=0.5 [call/16]=1
 )
-WORKLOADS=(randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read)
+WORKLOADS=(randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call)
 CONNS=(1 16)
 
 # neve's state budget (--state-cache-bytes), set here rather than left at

@@ -54,6 +54,7 @@ pub const STATE_METHODS: &[&str] = &[
 pub const CALL_METHODS: &[&str] = &[
     "eth_call",
     "eth_estimateGas",
+    "eth_createAccessList",
     "eth_config",
     "eth_feeHistory",
     "eth_blobBaseFee",

@@ -13,6 +13,7 @@
 //!
 //! Start at [`run()`], then [`VerifiedDb`].
 
+mod access_list;
 mod args;
 mod block;
 mod db;
@@ -23,6 +24,9 @@ mod revert;
 mod rules;
 mod run;
 
+pub use access_list::{
+    AccessListOutcome, AccessListTracer, MAX_ROUNDS, create_access_list, excluded_addresses,
+};
 pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
 pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeightCache};
 pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};

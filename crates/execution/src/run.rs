@@ -105,6 +105,25 @@ pub enum Run {
 /// Runs `request` at `pinned`, with `gas` instead of the request's when
 /// given (the estimator's probes).
 pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<Run, CallError> {
+    execute(pinned, request, gas, None)
+}
+
+/// [`run`], watched by an access-list tracer (`eth_createAccessList`).
+pub(crate) fn run_inspected(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    gas: Option<u64>,
+    tracer: &mut crate::access_list::AccessListTracer,
+) -> Result<Run, CallError> {
+    execute(pinned, request, gas, Some(tracer))
+}
+
+fn execute(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    gas: Option<u64>,
+    tracer: Option<&mut crate::access_list::AccessListTracer>,
+) -> Result<Run, CallError> {
     let args = &request.args;
     let input = args.input();
     if let Some(chain_id) = args.chain_id
@@ -185,12 +204,16 @@ pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<R
     cfg.tx_gas_limit_cap = Some(u64::MAX);
     cfg.memory_limit = MEMORY_LIMIT;
     cfg.blob_base_fee_update_fraction = pinned.fork.blob_base_fee_update_fraction;
-    let result = Context::mainnet()
+    let context = Context::mainnet()
         .with_db(cache)
         .with_block(block.clone())
-        .with_cfg(cfg.clone())
-        .build_mainnet()
-        .transact(tx.clone());
+        .with_cfg(cfg.clone());
+    let result = match tracer {
+        None => context.build_mainnet().transact(tx.clone()),
+        Some(tracer) => context
+            .build_mainnet_with_inspector(tracer)
+            .inspect_tx(tx.clone()),
+    };
     if db.outside_tail() {
         return Ok(Run::OutsideTail);
     }

@@ -33,8 +33,8 @@ pub struct BenchArgs {
     #[arg(long)]
     ceiling_dir: Option<PathBuf>,
     /// Workloads: randblock, randblock-full, tx, receipt, block-receipts,
-    /// logs, balance, storage, mix:seeds-read, mix:block-tail or
-    /// mix:FILE.toml (repeatable).
+    /// logs, balance, storage, call, estimate, mix:seeds-read,
+    /// mix:block-tail, mix:eth-mainnet or mix:FILE.toml (repeatable).
     #[arg(long = "workload", default_value = "randblock")]
     workloads: Vec<String>,
     /// Closed-loop connection sweep [default: 1,2,4,8,16,32,64,128,256,

@@ -222,7 +222,7 @@ async fn newest_transaction(geth: &RpcClient) -> Result<Option<Example>> {
 
 /// The calls the demo shows, about `example`: each answered by neve with a
 /// result (`eth_call` executed locally, over state verified against the
-/// block's root) but `eth_createAccessList`, which is not neve's to answer
+/// block's root) but `eth_simulateV1`, which is not neve's to answer
 /// (421, for a front end to send to the node). The demo's test sends them
 /// again as printed.
 fn example_calls(example: &Example) -> [(&'static str, Value); 6] {
@@ -237,8 +237,8 @@ fn example_calls(example: &Example) -> [(&'static str, Value); 6] {
             json!([{"from": from, "to": from, "value": "0x1"}, "latest"]),
         ),
         (
-            "eth_createAccessList",
-            json!([{"from": from, "to": from}, "latest"]),
+            "eth_simulateV1",
+            json!([{"blockStateCalls": [{"calls": [{"from": from, "to": from}]}]}, "latest"]),
         ),
     ]
 }

@@ -26,6 +26,8 @@ pub(crate) const METHODS: &[Method] = &[
     // (arguments, block, state overrides, block overrides), as geth.
     Method::state_read("eth_call", (1, 4), call),
     Method::state_read("eth_estimateGas", (1, 4), estimate_gas),
+    // (arguments, block, state overrides), as geth.
+    Method::state_read("eth_createAccessList", (1, 3), create_access_list),
     // The upstream's answer the rules were read from, passed on as sent:
     // what a mirror of this neve learns them from.
     Method::state_read("eth_config", (0, 0), config),
@@ -51,12 +53,27 @@ impl Context {
         let answer = |p: &Params<'_>| match method {
             "eth_call" => executed(self, p, reads, &gas, run_call),
             "eth_estimateGas" => executed(self, p, reads, &gas, run_estimate),
+            "eth_createAccessList" => executed(self, p, reads, &gas, run_access_list),
             // Not a call: the table answers it.
             _ => Err(Stop::Cold),
         };
         let reply = match Params::new(params) {
-            Ok(p) if matches!(method, "eth_call" | "eth_estimateGas") => {
-                match p.arity(1, 4).map_err(Stop::from).and_then(|()| answer(&p)) {
+            Ok(p)
+                if matches!(
+                    method,
+                    "eth_call" | "eth_estimateGas" | "eth_createAccessList"
+                ) =>
+            {
+                let most = if method == "eth_createAccessList" {
+                    3
+                } else {
+                    4
+                };
+                match p
+                    .arity(1, most)
+                    .map_err(Stop::from)
+                    .and_then(|()| answer(&p))
+                {
                     Ok(reply) => reply,
                     Err(Stop::Param(error)) => error.into(),
                     Err(Stop::Cold) => Reply::Miss,
@@ -77,7 +94,13 @@ fn estimate_gas(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, St
     executed(ctx, p, reads, &Default::default(), run_estimate)
 }
 
+fn create_access_list(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    executed(ctx, p, reads, &Default::default(), run_access_list)
+}
+
 fn run_call(
+    _: &Context,
+    _: Reads,
     pinned: &Pinned<'_>,
     request: &Request,
     gas: &std::cell::Cell<u64>,
@@ -93,6 +116,8 @@ fn run_call(
 }
 
 fn run_estimate(
+    _: &Context,
+    _: Reads,
     pinned: &Pinned<'_>,
     request: &Request,
     gas: &std::cell::Cell<u64>,
@@ -118,6 +143,165 @@ fn run_estimate(
     })
 }
 
+/// One way of executing a request at a pinned block.
+type Execute =
+    fn(&Context, Reads, &Pinned<'_>, &Request, &std::cell::Cell<u64>) -> Result<Answer, CallError>;
+
+/// `eth_createAccessList` as geth makes it: fee defaults filled as geth's
+/// `setFeeDefaults` fills them (the oracle's tip at the head, twice the
+/// pinned block's base fee on top), then runs under an access-list tracer
+/// until the list stops changing. A run refused before executing is a
+/// miss: geth words it with the unsigned transaction's hash, which neve
+/// does not make.
+fn run_access_list(
+    ctx: &Context,
+    reads: Reads,
+    pinned: &Pinned<'_>,
+    request: &Request,
+    gas: &std::cell::Cell<u64>,
+) -> Result<Answer, CallError> {
+    let mut request = request.clone();
+    let args = &mut request.args;
+    if args.blob_versioned_hashes.is_some() || args.max_fee_per_blob_gas.is_some() {
+        // Blob fee defaults come from the head's blob fee: not made here.
+        return Err(CallError::Unsupported);
+    }
+    let refused = |message: &str| {
+        Ok(Answer::Reply(Reply::Error(
+            ErrorCode::ExecutionFailed,
+            message.into(),
+        )))
+    };
+    let both_1559 = args.max_fee_per_gas.is_some() && args.max_priority_fee_per_gas.is_some();
+    if args.gas_price.is_some()
+        && (args.max_fee_per_gas.is_some() || args.max_priority_fee_per_gas.is_some())
+    {
+        return refused("both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified");
+    }
+    if args.gas_price.is_some() && args.authorization_list.is_some() {
+        return refused("both gasPrice and authorizationList specified");
+    }
+    let london = pinned.block.base_fee.is_some();
+    if both_1559 {
+        let (fee_cap, tip) = (
+            args.max_fee_per_gas.unwrap_or_default(),
+            args.max_priority_fee_per_gas.unwrap_or_default(),
+        );
+        if fee_cap.is_zero() {
+            return refused("maxFeePerGas must be non-zero");
+        }
+        if fee_cap < tip {
+            return refused(&format!(
+                "maxFeePerGas ({fee_cap:#x}) < maxPriorityFeePerGas ({tip:#x})"
+            ));
+        }
+    } else if let Some(price) = args.gas_price {
+        if london && price.is_zero() {
+            return refused("gasPrice must be non-zero after london fork");
+        }
+    } else if let Some(base_fee) = pinned.block.base_fee {
+        let tip = match args.max_priority_fee_per_gas {
+            Some(tip) => tip,
+            None => {
+                let Some(head) = reads.latest else {
+                    return Ok(Answer::Miss);
+                };
+                match ctx.suggested_tip(head, reads) {
+                    Ok(Some(tip)) => alloy_primitives::U256::from(tip),
+                    _ => return Ok(Answer::Miss),
+                }
+            }
+        };
+        let fee_cap = args.max_fee_per_gas.unwrap_or(
+            tip + alloy_primitives::U256::from(base_fee) * alloy_primitives::U256::from(2),
+        );
+        if fee_cap < tip {
+            return refused(&format!(
+                "maxFeePerGas ({fee_cap:#x}) < maxPriorityFeePerGas ({tip:#x})"
+            ));
+        }
+        args.max_priority_fee_per_gas = Some(tip);
+        args.max_fee_per_gas = Some(fee_cap);
+    } else {
+        // Before London geth prices the call at the oracle's price.
+        return Err(CallError::Unsupported);
+    }
+    let from = args.sender();
+    let gas_limit = args.gas.map_or(neve_execution::GAS_CAP, |g| {
+        g.to::<u64>().min(neve_execution::GAS_CAP)
+    });
+    let auths = args.authorization_list.clone().unwrap_or_default();
+    if auths.len() as u64 > gas_limit / 25_000 {
+        return refused("insufficient gas to process all authorizations");
+    }
+    let to = match args.to {
+        Some(to) => to,
+        None => {
+            let nonce = match args.nonce {
+                Some(nonce) => nonce.to::<u64>(),
+                None => match pinned
+                    .state
+                    .account(&pinned.block.state_root.0, &from.0.0, false)
+                {
+                    neve_state::Read::Found(read) => read.account.map_or(0, |a| a.nonce),
+                    neve_state::Read::Missing => {
+                        return Ok(Answer::Needs(Needs {
+                            accounts: [(from, Default::default())].into_iter().collect(),
+                        }));
+                    }
+                },
+            };
+            from.create(nonce)
+        }
+    };
+    let excluded =
+        neve_execution::excluded_addresses(from, to, pinned.fork.spec, pinned.chain_id, &auths);
+    match neve_execution::create_access_list(pinned, &request, excluded) {
+        Ok(neve_execution::AccessListOutcome::Done {
+            list,
+            gas_used,
+            error,
+        }) => {
+            gas.set(gas.get() + gas_used);
+            let entries: Vec<String> = list
+                .0
+                .iter()
+                .map(|item| {
+                    let keys: Vec<String> = item
+                        .storage_keys
+                        .iter()
+                        .map(|key| format!("\"0x{}\"", hex::encode(key)))
+                        .collect();
+                    format!(
+                        "{{\"address\":\"0x{}\",\"storageKeys\":[{}]}}",
+                        hex::encode(item.address),
+                        keys.join(",")
+                    )
+                })
+                .collect();
+            let error = error
+                .map(|e| {
+                    format!(
+                        ",\"error\":{}",
+                        serde_json::to_string(&e).expect("a string serialises")
+                    )
+                })
+                .unwrap_or_default();
+            Ok(Answer::Reply(Reply::json(format!(
+                "{{\"accessList\":[{}]{error},\"gasUsed\":\"0x{gas_used:x}\"}}",
+                entries.join(",")
+            ))))
+        }
+        Ok(neve_execution::AccessListOutcome::Incomplete(Run::Needs(needs))) => {
+            Ok(Answer::Needs(needs))
+        }
+        Ok(neve_execution::AccessListOutcome::Incomplete(_)) => Ok(Answer::Miss),
+        // geth names the unsigned transaction's hash in these: the node's.
+        Err(CallError::PreCheck(_)) => Ok(Answer::Miss),
+        Err(other) => Err(other),
+    }
+}
+
 /// What executing found.
 enum Answer {
     /// A run over held state (its reads become hot keys at `latest`).
@@ -137,7 +321,7 @@ fn executed(
     p: &Params<'_>,
     reads: Reads,
     gas: &std::cell::Cell<u64>,
-    execute: fn(&Pinned<'_>, &Request, &std::cell::Cell<u64>) -> Result<Answer, CallError>,
+    execute: Execute,
 ) -> Result<Reply, Stop> {
     if reads.pages == Pages::InMemory {
         return Ok(Reply::Execute);
@@ -195,7 +379,7 @@ fn executed(
         block_hash: &block_hash,
         codes: &ctx.call_codes,
     };
-    let answer = match execute(&pinned, &request, gas) {
+    let answer = match execute(ctx, reads, &pinned, &request, gas) {
         Ok(answer) => answer,
         Err(error) => return Ok(refused(error)),
     };

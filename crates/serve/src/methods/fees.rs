@@ -13,9 +13,9 @@
 
 use std::sync::Arc;
 
-use neve_execution::fees::{self, BlobParams, BlockFees, OracleConfig};
+use neve_execution::fees::{self, BlobParams, BlockFees};
 
-use crate::params::{BlockRef, BlockTag, ParamError, Params};
+use crate::params::{ParamError, Params};
 use crate::rpc::{Context, Method, Pages, Reads, Reply, Stop};
 
 pub(crate) const METHODS: &[Method] = &[
@@ -34,19 +34,8 @@ fn quantity(value: u128) -> String {
     format!("\"0x{value:x}\"")
 }
 
-/// The fees of stored block `height`, read once and cached.
 fn block_fees(ctx: &Context, height: u64, reads: Reads) -> Result<Option<Arc<BlockFees>>, Stop> {
-    let Some(block) = ctx.block(BlockRef::Tag(BlockTag::Number(height)), reads)? else {
-        return Ok(None);
-    };
-    let hash = block.hash();
-    Ok(ctx.fee_blocks.get_or_read(height, &hash, || {
-        let full = block.full().ok()?;
-        let receipts = block.receipts().ok()?;
-        BlockFees::from_json(&full, &receipts)
-            .ok()
-            .filter(|fees| fees.number == height)
-    }))
+    ctx.block_fees(height, reads)
 }
 
 /// The head the oracle answers for: the request's `latest`.
@@ -54,30 +43,8 @@ fn head(reads: Reads) -> Option<u64> {
     reads.latest
 }
 
-/// geth's suggested tip at `head`, or `None` when a block it samples is
-/// not stored.
 fn suggested_tip(ctx: &Context, head: u64, reads: Reads) -> Result<Option<u128>, Stop> {
-    let mut missing = false;
-    let mut stop = None;
-    let tip = fees::suggest_tip_cap(
-        head,
-        |height| match block_fees(ctx, height, reads) {
-            Ok(Some(block)) => Some(block),
-            Ok(None) => {
-                missing = true;
-                None
-            }
-            Err(error) => {
-                stop = Some(error);
-                None
-            }
-        },
-        &OracleConfig::default(),
-    );
-    if let Some(stop) = stop {
-        return Err(stop);
-    }
-    Ok(if missing { None } else { tip })
+    ctx.suggested_tip(head, reads)
 }
 
 /// Runs `answer` off the async workers, at the request's head.
