@@ -11,8 +11,6 @@ use alloy_primitives::U256;
 use crate::args::{ArgsError, CallArgs};
 use revm::context::result::InvalidTransaction as Invalid;
 
-use crate::run::Fees;
-
 /// A call refused before or instead of a result.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
@@ -36,12 +34,17 @@ pub enum CallError {
 impl CallError {
     /// geth's message for a transaction its pre-checks refuse
     /// (`core/state_transition.go`), as `eth_call` wraps it.
-    pub(crate) fn invalid(invalid: &Invalid, args: &CallArgs, fees: &Fees, gas: u64) -> CallError {
+    pub(crate) fn invalid(
+        invalid: &Invalid,
+        args: &CallArgs,
+        fee_cap: u128,
+        gas: u64,
+    ) -> CallError {
         let sender = args.sender();
         let message = match invalid {
             Invalid::LackOfFundForMaxFee { balance, .. } => {
                 let value = args.value.unwrap_or_default();
-                let mut want = U256::from(gas) * U256::from(fees.fee_cap) + value;
+                let mut want = U256::from(gas) * U256::from(fee_cap) + value;
                 if let Some(blob_fee) = args.max_fee_per_blob_gas {
                     let blobs = args.blob_versioned_hashes.as_ref().map_or(0, Vec::len);
                     want += U256::from(blobs as u64 * 131_072) * blob_fee;

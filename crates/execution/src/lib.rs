@@ -23,10 +23,9 @@ pub mod fees;
 mod revert;
 mod rules;
 mod run;
+mod tracer;
 
-pub use access_list::{
-    AccessListOutcome, AccessListTracer, MAX_ROUNDS, create_access_list, excluded_addresses,
-};
+pub use access_list::{AccessListOutcome, MAX_ROUNDS, create_access_list, excluded_addresses};
 pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
 pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeightCache};
 pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};
@@ -36,3 +35,4 @@ pub use revert::revert_message;
 pub use revm::primitives::hardfork::SpecId;
 pub use rules::{ChainRules, Fork, RulesCell};
 pub use run::{Ended, GAS_CAP, MEMORY_LIMIT, Outcome, Pinned, Request, Run, run};
+pub use tracer::AccessListTracer;

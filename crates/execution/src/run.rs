@@ -51,6 +51,31 @@ pub struct Pinned<'a> {
     pub codes: &'a crate::db::CodeCache,
 }
 
+impl Pinned<'_> {
+    /// A database over the pinned block's verified state.
+    fn database(&self) -> VerifiedDb<'_> {
+        VerifiedDb::new(
+            self.state,
+            self.block.state_root,
+            self.block.number,
+            self.block_hash,
+        )
+        .with_codes(self.codes)
+    }
+}
+
+/// `db` with the request's state overrides over it.
+fn overridden<'a>(
+    db: &'a VerifiedDb<'a>,
+    request: &Request,
+) -> Result<CacheDB<&'a VerifiedDb<'a>>, CallError> {
+    let mut cache = CacheDB::new(db);
+    if let Some(overrides) = &request.state {
+        apply_state_overrides(&mut cache, overrides)?;
+    }
+    Ok(cache)
+}
+
 /// What a call asks, whole.
 #[derive(Clone, Debug, Default)]
 pub struct Request {
@@ -113,7 +138,7 @@ pub(crate) fn run_inspected(
     pinned: &Pinned<'_>,
     request: &Request,
     gas: Option<u64>,
-    tracer: &mut crate::access_list::AccessListTracer,
+    tracer: &mut crate::tracer::AccessListTracer,
 ) -> Result<Run, CallError> {
     execute(pinned, request, gas, Some(tracer))
 }
@@ -122,7 +147,7 @@ fn execute(
     pinned: &Pinned<'_>,
     request: &Request,
     gas: Option<u64>,
-    tracer: Option<&mut crate::access_list::AccessListTracer>,
+    tracer: Option<&mut crate::tracer::AccessListTracer>,
 ) -> Result<Run, CallError> {
     let args = &request.args;
     let input = args.input();
@@ -134,20 +159,8 @@ fn execute(
             want: pinned.chain_id,
         }));
     }
-    let db = VerifiedDb::new(
-        pinned.state,
-        pinned.block.state_root,
-        pinned.block.number,
-        pinned.block_hash,
-    )
-    .with_codes(pinned.codes);
-    let overridden = || -> Result<CacheDB<&VerifiedDb<'_>>, CallError> {
-        let mut cache = CacheDB::new(&db);
-        if let Some(overrides) = &request.state {
-            apply_state_overrides(&mut cache, overrides)?;
-        }
-        Ok(cache)
-    };
+    let db = pinned.database();
+    let overridden = || overridden(&db, request);
     let mut cache = overridden()?;
     let sender = args.sender();
     let sender_nonce = match cache.basic(sender) {
@@ -224,7 +237,7 @@ fn execute(
     let result = match result {
         Ok(done) => done.result,
         Err(EVMError::Transaction(invalid)) => {
-            return Err(CallError::invalid(&invalid, args, &fees, gas_limit));
+            return Err(CallError::invalid(&invalid, args, fees.fee_cap, gas_limit));
         }
         Err(EVMError::Database(never)) => match never {},
         Err(other) => return Err(CallError::Internal(other.to_string())),
@@ -563,17 +576,8 @@ pub(crate) fn sender_balance(
     pinned: &Pinned<'_>,
     request: &Request,
 ) -> Result<Result<U256, Run>, CallError> {
-    let db = VerifiedDb::new(
-        pinned.state,
-        pinned.block.state_root,
-        pinned.block.number,
-        pinned.block_hash,
-    )
-    .with_codes(pinned.codes);
-    let mut cache = CacheDB::new(&db);
-    if let Some(overrides) = &request.state {
-        apply_state_overrides(&mut cache, overrides)?;
-    }
+    let db = pinned.database();
+    let mut cache = overridden(&db, request)?;
     let balance = match cache.basic(request.args.sender()) {
         Ok(account) => account.map_or(U256::ZERO, |a| a.balance),
         Err(never) => match never {},
