@@ -27,12 +27,12 @@ out=${OUT:-$work/bench}
   --conns 1,16 --warmup "$seconds" --duration "$seconds" --out "$out" --allow-flagged
 python3 - "$out/results.json" <<'PY'
 import json, sys
-for workload in json.load(open(sys.argv[1]))["workloads"]:
-    for target in workload["targets"]:
+for run in json.load(open(sys.argv[1]))["workloads"]:
+    for target in run["targets"]:
         for point in target["points"]:
             o = point["outcomes"]
             total = sum(v for k, v in o.items() if isinstance(v, (int, float)) and k != "status_421")
             real = 100 * o.get("ok", 0) / max(1, total)
-            print(f"{workload['name']:<16} {target['name']:<5} c{point.get('conns', '?'):<3} "
+            print(f"{run['workload']:<16} {target['target']['name']:<5} c{point['conns']:<3} "
                   f"{point['requests_per_second']:>9.0f} req/s  p99 {point['latency']['p99_ms']:.2f} ms  real {real:.2f} %")
 PY
