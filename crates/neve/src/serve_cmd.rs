@@ -540,12 +540,19 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ));
         let fetch: Arc<dyn neve_state::Fetch> = Arc::new(fetcher);
         let rules = Arc::new(neve_execution::RulesCell::default());
-        tokio::spawn(neve_ingest::call_rules::learn(
-            client.clone(),
-            rules.clone(),
-            identity.chain_id,
-            stopped.clone(),
-        ));
+        if storage_keys == neve_state::StorageKeys::Coreth {
+            // coreth's own precompiles, fork mapping and PREVRANDAO are not
+            // revm's: on the C-chain calls stay the node's (421), whatever
+            // its eth_config says.
+            tracing::info!("calls stay 421: the C-chain's rules are coreth's");
+        } else {
+            tokio::spawn(neve_ingest::call_rules::learn(
+                client.clone(),
+                rules.clone(),
+                identity.chain_id,
+                stopped.clone(),
+            ));
+        }
         neve_serve::StateAccess {
             state,
             fetch: Some(fetch),
