@@ -58,3 +58,17 @@ for w in $WORKLOADS; do args+=(--workload "$w"); done
 "$neve" bench --target "two-mirrors=$two" --target "one-mirror=$one" --target "geth-alone=$geth_only" \
   --compare two-mirrors:geth-alone --compare one-mirror:geth-alone \
   "${args[@]}" --conns "$CONNS" --warmup 1 --duration 5 --out "${OUT:-bench-results/frontend}"
+# The share of the mirrors' calls they answered themselves (a 421 goes on
+# to geth through the front end).
+for port in "$AP" "$BP"; do
+  curl -s "http://127.0.0.1:$port/metrics" | python3 -c '
+import re, sys
+counts = {}
+for line in sys.stdin:
+    m = re.match(r"neve_rpc_requests_total\{method=\"[^\"]*\",outcome=\"(\w+)\"\} (\d+)", line)
+    if m:
+        counts[m.group(1)] = counts.get(m.group(1), 0) + int(m.group(2))
+total = sum(counts.values())
+answered = 100 * (total - counts.get("miss", 0)) / max(1, total)
+print(f"mirror on port '"$port"': {total} calls, answered {answered:.2f} % ({counts})")'
+done
