@@ -74,7 +74,9 @@ declare -A FLOOR=(
   # cost or to 421s (the reject path fails the cell on its own).
   [call/1]=0.5 [call/16]=1
 )
-WORKLOADS=(randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call)
+# WORKLOADS="…" narrows the run (an A/B against a build that predates a
+# workload); the default is every workload with a floor.
+read -ra WORKLOADS <<<"${WORKLOADS:-randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call}"
 CONNS=(1 16)
 
 # neve's state budget (--state-cache-bytes), set here rather than left at

@@ -9,7 +9,7 @@
 //! needs is never an answer: its result is thrown away, the needs are
 //! fetched in one batch of proofs, and the call runs again.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use alloy_primitives::{Address, B256, U256};
@@ -108,7 +108,7 @@ pub struct VerifiedDb<'a> {
     needs: RefCell<Needs>,
     /// `BLOCKHASH` asked for a block outside the stored tail: the run can
     /// never be answered here.
-    outside_tail: RefCell<bool>,
+    outside_tail: Cell<bool>,
     /// Every key read, for the hot set at `latest`.
     read: RefCell<Vec<HotKey>>,
 }
@@ -131,7 +131,7 @@ impl<'a> VerifiedDb<'a> {
             storage_roots: RefCell::default(),
             code_owners: RefCell::default(),
             needs: RefCell::default(),
-            outside_tail: RefCell::new(false),
+            outside_tail: Cell::new(false),
             read: RefCell::default(),
         }
     }
@@ -142,19 +142,19 @@ impl<'a> VerifiedDb<'a> {
         self
     }
 
-    /// What the run missed.
-    pub fn needs(&self) -> Needs {
-        self.needs.borrow().clone()
+    /// What the run missed (taken: asked once, after the run).
+    pub fn take_needs(&self) -> Needs {
+        self.needs.take()
     }
 
     /// Whether the run asked `BLOCKHASH` of a block not stored.
     pub fn outside_tail(&self) -> bool {
-        *self.outside_tail.borrow()
+        self.outside_tail.get()
     }
 
-    /// Every account and slot the run read.
-    pub fn read_keys(&self) -> Vec<HotKey> {
-        self.read.borrow().clone()
+    /// Every account and slot the run read (taken, as [`Self::take_needs`]).
+    pub fn take_read_keys(&self) -> Vec<HotKey> {
+        self.read.take()
     }
 
     fn need(&self, address: Address, slot: Option<B256>, code: bool) {
@@ -263,7 +263,7 @@ impl DatabaseRef for VerifiedDb<'_> {
         match (self.block_hash)(number) {
             Some(hash) => Ok(hash),
             None => {
-                *self.outside_tail.borrow_mut() = true;
+                self.outside_tail.set(true);
                 Ok(B256::ZERO)
             }
         }

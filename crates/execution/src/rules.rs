@@ -143,11 +143,6 @@ impl ChainRules {
         Ok(ChainRules { chain_id, forks })
     }
 
-    /// Rules from a fork list (oldest first): an operator's setting.
-    pub fn new(chain_id: u64, forks: Vec<Fork>) -> ChainRules {
-        ChainRules { chain_id, forks }
-    }
-
     /// The fork in force at `timestamp`, if neve knows it.
     pub fn at(&self, timestamp: u64) -> Option<Fork> {
         self.forks
@@ -166,25 +161,18 @@ pub struct RulesCell(std::sync::RwLock<Option<Learnt>>);
 #[derive(Debug)]
 struct Learnt {
     rules: std::sync::Arc<ChainRules>,
-    /// The `eth_config` answer they were read from, when they were: what a
-    /// mirror of this neve learns its rules from.
-    config: Option<std::sync::Arc<str>>,
+    /// The `eth_config` answer they were read from: what a mirror of this
+    /// neve learns its rules from.
+    config: std::sync::Arc<str>,
 }
 
 impl RulesCell {
-    /// Sets (or replaces) the rules.
-    pub fn set(&self, rules: ChainRules) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(Learnt {
-            rules: std::sync::Arc::new(rules),
-            config: None,
-        });
-    }
-
-    /// Sets the rules read from `config`, an `eth_config` answer.
+    /// Sets (or replaces) the rules, read from `config`, an `eth_config`
+    /// answer.
     pub fn set_with_config(&self, rules: ChainRules, config: &str) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(Learnt {
             rules: std::sync::Arc::new(rules),
-            config: Some(config.into()),
+            config: config.into(),
         });
     }
 
@@ -194,10 +182,10 @@ impl RulesCell {
         learnt.as_ref().map(|l| l.rules.clone())
     }
 
-    /// The `eth_config` answer the rules were read from, if any.
+    /// The `eth_config` answer the rules were read from, once known.
     pub fn config(&self) -> Option<std::sync::Arc<str>> {
         let learnt = self.0.read().unwrap_or_else(|e| e.into_inner());
-        learnt.as_ref().and_then(|l| l.config.clone())
+        learnt.as_ref().map(|l| l.config.clone())
     }
 }
 

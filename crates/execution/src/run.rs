@@ -168,15 +168,12 @@ fn execute(
         Err(never) => match never {},
     };
     let gas_limit = gas.unwrap_or_else(|| args.gas.map_or(GAS_CAP, |g| g.to::<u64>()).min(GAS_CAP));
-    let mut facts = pinned.block.clone();
-    if let Some(base_fee) = request
-        .block
-        .as_ref()
-        .and_then(|overrides| overrides.base_fee_per_gas)
-    {
-        facts.base_fee = Some(base_fee.saturating_to());
-    }
-    let fees = Fees::of(args, &facts, gas_limit)?;
+    // The base fee the pre-checks see: a block override's, else the block's.
+    let base_fee = match request.block.as_ref().and_then(|o| o.base_fee_per_gas) {
+        Some(base_fee) => Some(base_fee.saturating_to()),
+        None => pinned.block.base_fee,
+    };
+    let fees = Fees::of(args, base_fee, gas_limit)?;
     let mut block = block_env(pinned, args);
     if let Some(overrides) = &request.block {
         apply_block_overrides(&mut block, overrides)?;
@@ -230,7 +227,7 @@ fn execute(
     if db.outside_tail() {
         return Ok(Run::OutsideTail);
     }
-    let needs = db.needs();
+    let needs = db.take_needs();
     if !needs.is_empty() {
         return Ok(Run::Needs(needs));
     }
@@ -257,7 +254,7 @@ fn execute(
         }
         _ => None,
     };
-    let read = db.read_keys();
+    let read = db.take_read_keys();
     Ok(Run::Done(match result {
         ExecutionResult::Success { gas, output, .. } => Outcome {
             ended: Ended::Success,
@@ -300,14 +297,14 @@ impl Fees {
     /// geth's `CallDefaults` and `ToMessage` for a call, then its London
     /// pre-checks (skipped when no fee is given), which neve makes itself
     /// because revm's base-fee check is off for calls.
-    fn of(args: &CallArgs, block: &BlockFacts, gas: u64) -> Result<Fees, CallError> {
+    fn of(args: &CallArgs, base_fee: Option<u64>, gas: u64) -> Result<Fees, CallError> {
         let wide = |v: U256| -> u128 { v.saturating_to() };
         if args.gas_price.is_some()
             && (args.max_fee_per_gas.is_some() || args.max_priority_fee_per_gas.is_some())
         {
             return Err(crate::args::ArgsError::BothFeeKinds.into());
         }
-        let Some(base_fee) = block.base_fee else {
+        let Some(base_fee) = base_fee else {
             // Before London only the legacy price counts.
             let price = args.gas_price.unwrap_or_default();
             return Ok(Fees {
@@ -582,7 +579,7 @@ pub(crate) fn sender_balance(
         Ok(account) => account.map_or(U256::ZERO, |a| a.balance),
         Err(never) => match never {},
     };
-    let needs = db.needs();
+    let needs = db.take_needs();
     Ok(if needs.is_empty() {
         Ok(balance)
     } else {

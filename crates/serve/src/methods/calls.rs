@@ -49,38 +49,27 @@ impl Context {
         params: Option<&serde_json::value::RawValue>,
         reads: Reads,
     ) -> (Reply, u64) {
-        let gas = std::cell::Cell::new(0);
-        let answer = |p: &Params<'_>| match method {
-            "eth_call" => executed(self, p, reads, &gas, run_call),
-            "eth_estimateGas" => executed(self, p, reads, &gas, run_estimate),
-            "eth_createAccessList" => executed(self, p, reads, &gas, run_access_list),
-            // Not a call: the table answers it.
-            _ => Err(Stop::Cold),
+        let run: Execute = match method {
+            "eth_call" => run_call,
+            "eth_estimateGas" => run_estimate,
+            "eth_createAccessList" => run_access_list,
+            // Not a call (a fee method): the table answers it.
+            _ => return (self.call(method, params, reads), 0),
         };
-        let reply = match Params::new(params) {
-            Ok(p)
-                if matches!(
-                    method,
-                    "eth_call" | "eth_estimateGas" | "eth_createAccessList"
-                ) =>
-            {
-                let most = if method == "eth_createAccessList" {
-                    3
-                } else {
-                    4
-                };
-                match p
-                    .arity(1, most)
-                    .map_err(Stop::from)
-                    .and_then(|()| answer(&p))
-                {
-                    Ok(reply) => reply,
-                    Err(Stop::Param(error)) => error.into(),
-                    Err(Stop::Cold) => Reply::Miss,
-                    Err(Stop::Damaged) => Reply::Miss,
-                }
-            }
-            _ => self.call(method, params, reads),
+        let (required, most) = METHODS
+            .iter()
+            .find(|m| m.name == method)
+            .expect("every call is in the table")
+            .arity;
+        let gas = std::cell::Cell::new(0);
+        let answered = Params::new(params).map_err(Stop::from).and_then(|p| {
+            p.arity(required, most)?;
+            executed(self, &p, reads, &gas, run)
+        });
+        let reply = match answered {
+            Ok(reply) => reply,
+            Err(Stop::Param(error)) => error.into(),
+            Err(Stop::Cold | Stop::Damaged) => Reply::Miss,
         };
         (reply, gas.get())
     }

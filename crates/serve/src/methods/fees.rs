@@ -11,8 +11,6 @@
 //! that is not stored, or blob fees under rules neve does not know, is a
 //! miss (421).
 
-use std::sync::Arc;
-
 use neve_execution::fees::{self, BlobParams, BlockFees};
 
 use crate::params::{ParamError, Params};
@@ -34,25 +32,13 @@ fn quantity(value: u128) -> String {
     format!("\"0x{value:x}\"")
 }
 
-fn block_fees(ctx: &Context, height: u64, reads: Reads) -> Result<Option<Arc<BlockFees>>, Stop> {
-    ctx.block_fees(height, reads)
-}
-
-/// The head the oracle answers for: the request's `latest`.
-fn head(reads: Reads) -> Option<u64> {
-    reads.latest
-}
-
-fn suggested_tip(ctx: &Context, head: u64, reads: Reads) -> Result<Option<u128>, Stop> {
-    ctx.suggested_tip(head, reads)
-}
-
 /// Runs `answer` off the async workers, at the request's head.
 fn at_head(reads: Reads, answer: impl FnOnce(u64) -> Result<Reply, Stop>) -> Result<Reply, Stop> {
     if reads.pages == Pages::InMemory {
         return Ok(Reply::Execute);
     }
-    match head(reads) {
+    // The oracle answers for the request's `latest`.
+    match reads.latest {
         Some(head) => answer(head),
         None => Ok(Reply::Miss),
     }
@@ -61,8 +47,8 @@ fn at_head(reads: Reads, answer: impl FnOnce(u64) -> Result<Reply, Stop>) -> Res
 fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     at_head(reads, |head| {
         let (Some(tip), Some(block)) = (
-            suggested_tip(ctx, head, reads)?,
-            block_fees(ctx, head, reads)?,
+            ctx.suggested_tip(head, reads)?,
+            ctx.block_fees(head, reads)?,
         ) else {
             return Ok(Reply::Miss);
         };
@@ -72,7 +58,7 @@ fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop>
 
 fn max_priority_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     at_head(reads, |head| {
-        Ok(match suggested_tip(ctx, head, reads)? {
+        Ok(match ctx.suggested_tip(head, reads)? {
             Some(tip) => Reply::json(quantity(tip)),
             None => Reply::Miss,
         })
@@ -95,7 +81,7 @@ fn blob_params(ctx: &Context, timestamp: u64) -> Option<(BlobParams, u64, bool)>
 
 fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     at_head(reads, |head| {
-        let Some(block) = block_fees(ctx, head, reads)? else {
+        let Some(block) = ctx.block_fees(head, reads)? else {
             return Ok(Reply::Miss);
         };
         let Some(excess) = block.excess_blob_gas else {
@@ -113,7 +99,7 @@ fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, S
 
 fn base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     at_head(reads, |head| {
-        let Some(block) = block_fees(ctx, head, reads)? else {
+        let Some(block) = ctx.block_fees(head, reads)? else {
             return Ok(Reply::Miss);
         };
         Ok(match block.base_fee {
@@ -169,7 +155,7 @@ fn fee_history(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Sto
     let oldest = newest + 1 - count;
     let mut blocks = Vec::with_capacity(count as usize);
     for height in oldest..=newest {
-        match block_fees(ctx, height, reads)? {
+        match ctx.block_fees(height, reads)? {
             Some(block) => blocks.push(block),
             None => return Ok(Reply::Miss),
         }
