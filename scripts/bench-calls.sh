@@ -2,12 +2,14 @@
 # Calls head to head on a busy chain: a geth dev chain sealing a block a
 # second with `neve load` traffic throughout (a token and its holders), a
 # neve following the tip, and `neve bench` against both in one run: the
-# `call` workload (a token transfer simulated at `latest` from one of the
-# chain's senders), `estimate` (the same, estimated), and the Ethereum
+# `call` workload (at `latest`, a third each: the token's balanceOf of one
+# of the chain's senders, an allowance between two, a transfer simulated
+# from one to another), `estimate` (the transfer, estimated), and the Ethereum
 # mainnet method mix (eth_call first), at c1 and c16. Prints neve bench's
 # table and the share of neve's answers that were real (not 421).
 #
 #   scripts/bench-calls.sh [SECONDS]      # per cell; default 10
+#   NEVE_ARGS="--call-memo-bytes 0" scripts/bench-calls.sh   # every call run
 source "$(dirname "$0")/lib.sh"
 seconds=${1:-10}
 
@@ -18,7 +20,7 @@ until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
 port=$(free_port)
 url="http://127.0.0.1:$port"
 "$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$port" \
-  --data-dir "$work/neve" >"$work/neve.log" 2>&1 &
+  --data-dir "$work/neve" ${NEVE_ARGS:-} >"$work/neve.log" 2>&1 &
 pids+=($!)
 until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
 out=${OUT:-$work/bench}

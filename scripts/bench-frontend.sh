@@ -2,10 +2,13 @@
 # Through the shipped front end (deploy/nginx/neve.conf): req/s and latency
 # of `neve bench` through nginx with geth alone behind it, with one neve
 # mirror, and with two (B mirroring A), all on the same geth dev chain and
-# the same machine. Misses (421) go on to geth in every case.
+# the same machine. Misses (421) go on to geth in every case. Then the
+# node's CPU per client request: geth's CPU time (/proc) over the first
+# workload at the highest concurrency, through one mirror and alone.
 #
 #   scripts/bench-frontend.sh
 #   WORKLOADS="mix:seeds-read randblock" CONNS=1,16 scripts/bench-frontend.sh
+#   WORKLOADS=mix:eth-mainnet scripts/bench-frontend.sh
 set -euo pipefail
 WORKLOADS=${WORKLOADS:-"mix:seeds-read randblock"}
 CONNS=${CONNS:-1,16}
@@ -37,7 +40,7 @@ front() {
   } >"$dir/neve/upstreams.conf"
   echo "listen 127.0.0.1:$port;" >"$dir/neve/listen.conf"
   cat >"$dir/nginx.conf" <<CONF
-user root; pid $dir/nginx.pid; error_log $dir/error.log;
+user root; pid $dir/nginx.pid; error_log $dir/error.log; worker_processes auto;
 events { worker_connections 4096; }
 http { access_log off; client_body_temp_path $dir/body; proxy_temp_path $dir/proxy;
   fastcgi_temp_path $dir/fcgi; uwsgi_temp_path $dir/uwsgi; scgi_temp_path $dir/scgi;
@@ -72,3 +75,26 @@ total = sum(counts.values())
 answered = 100 * (total - counts.get("miss", 0)) / max(1, total)
 print(f"mirror on port '"$port"': {total} calls, answered {answered:.2f} % ({counts})")'
 done
+
+# The node's CPU per client request through one mirror, against serving
+# the same requests alone: what the mirror takes off the node.
+cpu_of() { awk '{print $14 + $15}' "/proc/$geth_pid/stat"; }
+ticks=$(getconf CLK_TCK)
+first=${WORKLOADS%% *}
+top=${CONNS##*,}
+declare -A per_request
+for target in "one-mirror=$one" "geth-alone=$geth_only"; do
+  name=${target%%=*}
+  before=$(cpu_of)
+  "$neve" bench --target "$target" --workload "$first" --conns "$top" --warmup 0 --duration 5 \
+    --out "$work/cpu-$name" >/dev/null 2>&1
+  after=$(cpu_of)
+  requests=$(python3 -c '
+import json, sys
+point = json.load(open(sys.argv[1]))["workloads"][0]["targets"][0]["points"][0]
+print(sum(v for k, v in point["outcomes"].items() if isinstance(v, (int, float)) and k != "status_421"))' "$work/cpu-$name/results.json")
+  per_request[$name]=$(python3 -c "print(($after - $before) / $ticks / max(1, $requests) * 1e6)")
+  printf 'geth CPU, %s c%s via %s: %.1f µs per client request (%s requests)\n' \
+    "$first" "$top" "$name" "${per_request[$name]}" "$requests"
+done
+python3 -c "print(f'node CPU per client request through one mirror: {100 * ${per_request[one-mirror]} / max(1e-9, ${per_request[geth-alone]}):.2f} % of serving it alone')"

@@ -294,8 +294,23 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
                 .ok_or_else(|| missing("a contract with logs"))?;
             let from = pick(&corpus.addresses, "an address", rng)?;
             let to = pick(&corpus.addresses, "an address", rng)?;
-            // transfer(to, 1): the token's selector and arguments.
-            let input = format!("0xa9059cbb{:0>64}{:064x}", to.trim_start_matches("0x"), 1);
+            let word = |address: &str| format!("{:0>64}", address.trim_start_matches("0x"));
+            // A token's reads and a simulated transfer, a third each for
+            // calls (what a wallet or dapp front end asks of a token); a
+            // transfer for estimates.
+            let kind = if call.method == "eth_estimateGas" {
+                0
+            } else {
+                rand::Rng::random_range(rng, 0..3)
+            };
+            let input = match kind {
+                // balanceOf(holder)
+                1 => format!("0x70a08231{}", word(&to)),
+                // allowance(owner, spender)
+                2 => format!("0xdd62ed3e{}{}", word(&from), word(&to)),
+                // transfer(to, 1)
+                _ => format!("0xa9059cbb{}{:064x}", word(&to), 1),
+            };
             let args = format!(r#"{{"from":"{from}","to":"{token}","input":"{input}"}}"#);
             if call.method == "eth_estimateGas" {
                 format!("[{args}]")

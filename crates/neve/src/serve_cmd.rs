@@ -265,6 +265,11 @@ pub struct ServeArgs {
     /// Byte budget of the verified node store (trie nodes and code).
     #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_state::DEFAULT_CACHE_BYTES as u64), help_heading = STATE)]
     state_cache_bytes: Bytes,
+    /// Byte budget of calls' answers kept to serve again at the same block
+    /// (the same call at the same block hash has the same answer); 0 runs
+    /// every call.
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_CALL_MEMO_BYTES), help_heading = STATE)]
+    call_memo_bytes: Bytes,
     /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
     #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS, help_heading = STATE)]
     state_hot_keys: usize,
@@ -590,6 +595,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         fallback_in_flight: args.fallback_in_flight,
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then_some(args.state_fetch_timeout_ms.0),
+        call_memo_bytes: args.call_memo_bytes.0,
         client_rate: args.client_rate,
         cors_origins: Origins::from_list(&args.cors_origins),
         ws_origins: Origins::from_list(args.ws_origins.as_ref().unwrap_or(&args.cors_origins)),

@@ -234,6 +234,28 @@ async fn calls_equal_geths_at_latest_in_the_tail_by_hash_and_through_a_mirror() 
         .unwrap();
     let by_hash = json!({"blockHash": block["hash"]});
     compare_at(&client, &geth, by_hash, &token, &holders, &slots).await;
+    // Asked again at the same block, the answers come from the memo, and
+    // are still geth's: results, reverts and errors alike.
+    let memo = |outcome: &str| {
+        let (_, metrics) = neve.get("/metrics").unwrap();
+        let line = format!("neve_calls_total{{outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line.as_str())?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {line}in /metrics"))
+    };
+    let kept = memo("memo");
+    compare_at(
+        &client,
+        &geth,
+        json!(quantity(head)),
+        &token,
+        &holders,
+        &slots,
+    )
+    .await;
+    assert!(memo("memo") > kept, "nothing answered from the memo");
+    assert!(memo("local") > 0, "no call ran on held state");
 
     // The fee methods at the same head (the dev chain seals only on
     // transactions, so the head holds still). geth's oracle answers a

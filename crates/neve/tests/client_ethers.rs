@@ -1,6 +1,7 @@
 //! A real client library (ethers, from npm) reads blocks, transactions,
-//! receipts and logs through neve and gets what geth gives it, then
-//! subscribes to newHeads over neve's WebSocket.
+//! receipts and logs through neve, makes a dapp's contract calls (static
+//! calls, gas estimates, a revert with a reason, fee history), and gets
+//! what geth gives it, then subscribes to newHeads over neve's WebSocket.
 
 mod support;
 
@@ -10,7 +11,7 @@ use neve_devnet::{GethDev, GethDevOptions};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ethers_reads_through_neve_and_subscribes_to_new_heads() {
+async fn ethers_reads_and_calls_through_neve_and_subscribes_to_new_heads() {
     let geth = GethDev::start(GethDevOptions {
         period: 0,
         ..Default::default()
@@ -58,5 +59,6 @@ async fn ethers_reads_through_neve_and_subscribes_to_new_heads() {
     eprintln!("{summary}");
     assert!(summary["txsChecked"].as_u64().unwrap() > 10, "{summary}");
     assert!(summary["logsChecked"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["callsChecked"].as_u64().unwrap() > 0, "{summary}");
     assert_eq!(summary["heads"].as_array().unwrap().len(), 2);
 }

@@ -189,6 +189,9 @@ pub struct ServeConfig {
     /// lets the fetch warm the store in the background. See
     /// [`DEFAULT_STATE_FETCH_TIMEOUT`].
     pub state_fetch_timeout: Option<Duration>,
+    /// Bytes of calls' answers kept to serve again at the same block; 0
+    /// keeps none. See [`DEFAULT_CALL_MEMO_BYTES`](crate::DEFAULT_CALL_MEMO_BYTES).
+    pub call_memo_bytes: u64,
     /// Units of work per second each client address may spend; 0 is no
     /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
     pub client_rate: u64,
@@ -250,6 +253,7 @@ impl Default for ServeConfig {
             fallback_methods: DEFAULT_FALLBACK_METHODS.to_owned(),
             fallback_in_flight: DEFAULT_FALLBACK_IN_FLIGHT,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
+            call_memo_bytes: crate::DEFAULT_CALL_MEMO_BYTES,
             client_rate: DEFAULT_CLIENT_RATE,
             cors_origins: Origins::None,
             ws_origins: Origins::None,

@@ -77,5 +77,5 @@ pub use errors::ErrorCode;
 pub use fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
 pub use methods::logs::{MAX_QUEUED_SCANS, SCAN_INLINE_BLOCKS};
 pub use metrics::Metrics;
-pub use rpc::Outcome;
+pub use rpc::{DEFAULT_CALL_MEMO_BYTES, Outcome};
 pub use server::listen::{ADMIN_MAX_CONNECTIONS, Listeners, ServeError, serve};

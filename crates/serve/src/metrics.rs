@@ -54,6 +54,13 @@ pub struct Metrics {
     pub(crate) calls_queued: AtomicU64,
     /// Calls answered 421 at once: [`crate::server::execute::MAX_QUEUED_CALLS`] were queued.
     pub(crate) calls_refused: AtomicU64,
+    /// Calls executed, by how they ended: [`CallEnd`].
+    call_ends: [AtomicU64; 3],
+    /// Gas the executed calls used, every run counted.
+    call_gas: AtomicU64,
+    /// Time from a call's hand-off to the call threads to its answer,
+    /// fetches between its runs included.
+    call_time: Histogram,
     /// Bytes of answers read from the disk into memory of their own and
     /// not yet written out (and dropped); shared with those answers.
     pub(crate) cold_answer_bytes: Arc<AtomicU64>,
@@ -84,9 +91,60 @@ impl Default for Metrics {
             cold_answer_bytes: Arc::default(),
             calls_queued: AtomicU64::new(0),
             calls_refused: AtomicU64::new(0),
+            call_ends: Default::default(),
+            call_gas: AtomicU64::new(0),
+            call_time: Histogram::default(),
             store_resident_bytes: AtomicU64::new(0),
             store_resident_ppm: AtomicU64::new(0),
         }
+    }
+}
+
+/// How an executed call (`eth_call`, `eth_estimateGas`,
+/// `eth_createAccessList`) ended; one answered from the memo was not
+/// executed, and is counted by the memo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallEnd {
+    /// Answered from the state neve held.
+    Local = 0,
+    /// Answered after fetching the state its runs named.
+    Fetched = 1,
+    /// Not answered: 421.
+    Miss = 2,
+}
+
+const CALL_ENDS: [&str; 3] = ["local", "fetched", "miss"];
+
+impl Histogram {
+    fn record(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if let Some(bucket) = BUCKETS.iter().position(|b| seconds <= *b) {
+            self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The histogram's lines, `labels` inside each line's braces.
+    fn render(&self, out: &mut String, metric: &str, labels: &str) {
+        let count = self.count.load(Ordering::Relaxed);
+        let mut cumulative = 0;
+        for (b, bound) in BUCKETS.iter().enumerate() {
+            cumulative += self.buckets[b].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{metric}_bucket{{{labels}le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(out, "{metric}_bucket{{{labels}le=\"+Inf\"}} {count}");
+        let labels = match labels.trim_end_matches(',') {
+            "" => String::new(),
+            labels => format!("{{{labels}}}"),
+        };
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{metric}_sum{labels} {sum}");
+        let _ = writeln!(out, "{metric}_count{labels} {count}");
     }
 }
 
@@ -99,15 +157,53 @@ impl Metrics {
             Outcome::Error => 2,
         };
         self.calls[index][slot].fetch_add(1, Ordering::Relaxed);
-        let histogram = &self.latency[index];
-        let seconds = elapsed.as_secs_f64();
-        if let Some(bucket) = BUCKETS.iter().position(|b| seconds <= *b) {
-            histogram.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency[index].record(elapsed);
+    }
+
+    /// Books one executed call: how it ended and the time it took.
+    pub(crate) fn record_call(&self, end: CallEnd, elapsed: Duration) {
+        self.call_ends[end as usize].fetch_add(1, Ordering::Relaxed);
+        self.call_time.record(elapsed);
+    }
+
+    /// Books the gas executed calls used.
+    pub(crate) fn record_call_gas(&self, gas: u64) {
+        self.call_gas.fetch_add(gas, Ordering::Relaxed);
+    }
+
+    /// Appends the calls' metrics: executed ones by how they ended, their
+    /// gas and time, and the memo's answers (`memo`).
+    pub(crate) fn render_calls(&self, out: &mut String, memo: crate::rpc::MemoCounts) {
+        out.push_str("# HELP neve_calls_total Calls (eth_call, eth_estimateGas, eth_createAccessList) by how they were answered: memo (a kept answer at the same block, not executed), local (executed on held state), fetched (executed after fetching state), miss (421).\n");
+        out.push_str("# TYPE neve_calls_total counter\n");
+        let _ = writeln!(out, "neve_calls_total{{outcome=\"memo\"}} {}", memo.hits);
+        for (slot, end) in CALL_ENDS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "neve_calls_total{{outcome=\"{end}\"}} {}",
+                self.call_ends[slot].load(Ordering::Relaxed)
+            );
         }
-        histogram.count.fetch_add(1, Ordering::Relaxed);
-        histogram
-            .sum_nanos
-            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        for (metric, help, value) in [
+            (
+                "neve_call_gas_total",
+                "Gas used by executed calls, every run counted (a run that needed state fetched did its work too).",
+                self.call_gas.load(Ordering::Relaxed),
+            ),
+            (
+                "neve_call_memo_stored_total",
+                "Calls' answers kept in the memo.",
+                memo.stored,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {value}"
+            );
+        }
+        out.push_str("# HELP neve_call_duration_seconds Time from a call's hand-off to the call threads to its answer, fetches between runs included.\n");
+        out.push_str("# TYPE neve_call_duration_seconds histogram\n");
+        self.call_time.render(out, "neve_call_duration_seconds", "");
     }
 
     /// Appends the serving metrics in Prometheus text format.
@@ -131,34 +227,13 @@ impl Metrics {
         out.push_str("# HELP neve_rpc_duration_seconds Time to answer one call, from parsed request to prepared response.\n");
         out.push_str("# TYPE neve_rpc_duration_seconds histogram\n");
         for (i, histogram) in self.latency.iter().enumerate() {
-            let count = histogram.count.load(Ordering::Relaxed);
-            if count == 0 {
+            if histogram.count.load(Ordering::Relaxed) == 0 {
                 continue;
             }
-            let mut cumulative = 0;
-            for (b, bound) in BUCKETS.iter().enumerate() {
-                cumulative += histogram.buckets[b].load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "neve_rpc_duration_seconds_bucket{{method=\"{}\",le=\"{bound}\"}} {cumulative}",
-                    name(i)
-                );
-            }
-            let _ = writeln!(
+            histogram.render(
                 out,
-                "neve_rpc_duration_seconds_bucket{{method=\"{}\",le=\"+Inf\"}} {count}",
-                name(i)
-            );
-            let sum = histogram.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-            let _ = writeln!(
-                out,
-                "neve_rpc_duration_seconds_sum{{method=\"{}\"}} {sum}",
-                name(i)
-            );
-            let _ = writeln!(
-                out,
-                "neve_rpc_duration_seconds_count{{method=\"{}\"}} {count}",
-                name(i)
+                "neve_rpc_duration_seconds",
+                &format!("method=\"{}\",", name(i)),
             );
         }
         for (metric, help, kind, value) in [

@@ -33,6 +33,15 @@ pub(crate) const METHODS: &[Method] = &[
     Method::state_read("eth_config", (0, 0), config),
 ];
 
+/// Whether `method` is executed (a call), not read: what the call metrics
+/// count.
+pub(crate) fn is_executed(method: &str) -> bool {
+    matches!(
+        method,
+        "eth_call" | "eth_estimateGas" | "eth_createAccessList"
+    )
+}
+
 fn config(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
     Ok(match ctx.call_rules.config() {
         Some(config) => Reply::json(config.to_string()),
@@ -49,10 +58,10 @@ impl Context {
         params: Option<&serde_json::value::RawValue>,
         reads: Reads,
     ) -> (Reply, u64) {
-        let run: Execute = match method {
-            "eth_call" => run_call,
-            "eth_estimateGas" => run_estimate,
-            "eth_createAccessList" => run_access_list,
+        let (run, memo): (Execute, _) = match method {
+            "eth_call" => (run_call, Some(Memo::Call)),
+            "eth_estimateGas" => (run_estimate, Some(Memo::Estimate)),
+            "eth_createAccessList" => (run_access_list, None),
             // Not a call (a fee method): the table answers it.
             _ => return (self.call(method, params, reads), 0),
         };
@@ -64,7 +73,7 @@ impl Context {
         let gas = std::cell::Cell::new(0);
         let answered = Params::new(params).map_err(Stop::from).and_then(|p| {
             p.arity(required, most)?;
-            executed(self, &p, reads, &gas, run)
+            executed(self, &p, reads, &gas, run, memo)
         });
         let reply = match answered {
             Ok(reply) => reply,
@@ -76,15 +85,66 @@ impl Context {
 }
 
 fn call(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(ctx, p, reads, &Default::default(), run_call)
+    executed(
+        ctx,
+        p,
+        reads,
+        &Default::default(),
+        run_call,
+        Some(Memo::Call),
+    )
 }
 
 fn estimate_gas(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(ctx, p, reads, &Default::default(), run_estimate)
+    executed(
+        ctx,
+        p,
+        reads,
+        &Default::default(),
+        run_estimate,
+        Some(Memo::Estimate),
+    )
 }
 
+/// Not kept: its fee defaults come from the oracle at the head, which is
+/// not its pinned block.
 fn create_access_list(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(ctx, p, reads, &Default::default(), run_access_list)
+    executed(ctx, p, reads, &Default::default(), run_access_list, None)
+}
+
+/// Which answers a method's run keeps in the memo (`rpc/call_memo.rs`):
+/// those that depend on nothing but the pinned block and the call.
+#[derive(Clone, Copy)]
+enum Memo {
+    Call = 1,
+    Estimate = 2,
+}
+
+/// The memo's key of a call: the method, the pinned block's hash, and the
+/// call's arguments and overrides as sent (the block parameter is the
+/// hash: `latest` and its number share answers).
+fn memo_key(memo: Memo, block_hash: &[u8; 32], p: &Params<'_>) -> Vec<u8> {
+    let parts = [0, 2, 3].map(|index| p.optional(index).map_or("", |raw| raw.get()));
+    let mut key = Vec::with_capacity(33 + parts.iter().map(|part| part.len() + 1).sum::<usize>());
+    key.push(memo as u8);
+    key.extend_from_slice(block_hash);
+    for part in parts {
+        key.extend_from_slice(part.as_bytes());
+        // Not in any JSON text: parts cannot run into each other.
+        key.push(0);
+    }
+    key
+}
+
+/// The kept answer to this call, looked up on the async worker: the block
+/// from memory only, and anything unusual left for the run to answer.
+fn remembered(ctx: &Context, p: &Params<'_>, reads: Reads, memo: Memo) -> Option<Reply> {
+    if !ctx.call_answers.enabled() {
+        return None;
+    }
+    let at = p.block_ref_or_latest(1).ok()?;
+    let block = ctx.block(at, reads).ok()??;
+    ctx.call_answers.get(&memo_key(memo, &block.hash(), p))
 }
 
 fn run_call(
@@ -311,9 +371,11 @@ fn executed(
     reads: Reads,
     gas: &std::cell::Cell<u64>,
     execute: Execute,
+    memo: Option<Memo>,
 ) -> Result<Reply, Stop> {
     if reads.pages == Pages::InMemory {
-        return Ok(Reply::Execute);
+        let kept = memo.and_then(|memo| remembered(ctx, p, reads, memo));
+        return Ok(kept.unwrap_or(Reply::Execute));
     }
     let Some(state) = &ctx.state else {
         return Ok(Reply::Unsupported);
@@ -370,10 +432,16 @@ fn executed(
     };
     let answer = match execute(ctx, reads, &pinned, &request, gas) {
         Ok(answer) => answer,
-        Err(error) => return Ok(refused(error)),
+        Err(error) => {
+            let reply = refused(error);
+            if let Some(memo) = memo {
+                ctx.call_answers.insert(memo_key(memo, &hash, p), &reply);
+            }
+            return Ok(reply);
+        }
     };
     let latest = at == BlockRef::Tag(BlockTag::Latest);
-    Ok(match answer {
+    let reply = match answer {
         Answer::Ran(outcome) => {
             if latest {
                 record_hot(state, &outcome.read);
@@ -384,9 +452,13 @@ fn executed(
             }
         }
         Answer::Reply(reply) => reply,
-        Answer::Needs(needs) => Reply::Fetch(requests(&facts, needs)),
-        Answer::Miss => Reply::Miss,
-    })
+        Answer::Needs(needs) => return Ok(Reply::Fetch(requests(&facts, needs))),
+        Answer::Miss => return Ok(Reply::Miss),
+    };
+    if let Some(memo) = memo {
+        ctx.call_answers.insert(memo_key(memo, &hash, p), &reply);
+    }
+    Ok(reply)
 }
 
 /// A run that did not succeed, as geth answers it.

@@ -1,7 +1,11 @@
 //! `eth_capabilities` (execution-apis): what neve can answer, for routers.
 //! Every height it advertises is served at the instant it answers: the
 //! block resources span the store's tail, and state spans the part of it
-//! where neve holds the block and its upstream can prove the state.
+//! where neve holds the block and its upstream can prove the state. Calls
+//! (`eth_call`, `eth_estimateGas`, `eth_createAccessList`) are answered
+//! where `state` says, once the chain's rules are known: the schema has
+//! no member of their own (it admits no other members), and a call is
+//! state read through an EVM.
 
 use crate::params::Params;
 use crate::rpc::{Context, Method, Reads, Reply, Stop};

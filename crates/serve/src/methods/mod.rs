@@ -20,6 +20,8 @@ mod uncles;
 
 use serde_json::value::RawValue;
 
+pub(crate) use calls::is_executed;
+
 use crate::params::Params;
 use crate::rpc::{Context, Method, Reads, Reply, Stop};
 

@@ -67,6 +67,8 @@ pub(crate) struct Context {
     pub(crate) call_blocks: neve_execution::FactsCache,
     /// Analysed contract code, shared by calls.
     pub(crate) call_codes: neve_execution::CodeCache,
+    /// Calls' answers by block and call, served again without running.
+    pub(crate) call_answers: super::CallMemo,
     /// The fees of the blocks the fee methods read lately.
     pub(crate) fee_blocks: neve_execution::HeightCache<neve_execution::fees::BlockFees>,
     pub(crate) config: ServeConfig,

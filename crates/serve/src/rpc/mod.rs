@@ -2,16 +2,20 @@
 //! by the server, and below both: the request as it arrives
 //! ([`request`]), the answer and its envelope ([`reply`]), what a call
 //! reads with and the lookups every family shares ([`context`], and the
-//! price oracle's in [`oracle`]), and how a family declares a method
+//! price oracle's in [`oracle`]), calls' answers kept by block
+//! ([`call_memo`]), and how a family declares a method
 //! ([`method`]). Nothing here knows a method by
 //! name, and nothing here imports a family or the server.
 
+mod call_memo;
 mod context;
 mod method;
 mod oracle;
 mod reply;
 mod request;
 
+pub use call_memo::DEFAULT_CALL_MEMO_BYTES;
+pub(crate) use call_memo::{CallMemo, MemoCounts};
 pub(crate) use context::{Context, Pages, Reads};
 pub(crate) use method::Method;
 pub use reply::Outcome;

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use crate::metrics::CallEnd;
 use crate::rpc::{OwnedCall, Reads, Reply};
 
 use super::Server;
@@ -41,8 +42,10 @@ impl Server {
         calls: Vec<OwnedCall>,
         latest: Option<u64>,
     ) -> (Vec<Reply>, u64) {
+        let started = Instant::now();
         let mut gas = 0;
-        let mut replies: Vec<Option<Reply>> = (0..calls.len()).map(|_| None).collect();
+        // Each call's reply, and whether it fetched before it.
+        let mut replies: Vec<Option<(Reply, bool)>> = (0..calls.len()).map(|_| None).collect();
         let mut pending: Vec<usize> = (0..calls.len()).collect();
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
@@ -51,6 +54,7 @@ impl Server {
             gas += used;
             let mut fetches = Vec::new();
             let mut again = Vec::new();
+            let answered = |reply| Some((reply, round > 0));
             for (i, reply) in pending.iter().zip(ran) {
                 match reply {
                     Reply::Fetch(requests)
@@ -68,9 +72,9 @@ impl Server {
                                 drop(fetch.fetch(request));
                             }
                         }
-                        replies[*i] = Some(Reply::Miss);
+                        replies[*i] = answered(Reply::Miss);
                     }
-                    reply => replies[*i] = Some(reply),
+                    reply => replies[*i] = answered(reply),
                 }
             }
             if again.is_empty() {
@@ -86,16 +90,30 @@ impl Server {
                 .is_err()
             {
                 for i in &again {
-                    replies[*i] = Some(Reply::Miss);
+                    replies[*i] = Some((Reply::Miss, true));
                 }
                 break;
             }
             pending = again;
         }
-        let replies = replies
-            .into_iter()
-            .map(|reply| reply.unwrap_or(Reply::Miss))
+        let elapsed = started.elapsed();
+        let replies = calls
+            .iter()
+            .zip(replies)
+            .map(|((method, _), reply)| {
+                let (reply, fetched) = reply.unwrap_or((Reply::Miss, true));
+                if crate::methods::is_executed(method) {
+                    let end = match (&reply, fetched) {
+                        (Reply::Miss, _) => CallEnd::Miss,
+                        (_, true) => CallEnd::Fetched,
+                        (_, false) => CallEnd::Local,
+                    };
+                    self.metrics.record_call(end, elapsed);
+                }
+                reply
+            })
             .collect();
+        self.metrics.record_call_gas(gas);
         (replies, gas)
     }
 

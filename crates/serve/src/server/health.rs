@@ -161,6 +161,8 @@ impl Server {
     pub(super) fn metrics_page(&self) -> Response<Chunks> {
         let mut text = String::with_capacity(8192);
         self.metrics.render(&mut text);
+        self.metrics
+            .render_calls(&mut text, self.ctx.call_answers.counts());
         self.ctx.chain.render_metrics(&mut text);
         let stats = self.ctx.reader.stats();
         for (name, help, value) in [

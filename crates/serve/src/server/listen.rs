@@ -96,6 +96,7 @@ pub async fn serve(
                 .map_or_else(Default::default, |s| s.rules.clone()),
             call_blocks: Default::default(),
             call_codes: Default::default(),
+            call_answers: crate::rpc::CallMemo::new(config.call_memo_bytes),
             fee_blocks: Default::default(),
             state: state.map(|s| s.state),
             state_answers,

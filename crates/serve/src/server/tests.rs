@@ -79,6 +79,7 @@ pub(crate) fn server_configured(
             call_rules: Default::default(),
             call_blocks: Default::default(),
             call_codes: Default::default(),
+            call_answers: Default::default(),
             fee_blocks: Default::default(),
             config: {
                 let mut config = ServeConfig {
