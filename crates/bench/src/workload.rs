@@ -433,7 +433,7 @@ mod tests {
     }
 
     #[test]
-    fn the_mainnet_mix_is_half_calls_simulating_token_transfers() {
+    fn the_mainnet_mix_is_half_calls_of_a_tokens_reads_and_transfers() {
         let spec = MixSpec::parse(ETH_MAINNET_MIX).unwrap();
         assert_eq!(spec.call[0].method, "eth_call");
         let workload = build("mix:eth-mainnet", &corpus(), 4000, 3).unwrap();
@@ -446,7 +446,19 @@ mod tests {
         assert!((1950..2300).contains(&calls.len()), "{}", calls.len());
         let call = &calls[0]["params"];
         assert_eq!(call[1], "latest");
-        assert!(call[0]["input"].as_str().unwrap().starts_with("0xa9059cbb"));
+        // balanceOf, allowance and transfer, each about a third.
+        for selector in ["0x70a08231", "0xdd62ed3e", "0xa9059cbb"] {
+            let share = calls
+                .iter()
+                .filter(|c| {
+                    c["params"][0]["input"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(selector)
+                })
+                .count();
+            assert!(share * 4 > calls.len(), "{selector}: {share}");
+        }
         let estimate = parsed(&build("estimate", &corpus(), 1, 1).unwrap().requests[0]);
         assert_eq!(
             estimate["params"].as_array().unwrap().len(),
