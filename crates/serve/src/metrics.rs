@@ -56,7 +56,7 @@ pub struct Metrics {
     pub(crate) calls_refused: AtomicU64,
     /// Calls executed, by how they ended: [`CallEnd`].
     call_ends: [AtomicU64; 3],
-    /// Gas the executed calls used, every run counted.
+    /// Gas of the executed calls' answers (`execute_calls`' count).
     call_gas: AtomicU64,
     /// Time from a call's hand-off to the call threads to its answer,
     /// fetches between its runs included.
@@ -187,7 +187,7 @@ impl Metrics {
         for (metric, help, value) in [
             (
                 "neve_call_gas_total",
-                "Gas used by executed calls, every run counted (a run that needed state fetched did its work too).",
+                "Gas of executed calls' answers: a call's run, an estimate's answer, an access list's last run (what --client-rate charges).",
                 self.call_gas.load(Ordering::Relaxed),
             ),
             (

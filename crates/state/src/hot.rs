@@ -37,17 +37,24 @@ impl HotKeys {
 
     /// Notes a key read at `latest`.
     pub fn record(&self, key: HotKey) {
+        self.record_all(&[key]);
+    }
+
+    /// [`record`](Self::record) for each of `keys`, under one lock.
+    pub fn record_all(&self, keys: &[HotKey]) {
         if self.half == 0 {
             return;
         }
         let mut guard = self.generations.lock().unwrap_or_else(|e| e.into_inner());
         let (young, old) = &mut *guard;
-        if young.contains(&key) {
-            return;
-        }
-        young.insert(key);
-        if young.len() >= self.half {
-            *old = std::mem::take(young);
+        for key in keys {
+            if young.contains(key) {
+                continue;
+            }
+            young.insert(*key);
+            if young.len() >= self.half {
+                *old = std::mem::take(young);
+            }
         }
     }
 

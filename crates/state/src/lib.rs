@@ -305,6 +305,12 @@ impl State {
         self.hot.record(key);
     }
 
+    /// Records each of `keys` as read at `latest` (a call's reads), under
+    /// one lock.
+    pub fn record_hot_all(&self, keys: &[HotKey]) {
+        self.hot.record_all(keys);
+    }
+
     /// The keys prefetch should keep fresh, most recent first.
     pub fn hot_keys(&self) -> Vec<HotKey> {
         self.hot.snapshot()

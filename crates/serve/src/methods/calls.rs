@@ -16,11 +16,11 @@ use alloy_primitives::{B256, hex};
 use neve_execution::{
     BlockFacts, CallError, Ended, Estimate, Needs, Outcome, Pinned, Request, Run, StateOverride,
 };
-use neve_state::{FetchRequest, HotKey, State};
+use neve_state::FetchRequest;
 
 use crate::errors::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
-use crate::rpc::{Context, Method, Pages, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, Pages, Reads, Reply, Stop, hex_quantity};
 
 pub(crate) const METHODS: &[Method] = &[
     // (arguments, block, state overrides, block overrides), as geth.
@@ -33,13 +33,23 @@ pub(crate) const METHODS: &[Method] = &[
     Method::state_read("eth_config", (0, 0), config),
 ];
 
+/// How each executed method runs, and whether its answers are kept in
+/// the memo (`rpc/call_memo.rs`): those that depend on nothing but the
+/// pinned block and the call. `eth_createAccessList`'s fee defaults come
+/// from the oracle at the head, which is not its pinned block.
+fn how(method: &str) -> Option<(Execute, Option<Memo>)> {
+    Some(match method {
+        "eth_call" => (run_call, Some(Memo::Call)),
+        "eth_estimateGas" => (run_estimate, Some(Memo::Estimate)),
+        "eth_createAccessList" => (run_access_list, None),
+        _ => return None,
+    })
+}
+
 /// Whether `method` is executed (a call), not read: what the call metrics
 /// count.
 pub(crate) fn is_executed(method: &str) -> bool {
-    matches!(
-        method,
-        "eth_call" | "eth_estimateGas" | "eth_createAccessList"
-    )
+    how(method).is_some()
 }
 
 fn config(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
@@ -58,12 +68,9 @@ impl Context {
         params: Option<&serde_json::value::RawValue>,
         reads: Reads,
     ) -> (Reply, u64) {
-        let (run, memo): (Execute, _) = match method {
-            "eth_call" => (run_call, Some(Memo::Call)),
-            "eth_estimateGas" => (run_estimate, Some(Memo::Estimate)),
-            "eth_createAccessList" => (run_access_list, None),
+        let Some((run, memo)) = how(method) else {
             // Not a call (a fee method): the table answers it.
-            _ => return (self.call(method, params, reads), 0),
+            return (self.call(method, params, reads), 0);
         };
         let (required, most) = METHODS
             .iter()
@@ -85,35 +92,25 @@ impl Context {
 }
 
 fn call(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(
-        ctx,
-        p,
-        reads,
-        &Default::default(),
-        run_call,
-        Some(Memo::Call),
-    )
+    first_pass(ctx, p, reads, "eth_call")
 }
 
 fn estimate_gas(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(
-        ctx,
-        p,
-        reads,
-        &Default::default(),
-        run_estimate,
-        Some(Memo::Estimate),
-    )
+    first_pass(ctx, p, reads, "eth_estimateGas")
 }
 
-/// Not kept: its fee defaults come from the oracle at the head, which is
-/// not its pinned block.
 fn create_access_list(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    executed(ctx, p, reads, &Default::default(), run_access_list, None)
+    first_pass(ctx, p, reads, "eth_createAccessList")
 }
 
-/// Which answers a method's run keeps in the memo (`rpc/call_memo.rs`):
-/// those that depend on nothing but the pinned block and the call.
+/// A call as the table answers it: on an async worker, a kept answer or
+/// [`Reply::Execute`].
+fn first_pass(ctx: &Context, p: &Params<'_>, reads: Reads, method: &str) -> Result<Reply, Stop> {
+    let (run, memo) = how(method).expect("a call method");
+    executed(ctx, p, reads, &Default::default(), run, memo)
+}
+
+/// Which memo a method's answers are kept under.
 #[derive(Clone, Copy)]
 enum Memo {
     Call = 1,
@@ -174,7 +171,7 @@ fn run_estimate(
     Ok(match neve_execution::estimate(pinned, request)? {
         Estimate::Gas(used) => {
             gas.set(gas.get() + used);
-            Answer::Reply(Reply::json(format!("\"0x{used:x}\"")))
+            Answer::Reply(Reply::json(hex_quantity(used)))
         }
         Estimate::Failed(outcome) => {
             gas.set(gas.get() + outcome.gas_used);
@@ -430,30 +427,24 @@ fn executed(
         block_hash: &block_hash,
         codes: &ctx.call_codes,
     };
-    let answer = match execute(ctx, reads, &pinned, &request, gas) {
-        Ok(answer) => answer,
-        Err(error) => {
-            let reply = refused(error);
-            if let Some(memo) = memo {
-                ctx.call_answers.insert(memo_key(memo, &hash, p), &reply);
-            }
-            return Ok(reply);
-        }
-    };
     let latest = at == BlockRef::Tag(BlockTag::Latest);
-    let reply = match answer {
-        Answer::Ran(outcome) => {
+    let reply = match execute(ctx, reads, &pinned, &request, gas) {
+        Ok(Answer::Ran(outcome)) => {
+            // The keys a call at `latest` read become hot, so the refresh
+            // after each block keeps them and the next call needs the node
+            // for nothing.
             if latest {
-                record_hot(state, &outcome.read);
+                state.record_hot_all(&outcome.read);
             }
             match outcome.ended {
                 Ended::Success => Reply::json(format!("\"0x{}\"", hex::encode(&outcome.output))),
                 _ => failure(&outcome),
             }
         }
-        Answer::Reply(reply) => reply,
-        Answer::Needs(needs) => return Ok(Reply::Fetch(requests(&facts, needs))),
-        Answer::Miss => return Ok(Reply::Miss),
+        Ok(Answer::Reply(reply)) => reply,
+        Ok(Answer::Needs(needs)) => return Ok(Reply::Fetch(requests(&facts, needs))),
+        Ok(Answer::Miss) => return Ok(Reply::Miss),
+        Err(error) => refused(error),
     };
     if let Some(memo) = memo {
         ctx.call_answers.insert(memo_key(memo, &hash, p), &reply);
@@ -519,15 +510,4 @@ fn requests(facts: &BlockFacts, needs: Needs) -> Vec<FetchRequest> {
             code,
         })
         .collect()
-}
-
-/// The keys a call at `latest` read become hot, so the refresh after each
-/// block keeps them and the next call needs the node for nothing.
-fn record_hot(state: &State, read: &[HotKey]) {
-    let mut seen = std::collections::HashSet::with_capacity(read.len());
-    for key in read {
-        if seen.insert(*key) {
-            state.record_hot(*key);
-        }
-    }
 }

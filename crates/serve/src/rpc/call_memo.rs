@@ -170,16 +170,16 @@ impl CallMemo {
     }
 
     fn insert_young(&self, generations: &mut Generations, key: Box<[u8]>, answer: Answer) {
-        let cost = key.len() + answer.bytes() + ENTRY_OVERHEAD;
-        if generations.young_bytes + cost > self.generation_bytes {
+        let cost = |answer: &Answer| key.len() + answer.bytes() + ENTRY_OVERHEAD;
+        let added = cost(&answer);
+        if generations.young_bytes + added > self.generation_bytes {
             generations.old = std::mem::take(&mut generations.young);
             generations.young_bytes = 0;
         }
-        generations.young_bytes += cost;
-        if let Some(previous) = generations.young.insert(key, answer) {
-            // The same call answered twice (two runs raced): counted once.
-            generations.young_bytes -= previous.bytes().min(generations.young_bytes);
-        }
+        let replaced = generations.young.get(&key).map_or(0, cost);
+        // The same call answered twice (two runs raced): counted once.
+        generations.young_bytes = generations.young_bytes + added - replaced;
+        generations.young.insert(key, answer);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {

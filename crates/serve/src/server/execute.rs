@@ -35,8 +35,9 @@ pub(super) fn call_pool() -> neve_store::background::Pool {
 
 impl Server {
     /// Executes `calls` in order on the call threads, with the rounds of
-    /// fetches their misses need; one reply per call, and the gas they
-    /// used (every run counted: a run that missed did its work too).
+    /// fetches their misses need; one reply per call, and the gas of
+    /// their answers (a call's run, an estimate's answer, an access list's
+    /// last run).
     pub(super) async fn execute_calls(
         &self,
         calls: Vec<OwnedCall>,
