@@ -183,8 +183,10 @@ pub(crate) async fn fetch_verified(
             Err(error) => error,
         };
         if let IngestError::Refused { height, reason } = &error {
-            status.refused_blocks.fetch_add(1, Ordering::Relaxed);
+            // Logged before it is counted: whoever sees the count can read
+            // why in the log.
             tracing::warn!(height, %reason, "refused a block from the upstream");
+            status.refused_blocks.fetch_add(1, Ordering::Relaxed);
         }
         // A missing block waits for the next step: the upstream is behind.
         if !error.is_transient()
