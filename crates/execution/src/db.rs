@@ -111,6 +111,9 @@ pub struct VerifiedDb<'a> {
     outside_tail: Cell<bool>,
     /// Every key read, for the hot set at `latest`.
     read: RefCell<Vec<HotKey>>,
+    /// The run read an account coreth counts as not empty and revm as
+    /// empty (`coreth.rs`): its result is not an answer.
+    unsure: Cell<bool>,
 }
 
 impl<'a> VerifiedDb<'a> {
@@ -133,6 +136,7 @@ impl<'a> VerifiedDb<'a> {
             needs: RefCell::default(),
             outside_tail: Cell::new(false),
             read: RefCell::default(),
+            unsure: Cell::new(false),
         }
     }
 
@@ -150,6 +154,12 @@ impl<'a> VerifiedDb<'a> {
     /// Whether the run asked `BLOCKHASH` of a block not stored.
     pub fn outside_tail(&self) -> bool {
         self.outside_tail.get()
+    }
+
+    /// Whether the run read an account whose emptiness coreth judges
+    /// otherwise than revm.
+    pub fn unsure(&self) -> bool {
+        self.unsure.get()
     }
 
     /// Every account and slot the run read (taken, as [`Self::take_needs`]).
@@ -183,6 +193,13 @@ impl DatabaseRef for VerifiedDb<'_> {
                     .insert(address, account.map(|a| a.storage_root));
                 Ok(account.map(|a| {
                     let code_hash = B256::from(a.code_hash);
+                    if a.multi_coin
+                        && a.nonce == 0
+                        && a.balance.is_zero()
+                        && a.code_hash == neve_state::EMPTY_CODE_HASH
+                    {
+                        self.unsure.set(true);
+                    }
                     self.code_owners.borrow_mut().insert(code_hash, address);
                     AccountInfo {
                         balance: a.balance,

@@ -16,6 +16,7 @@
 mod access_list;
 mod args;
 mod block;
+mod coreth;
 mod db;
 mod error;
 mod estimate;
@@ -33,6 +34,6 @@ pub use error::CallError;
 pub use estimate::{ERROR_RATIO, Estimate, estimate};
 pub use revert::revert_message;
 pub use revm::primitives::hardfork::SpecId;
-pub use rules::{ChainRules, Fork, RulesCell};
+pub use rules::{ChainRules, Dialect, Fork, RulesCell};
 pub use run::{Ended, GAS_CAP, MEMORY_LIMIT, Outcome, Pinned, Request, Run, run};
 pub use tracer::AccessListTracer;

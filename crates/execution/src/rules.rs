@@ -1,17 +1,35 @@
-//! Which EVM rules hold at a block: the fork (revm's spec) and the blob
-//! base fee's update fraction, by timestamp. Learnt from what the upstream
-//! answers to `eth_config` (EIP-7910): its `current`, `next` and `last`
-//! forks, each with its activation time, precompiles and blob schedule.
-//! A block the rules do not cover (older than the oldest fork listed, or a
-//! fork whose precompiles name no spec neve knows) has no rules here, and
-//! a call at it is a miss (421), never an answer under guessed rules.
+//! Which EVM rules hold at a block: the fork (revm's spec), the blob base
+//! fee's update fraction and the chain's dialect, by timestamp. Learnt
+//! from the upstream: on Ethereum's clients its answer to `eth_config`
+//! (EIP-7910: its `current`, `next` and `last` forks, each with its
+//! activation time, precompiles and blob schedule); on Avalanche's C-chain,
+//! which has no `eth_config`, coreth's `eth_getChainConfig` (its network
+//! upgrades by time). A block the rules do not cover (older than the
+//! oldest fork known, or at or after a fork neve cannot name) has no rules
+//! here, and a call at it is a miss (421), never an answer under guessed
+//! rules.
 
 use revm::primitives::hardfork::SpecId;
 use serde::Deserialize;
 
+/// Whose EVM a chain runs: Ethereum's, or coreth's (Avalanche's C-chain:
+/// Ethereum's rules up to Cancun plus its own precompiles, `PREVRANDAO`
+/// from the header's difficulty, no gas refunds, and its storage key rule;
+/// see `coreth.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dialect {
+    /// geth's.
+    #[default]
+    Ethereum,
+    /// coreth's, as avalanchego runs it.
+    Coreth,
+}
+
 /// One fork's rules, from its activation time until the next's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fork {
+    /// Whose EVM.
+    pub dialect: Dialect,
     /// Seconds since the epoch at which it activates.
     pub activation_time: u64,
     /// The EVM's rules.
@@ -31,6 +49,12 @@ pub struct ChainRules {
     pub chain_id: u64,
     /// Known forks, oldest first.
     forks: Vec<Fork>,
+    /// When a fork neve cannot name activates, if one is scheduled: from
+    /// then on nothing is known.
+    until: Option<u64>,
+    /// The method the rules were read with (`eth_config` or
+    /// `eth_getChainConfig`): the one a mirror of this neve is answered.
+    pub source: &'static str,
 }
 
 #[derive(Deserialize)]
@@ -99,6 +123,28 @@ fn spec_of(
     }
 }
 
+/// coreth's time-keyed upgrades up to Granite, whose rules `coreth.rs`
+/// covers (Helicon, scheduled after it, is not among them: a chain where
+/// it is in force is one neve does not know).
+const CORETH_FORKS_KNOWN: [&str; 16] = [
+    "apricotPhase1BlockTimestamp",
+    "apricotPhase2BlockTimestamp",
+    "apricotPhase3BlockTimestamp",
+    "apricotPhase4BlockTimestamp",
+    "apricotPhase5BlockTimestamp",
+    "apricotPhasePre6BlockTimestamp",
+    "apricotPhase6BlockTimestamp",
+    "apricotPhasePost6BlockTimestamp",
+    "banffBlockTimestamp",
+    "cortinaBlockTimestamp",
+    "durangoBlockTimestamp",
+    "etnaTimestamp",
+    "fortunaTimestamp",
+    "graniteTimestamp",
+    "shanghaiTime",
+    "cancunTime",
+];
+
 impl ChainRules {
     /// Rules from an `eth_config` result; an error says why they are not
     /// usable.
@@ -111,6 +157,7 @@ impl ChainRules {
             .and_then(|digits| u64::from_str_radix(digits, 16).ok())
             .ok_or_else(|| format!("eth_config: chainId {chain_id:?} is not a quantity"))?;
         let mut forks = Vec::new();
+        let mut until = None;
         for fork in std::iter::once(config.current)
             .chain(config.next)
             .chain(config.last)
@@ -118,6 +165,7 @@ impl ChainRules {
             let Some(spec) = spec_of(&fork.precompiles, &fork.system_contracts) else {
                 // A fork neve cannot name ends what it knows: later
                 // blocks would run under wrong rules.
+                until = Some(fork.activation_time);
                 break;
             };
             if forks
@@ -128,6 +176,7 @@ impl ChainRules {
             }
             let schedule = fork.blob_schedule;
             forks.push(Fork {
+                dialect: Dialect::Ethereum,
                 activation_time: fork.activation_time,
                 spec,
                 blob_base_fee_update_fraction: schedule
@@ -140,11 +189,79 @@ impl ChainRules {
         if forks.is_empty() {
             return Err("eth_config: the current fork's rules are not known to neve".into());
         }
-        Ok(ChainRules { chain_id, forks })
+        Ok(ChainRules {
+            chain_id,
+            forks,
+            until,
+            source: "eth_config",
+        })
+    }
+
+    /// Rules from coreth's `eth_getChainConfig` result (Avalanche's
+    /// C-chain): calls are answered from Granite on, the upgrade whose
+    /// EVM `coreth.rs` follows (Cancun's rules, P256VERIFY, the native
+    /// asset contracts deprecated); any later upgrade, or a fork key neve
+    /// does not know, ends what is known at its time. Blocks before
+    /// Granite have no rules here (older upgrades had other precompiles
+    /// and gas rules).
+    pub fn from_coreth_config(result: &serde_json::Value) -> Result<ChainRules, String> {
+        let config = result
+            .as_object()
+            .ok_or("eth_getChainConfig: not an object")?;
+        let time = |key: &str| config.get(key).and_then(serde_json::Value::as_u64);
+        let chain_id = time("chainId").ok_or("eth_getChainConfig: no chainId")?;
+        let granite = time("graniteTimestamp")
+            .ok_or("eth_getChainConfig: no Granite upgrade (not coreth's)")?;
+        // Granite's EVM is Cancun's (Etna) plus Shanghai's (Durango): both
+        // must be in force by then, or the chain is not one neve knows.
+        for key in [
+            "shanghaiTime",
+            "cancunTime",
+            "durangoBlockTimestamp",
+            "etnaTimestamp",
+        ] {
+            if time(key).is_none_or(|at| at > granite) {
+                return Err(format!("eth_getChainConfig: {key} is not before Granite"));
+            }
+        }
+        let until = config
+            .iter()
+            .filter(|(key, _)| key.ends_with("Timestamp") || key.ends_with("Time"))
+            .filter(|(key, _)| !CORETH_FORKS_KNOWN.contains(&key.as_str()))
+            .map(|(_, at)| at.as_u64().unwrap_or(0))
+            .min();
+        if until.is_some_and(|until| until <= granite) {
+            return Err("eth_getChainConfig: an upgrade neve does not know is in force".into());
+        }
+        Ok(ChainRules {
+            chain_id,
+            forks: vec![Fork {
+                dialect: Dialect::Coreth,
+                activation_time: granite,
+                spec: SpecId::CANCUN,
+                // Cancun's schedule; coreth's headers hold no blob gas, so
+                // the blob base fee is the minimum, 1.
+                blob_base_fee_update_fraction: Some(3_338_477),
+                blob_target: 3,
+                blob_max: 6,
+            }],
+            until,
+            source: "eth_getChainConfig",
+        })
+    }
+
+    /// Whose EVM the chain runs.
+    pub fn dialect(&self) -> Dialect {
+        self.forks
+            .first()
+            .map_or_else(Dialect::default, |f| f.dialect)
     }
 
     /// The fork in force at `timestamp`, if neve knows it.
     pub fn at(&self, timestamp: u64) -> Option<Fork> {
+        if self.until.is_some_and(|until| timestamp >= until) {
+            return None;
+        }
         self.forks
             .iter()
             .rev()
@@ -161,14 +278,14 @@ pub struct RulesCell(std::sync::RwLock<Option<Learnt>>);
 #[derive(Debug)]
 struct Learnt {
     rules: std::sync::Arc<ChainRules>,
-    /// The `eth_config` answer they were read from: what a mirror of this
-    /// neve learns its rules from.
+    /// The answer they were read from (to [`ChainRules::source`]): what a
+    /// mirror of this neve learns its rules from.
     config: std::sync::Arc<str>,
 }
 
 impl RulesCell {
-    /// Sets (or replaces) the rules, read from `config`, an `eth_config`
-    /// answer.
+    /// Sets (or replaces) the rules, read from `config`, the answer to
+    /// `rules.source`.
     pub fn set_with_config(&self, rules: ChainRules, config: &str) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(Learnt {
             rules: std::sync::Arc::new(rules),
@@ -182,10 +299,13 @@ impl RulesCell {
         learnt.as_ref().map(|l| l.rules.clone())
     }
 
-    /// The `eth_config` answer the rules were read from, once known.
-    pub fn config(&self) -> Option<std::sync::Arc<str>> {
+    /// The answer to `method` the rules were read from, once known.
+    pub fn config(&self, method: &str) -> Option<std::sync::Arc<str>> {
         let learnt = self.0.read().unwrap_or_else(|e| e.into_inner());
-        learnt.as_ref().map(|l| l.config.clone())
+        learnt
+            .as_ref()
+            .filter(|l| l.rules.source == method)
+            .map(|l| l.config.clone())
     }
 }
 
@@ -228,5 +348,59 @@ mod tests {
             serde_json::json!({"current": fork(0, "SOMETHING_NEW", 1), "next": null, "last": null});
         assert!(ChainRules::from_eth_config(&config).is_err());
         assert!(ChainRules::from_eth_config(&serde_json::json!({"current": 1})).is_err());
+        // Scheduled after a known one: known until it activates.
+        let config = serde_json::json!({
+            "current": fork(100, "P256VERIFY", 5_007_716),
+            "next": fork(200, "SOMETHING_NEW", 1),
+            "last": fork(200, "SOMETHING_NEW", 1),
+        });
+        let rules = ChainRules::from_eth_config(&config).unwrap();
+        assert_eq!(rules.at(199).unwrap().spec, SpecId::OSAKA);
+        assert_eq!(rules.at(200), None);
+    }
+
+    /// What avalanchego v1.14.2's local network answers.
+    fn coreth_local() -> serde_json::Value {
+        let at = 1_607_144_400u64;
+        let mut config = serde_json::json!({"chainId": 43112, "berlinBlock": 0, "londonBlock": 0,
+            "daoForkSupport": true, "heliconTimestamp": 253_399_622_400u64});
+        for key in CORETH_FORKS_KNOWN {
+            config[key] = at.into();
+        }
+        config
+    }
+
+    #[test]
+    fn coreths_rules_hold_from_granite_until_an_upgrade_neve_does_not_know() {
+        let rules = ChainRules::from_coreth_config(&coreth_local()).unwrap();
+        assert_eq!(rules.chain_id, 43112);
+        assert_eq!(rules.source, "eth_getChainConfig");
+        let fork = rules.at(1_607_144_400).unwrap();
+        assert_eq!((fork.spec, fork.dialect), (SpecId::CANCUN, Dialect::Coreth));
+        assert_eq!(rules.at(1_607_144_399), None, "before Granite");
+        assert_eq!(rules.at(253_399_622_400), None, "Helicon");
+        let mut later = coreth_local();
+        later["somethingNewTimestamp"] = 1_700_000_000u64.into();
+        let rules = ChainRules::from_coreth_config(&later).unwrap();
+        assert!(rules.at(1_699_999_999).is_some());
+        assert_eq!(rules.at(1_700_000_000), None);
+        let mut not_coreth = coreth_local();
+        not_coreth
+            .as_object_mut()
+            .unwrap()
+            .remove("graniteTimestamp");
+        assert!(ChainRules::from_coreth_config(&not_coreth).is_err());
+        let mut in_force = coreth_local();
+        in_force["heliconTimestamp"] = 0.into();
+        assert!(ChainRules::from_coreth_config(&in_force).is_err());
+    }
+
+    #[test]
+    fn a_mirror_is_answered_the_method_the_rules_came_from() {
+        let cell = RulesCell::default();
+        let rules = ChainRules::from_coreth_config(&coreth_local()).unwrap();
+        cell.set_with_config(rules, "{}");
+        assert!(cell.config("eth_config").is_none());
+        assert_eq!(cell.config("eth_getChainConfig").as_deref(), Some("{}"));
     }
 }

@@ -2,7 +2,9 @@
 //! sets it for calls (nonce and EIP-3607 checks off, no block gas limit
 //! and no per-transaction cap beyond [`GAS_CAP`], base fees read as 0 when
 //! the call names no fee), the block's environment from its verified
-//! header, the overrides applied, and revm's result in geth's terms.
+//! header, the overrides applied, and revm's result in geth's terms; on
+//! Avalanche's C-chain, coreth's (`coreth.rs`, and [`Dialect::Coreth`]
+//! below).
 
 use alloy_primitives::{B256, Bytes, TxKind, U256};
 use neve_state::{HotKey, State};
@@ -20,9 +22,10 @@ use revm::{Context, Database, ExecuteEvm, InspectEvm, Inspector, MainBuilder, Ma
 
 use crate::args::{BlockOverrides, CallArgs, StateOverride};
 use crate::block::BlockFacts;
+use crate::coreth::{ChainPrecompiles, KeyedDb};
 use crate::db::{Needs, VerifiedDb};
 use crate::error::CallError;
-use crate::rules::Fork;
+use crate::rules::{Dialect, Fork};
 
 /// Most gas one call may use: geth's `RPCGasCap`, so a call neve answers
 /// is one geth answers the same. A call asking more gets this much, and
@@ -64,16 +67,37 @@ impl Pinned<'_> {
     }
 }
 
-/// `db` with the request's state overrides over it.
+/// The database a run reads: `db` with the request's state overrides over
+/// it, under the dialect's storage key rule.
+type RunDb<'a> = KeyedDb<'a, CacheDB<&'a VerifiedDb<'a>>>;
+
+/// `db` with the request's state overrides over it; `aliased` is set if
+/// the run asks for one coreth storage cell by both its keys.
 fn overridden<'a>(
     db: &'a VerifiedDb<'a>,
     request: &Request,
-) -> Result<CacheDB<&'a VerifiedDb<'a>>, CallError> {
+    dialect: Dialect,
+    aliased: &'a std::cell::Cell<bool>,
+) -> Result<RunDb<'a>, CallError> {
     let mut cache = CacheDB::new(db);
     if let Some(overrides) = &request.state {
-        apply_state_overrides(&mut cache, overrides)?;
+        apply_state_overrides(&mut cache, overrides, dialect)?;
     }
-    Ok(cache)
+    Ok(KeyedDb::new(cache, dialect, aliased))
+}
+
+/// Whether coreth's rules for `request` are ones neve follows: not its
+/// block overrides (named and applied otherwise than geth's), EIP-7702
+/// authorizations (Prague's, which coreth ignores), or an access list
+/// naming warp (charged by its predicates).
+fn coreth_follows(request: &Request) -> bool {
+    request.block.is_none()
+        && request.args.authorization_list.is_none()
+        && !request
+            .args
+            .access_list
+            .as_ref()
+            .is_some_and(|list| list.iter().any(|item| item.address == crate::coreth::WARP))
 }
 
 /// What a call asks, whole.
@@ -151,7 +175,14 @@ fn execute(
 ) -> Result<Run, CallError> {
     let args = &request.args;
     let input = args.input();
+    let dialect = pinned.fork.dialect;
+    let coreth = dialect == Dialect::Coreth;
+    if coreth && !coreth_follows(request) {
+        return Err(CallError::Unsupported);
+    }
+    // coreth does not check a call's chain id.
     if let Some(chain_id) = args.chain_id
+        && !coreth
         && chain_id.to::<u64>() != pinned.chain_id
     {
         return Err(CallError::Args(crate::args::ArgsError::ChainId {
@@ -160,7 +191,8 @@ fn execute(
         }));
     }
     let db = pinned.database();
-    let overridden = || overridden(&db, request);
+    let aliased = std::cell::Cell::new(false);
+    let overridden = || overridden(&db, request, dialect, &aliased);
     let mut cache = overridden()?;
     let sender = args.sender();
     let sender_nonce = match cache.basic(sender) {
@@ -218,11 +250,18 @@ fn execute(
         .with_db(cache)
         .with_block(block.clone())
         .with_cfg(cfg.clone());
-    let result = match tracer {
-        None => context.build_mainnet().transact(tx.clone()),
-        Some(tracer) => context
-            .build_mainnet_with_inspector(tracer)
-            .inspect_tx(tx.clone()),
+    let precompiles = || ChainPrecompiles::new(dialect, pinned.fork.spec);
+    let (result, reached_warp) = match tracer {
+        None => {
+            let mut evm = context.build_mainnet().with_precompiles(precompiles());
+            (evm.transact(tx.clone()), evm.precompiles.reached_warp)
+        }
+        Some(tracer) => {
+            let mut evm = context
+                .build_mainnet_with_inspector(tracer)
+                .with_precompiles(precompiles());
+            (evm.inspect_tx(tx.clone()), evm.precompiles.reached_warp)
+        }
     };
     if db.outside_tail() {
         return Ok(Run::OutsideTail);
@@ -230,6 +269,10 @@ fn execute(
     let needs = db.take_needs();
     if !needs.is_empty() {
         return Ok(Run::Needs(needs));
+    }
+    // What coreth would answer otherwise than this run: not an answer.
+    if reached_warp || aliased.get() || db.unsure() {
+        return Err(CallError::Unsupported);
     }
     let result = match result {
         Ok(done) => done.result,
@@ -248,18 +291,28 @@ fn execute(
                 .with_db(overridden()?)
                 .with_block(block)
                 .with_cfg(cfg)
-                .build_mainnet_with_inspector(LastStep::default());
+                .build_mainnet_with_inspector(LastStep::default())
+                .with_precompiles(precompiles());
             let _ = watched.inspect_tx(tx);
             Some(watched.inspector)
         }
         _ => None,
     };
     let read = db.take_read_keys();
+    // coreth refunds no gas (since Apricot Phase 1): what a run used is
+    // what it spent.
+    let used = |gas: &revm::context::result::ResultGas| {
+        if coreth {
+            gas.total_gas_spent()
+        } else {
+            gas.tx_gas_used()
+        }
+    };
     Ok(Run::Done(match result {
         ExecutionResult::Success { gas, output, .. } => Outcome {
             ended: Ended::Success,
             output: output.into_data(),
-            gas_used: gas.tx_gas_used(),
+            gas_used: used(&gas),
             gas_limit,
             peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
             read,
@@ -267,7 +320,7 @@ fn execute(
         ExecutionResult::Revert { gas, output, .. } => Outcome {
             ended: Ended::Revert,
             output,
-            gas_used: gas.tx_gas_used(),
+            gas_used: used(&gas),
             gas_limit,
             peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
             read,
@@ -275,7 +328,7 @@ fn execute(
         ExecutionResult::Halt { reason, gas, .. } => Outcome {
             ended: Ended::Halt(halt_message(&reason, detail.as_ref())),
             output: Bytes::new(),
-            gas_used: gas.tx_gas_used(),
+            gas_used: used(&gas),
             gas_limit,
             peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
             read,
@@ -368,6 +421,11 @@ impl Fees {
 fn block_env(pinned: &Pinned<'_>, args: &CallArgs) -> BlockEnv {
     let facts = pinned.block;
     let merged = pinned.fork.spec.is_enabled_in(SpecId::MERGE);
+    // coreth's PREVRANDAO is the header's difficulty (1; 0 at genesis).
+    let random = match pinned.fork.dialect {
+        Dialect::Ethereum => facts.mix_hash,
+        Dialect::Coreth => B256::from(facts.difficulty.to_be_bytes()),
+    };
     // geth reads BASEFEE as 0 when the price paid is 0 (set by the
     // caller, after the overrides), and BLOBBASEFEE as 0 only when a zero
     // blob fee cap was given.
@@ -379,7 +437,7 @@ fn block_env(pinned: &Pinned<'_>, args: &CallArgs) -> BlockEnv {
         gas_limit: facts.gas_limit,
         basefee: facts.base_fee.unwrap_or(0),
         difficulty: facts.difficulty,
-        prevrandao: merged.then_some(facts.mix_hash),
+        prevrandao: merged.then_some(random),
         blob_excess_gas_and_price: facts.excess_blob_gas.map(|excess| {
             match (pinned.fork.blob_base_fee_update_fraction, zero_blob_fee) {
                 (Some(fraction), false) => BlobExcessGasAndPrice::new(excess, fraction),
@@ -443,6 +501,7 @@ fn apply_block_overrides(
 fn apply_state_overrides(
     cache: &mut CacheDB<&VerifiedDb<'_>>,
     overrides: &StateOverride,
+    dialect: Dialect,
 ) -> Result<(), CallError> {
     for (address, account) in overrides {
         if account.state.is_some() && account.state_diff.is_some() {
@@ -480,12 +539,14 @@ fn apply_state_overrides(
         }
         if let Some(diff) = &account.state_diff {
             for (slot, value) in diff {
+                // coreth keys `stateDiff` by its storage rule, and `state`
+                // as given (so a key the rule changes is never read).
+                let mut slot = U256::from_be_bytes(slot.0);
+                if dialect == Dialect::Coreth {
+                    slot = crate::coreth::cell(slot);
+                }
                 cache
-                    .insert_account_storage(
-                        *address,
-                        U256::from_be_bytes(slot.0),
-                        U256::from_be_bytes(value.0),
-                    )
+                    .insert_account_storage(*address, slot, U256::from_be_bytes(value.0))
                     .unwrap_or_else(|never| match never {});
             }
         }
@@ -574,7 +635,8 @@ pub(crate) fn sender_balance(
     request: &Request,
 ) -> Result<Result<U256, Run>, CallError> {
     let db = pinned.database();
-    let mut cache = overridden(&db, request)?;
+    let aliased = std::cell::Cell::new(false);
+    let mut cache = overridden(&db, request, pinned.fork.dialect, &aliased)?;
     let balance = match cache.basic(request.args.sender()) {
         Ok(account) => account.map_or(U256::ZERO, |a| a.balance),
         Err(never) => match never {},

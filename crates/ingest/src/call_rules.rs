@@ -1,5 +1,6 @@
 //! Learning the chain's rules for calls from the upstream: its answer to
-//! `eth_config` (EIP-7910), read at start and again every
+//! `eth_config` (EIP-7910), or coreth's `eth_getChainConfig` on Avalanche's
+//! C-chain, read at start and again every
 //! [`RULES_REFRESH`] so a scheduled fork is known before it activates.
 //! Until an answer names rules neve knows, calls are 421; an upstream of
 //! another chain id is never believed.
@@ -7,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use neve_execution::{ChainRules, RulesCell};
+use neve_execution::{ChainRules, Dialect, RulesCell};
 use neve_upstream::RpcClient;
 
 /// How often the rules are asked again once known. Default is 10 min.
@@ -17,59 +18,66 @@ pub const RULES_REFRESH: Duration = Duration::from_secs(600);
 const RETRY: Duration = Duration::from_secs(5);
 
 /// Asks `client` for the chain's rules until `stopped`, keeping `cell`
-/// current.
+/// current: `eth_config` first, coreth's `eth_getChainConfig` where that is
+/// not answered. Rules of another chain id, or of another dialect than the
+/// state's storage keys follow (`dialect`), are never believed.
 pub async fn learn(
     client: RpcClient,
     cell: Arc<RulesCell>,
     chain_id: u64,
+    dialect: Dialect,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut told = false;
     loop {
-        let answer = client
-            .call_raw("eth_config", [(); 0])
-            .await
-            .and_then(|raw| {
-                let config = serde_json::from_str::<serde_json::Value>(raw.get()).map_err(|e| {
-                    neve_upstream::RpcError::Malformed {
-                        reason: format!("eth_config does not decode: {e}"),
-                        snippet: String::new(),
+        let mut transient = false;
+        let mut why = Vec::new();
+        let mut learnt = None;
+        for (method, parse) in SOURCES {
+            match ask(&client, method).await {
+                Ok((raw, config)) => match parse(&config) {
+                    Ok(rules) => {
+                        learnt = Some((rules, raw));
+                        break;
                     }
-                })?;
-                Ok((raw, config))
-            });
-        let wait = match answer {
-            Ok((raw, config)) => match ChainRules::from_eth_config(&config) {
-                Ok(rules) if rules.chain_id == chain_id => {
-                    if cell.get().is_none() {
-                        tracing::info!("calls answered: the chain's rules are known");
-                    }
-                    cell.set_with_config(rules, raw.get());
-                    RULES_REFRESH
+                    Err(reason) => why.push(reason),
+                },
+                Err(error) => {
+                    transient |= error.is_transient();
+                    why.push(format!("{method}: {}", neve_upstream::error_chain(&error)));
                 }
-                Ok(rules) => {
-                    tracing::warn!(
-                        upstream = rules.chain_id,
-                        expected = chain_id,
-                        "eth_config names another chain; calls stay 421"
-                    );
-                    RULES_REFRESH
-                }
-                Err(reason) => {
-                    if !told {
-                        tracing::info!(%reason, "calls stay 421: the chain's rules are not known");
-                        told = true;
-                    }
-                    RULES_REFRESH
-                }
-            },
-            Err(error) if error.is_transient() => RETRY,
-            Err(error) => {
-                if !told {
+            }
+        }
+        let wait = match learnt {
+            Some((rules, _)) if rules.chain_id != chain_id => {
+                tracing::warn!(
+                    upstream = rules.chain_id,
+                    expected = chain_id,
+                    "the upstream's rules name another chain; calls stay 421"
+                );
+                RULES_REFRESH
+            }
+            Some((rules, _)) if rules.dialect() != dialect => {
+                tracing::warn!(
+                    source = rules.source,
+                    "the upstream's rules are another EVM's than its state's; calls stay 421"
+                );
+                RULES_REFRESH
+            }
+            Some((rules, raw)) => {
+                if cell.get().is_none() {
                     tracing::info!(
-                        error = %neve_upstream::error_chain(&error),
-                        "calls stay 421: the upstream does not answer eth_config"
+                        source = rules.source,
+                        "calls answered: the chain's rules are known"
                     );
+                }
+                cell.set_with_config(rules, raw.get());
+                RULES_REFRESH
+            }
+            None if transient => RETRY,
+            None => {
+                if !told {
+                    tracing::info!(reason = %why.join("; "), "calls stay 421: the chain's rules are not known");
                     told = true;
                 }
                 RULES_REFRESH
@@ -83,4 +91,26 @@ pub async fn learn(
             return;
         }
     }
+}
+
+/// Where rules are read from, in the order asked.
+type Parse = fn(&serde_json::Value) -> Result<ChainRules, String>;
+const SOURCES: [(&str, Parse); 2] = [
+    ("eth_config", ChainRules::from_eth_config),
+    ("eth_getChainConfig", ChainRules::from_coreth_config),
+];
+
+/// `method`'s answer, raw (passed on to mirrors as sent) and decoded.
+async fn ask(
+    client: &RpcClient,
+    method: &str,
+) -> Result<(Box<serde_json::value::RawValue>, serde_json::Value), neve_upstream::RpcError> {
+    let raw = client.call_raw(method, [(); 0]).await?;
+    let config = serde_json::from_str::<serde_json::Value>(raw.get()).map_err(|e| {
+        neve_upstream::RpcError::Malformed {
+            reason: format!("{method} does not decode: {e}"),
+            snippet: String::new(),
+        }
+    })?;
+    Ok((raw, config))
 }

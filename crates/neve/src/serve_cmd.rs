@@ -545,19 +545,18 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ));
         let fetch: Arc<dyn neve_state::Fetch> = Arc::new(fetcher);
         let rules = Arc::new(neve_execution::RulesCell::default());
-        if storage_keys == neve_state::StorageKeys::Coreth {
-            // coreth's own precompiles, fork mapping and PREVRANDAO are not
-            // revm's: on the C-chain calls stay the node's (421), whatever
-            // its eth_config says.
-            tracing::info!("calls stay 421: the C-chain's rules are coreth's");
-        } else {
-            tokio::spawn(neve_ingest::call_rules::learn(
-                client.clone(),
-                rules.clone(),
-                identity.chain_id,
-                stopped.clone(),
-            ));
-        }
+        // The rules must be of the EVM whose storage keys the state follows.
+        let dialect = match storage_keys {
+            neve_state::StorageKeys::Coreth => neve_execution::Dialect::Coreth,
+            neve_state::StorageKeys::Plain => neve_execution::Dialect::Ethereum,
+        };
+        tokio::spawn(neve_ingest::call_rules::learn(
+            client.clone(),
+            rules.clone(),
+            identity.chain_id,
+            dialect,
+            stopped.clone(),
+        ));
         neve_serve::StateAccess {
             state,
             fetch: Some(fetch),

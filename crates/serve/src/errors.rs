@@ -60,9 +60,17 @@ pub(crate) fn error_member(code: ErrorCode, message: &str) -> String {
     )
 }
 
-/// `"error":{"code":…,"message":…,"data":…}`, `data` already JSON.
+/// `"error":{"code":…,"message":…,"data":…}`, `data` already JSON (no
+/// `data` when empty), the message escaped as a Go node's is: a node's
+/// words passed on byte for byte.
 pub(crate) fn error_member_with_data(code: ErrorCode, message: &str, data: &str) -> String {
     let message = go_escaped(&serde_json::to_string(message).expect("strings serialise"));
+    if data.is_empty() {
+        return format!(
+            "\"error\":{{\"code\":{},\"message\":{message}}}",
+            code.code()
+        );
+    }
     format!(
         "\"error\":{{\"code\":{},\"message\":{message},\"data\":{data}}}",
         code.code()

@@ -27,6 +27,10 @@ pub struct Account {
     pub storage_root: Hash,
     /// keccak256 of its code.
     pub code_hash: Hash,
+    /// coreth's fifth item: the account holds (or held) a multicoin
+    /// balance. coreth counts such an account as not empty even with no
+    /// nonce, balance or code, which Ethereum's rules (and revm) do not.
+    pub multi_coin: bool,
 }
 
 impl Account {
@@ -40,11 +44,16 @@ impl Account {
         let balance = U256::from_be_slice(items[1]);
         let storage_root = items[2].try_into().map_err(|_| Malformed)?;
         let code_hash = items[3].try_into().map_err(|_| Malformed)?;
+        // An RLP boolean: empty for false, 0x01 for true.
+        let multi_coin = items
+            .get(4)
+            .is_some_and(|flag| flag.iter().any(|b| *b != 0));
         Ok(Account {
             nonce,
             balance,
             storage_root,
             code_hash,
+            multi_coin,
         })
     }
 }
@@ -79,6 +88,7 @@ mod tests {
         assert_eq!(account.balance, U256::from(256));
         assert_eq!(account.storage_root, EMPTY_ROOT);
         assert_eq!(account.code_hash, EMPTY_CODE_HASH);
+        assert!(!account.multi_coin);
     }
 
     #[test]
@@ -87,6 +97,9 @@ mod tests {
         let account = Account::decode(&leaf).unwrap();
         assert_eq!(account.nonce, 0);
         assert_eq!(account.balance, U256::from(0x76));
+        assert!(account.multi_coin);
+        let leaf = encode(&[&[], &[0x76], &EMPTY_ROOT, &EMPTY_CODE_HASH, &[]]);
+        assert!(!Account::decode(&leaf).unwrap().multi_coin);
     }
 
     #[test]

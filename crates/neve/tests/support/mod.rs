@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod calls;
+
 use std::process::Output;
 
 use neve_upstream::{RpcClient, parse_quantity, quantity};

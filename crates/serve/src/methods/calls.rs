@@ -14,7 +14,8 @@
 
 use alloy_primitives::{B256, hex};
 use neve_execution::{
-    BlockFacts, CallError, Ended, Estimate, Needs, Outcome, Pinned, Request, Run, StateOverride,
+    BlockFacts, CallError, Dialect, Ended, Estimate, Needs, Outcome, Pinned, Request, Run,
+    StateOverride,
 };
 use neve_state::FetchRequest;
 
@@ -29,8 +30,10 @@ pub(crate) const METHODS: &[Method] = &[
     // (arguments, block, state overrides), as geth.
     Method::state_read("eth_createAccessList", (1, 3), create_access_list),
     // The upstream's answer the rules were read from, passed on as sent:
-    // what a mirror of this neve learns them from.
-    Method::state_read("eth_config", (0, 0), config),
+    // what a mirror of this neve learns them from (`eth_config`, or
+    // coreth's `eth_getChainConfig` on Avalanche's C-chain).
+    Method::state_read("eth_config", (0, 0), eth_config),
+    Method::state_read("eth_getChainConfig", (0, 0), coreth_config),
 ];
 
 /// How each executed method runs, and whether its answers are kept in
@@ -52,11 +55,19 @@ pub(crate) fn is_executed(method: &str) -> bool {
     how(method).is_some()
 }
 
-fn config(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
-    Ok(match ctx.call_rules.config() {
+fn eth_config(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+    Ok(config(ctx, "eth_config"))
+}
+
+fn coreth_config(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+    Ok(config(ctx, "eth_getChainConfig"))
+}
+
+fn config(ctx: &Context, method: &str) -> Reply {
+    match ctx.call_rules.config(method) {
         Some(config) => Reply::json(config.to_string()),
         None => Reply::Miss,
-    })
+    }
 }
 
 impl Context {
@@ -206,6 +217,11 @@ fn run_access_list(
     request: &Request,
     gas: &std::cell::Cell<u64>,
 ) -> Result<Answer, CallError> {
+    if pinned.fork.dialect == neve_execution::Dialect::Coreth {
+        // Its fee defaults are coreth's oracle's, and its tracer geth
+        // 1.13's: the node answers.
+        return Ok(Answer::Miss);
+    }
     let mut request = request.clone();
     let args = &mut request.args;
     if args.blob_versioned_hashes.is_some() || args.max_fee_per_blob_gas.is_some() {
@@ -446,6 +462,10 @@ fn executed(
         Ok(Answer::Miss) => return Ok(Reply::Miss),
         Err(error) => refused(error),
     };
+    let reply = match pinned.fork.dialect {
+        Dialect::Ethereum => reply,
+        Dialect::Coreth => in_coreths_words(reply),
+    };
     if let Some(memo) = memo {
         ctx.call_answers.insert(memo_key(memo, &hash, p), &reply);
     }
@@ -461,6 +481,21 @@ fn failure(outcome: &Outcome) -> Reply {
             format!("\"0x{}\"", hex::encode(&outcome.output)),
         ),
         Ended::Halt(message) => Reply::Error(ErrorCode::ExecutionFailed, message.clone()),
+    }
+}
+
+/// An answer as coreth words it (geth 1.13's way): a revert without data
+/// is a plain error, and every error's message is escaped as Go's
+/// `encoding/json` escapes it.
+fn in_coreths_words(reply: Reply) -> Reply {
+    match reply {
+        Reply::ErrorData(ErrorCode::ExecutionReverted, message, data) if data == "\"0x\"" => {
+            Reply::ErrorData(ErrorCode::ExecutionFailed, message, String::new())
+        }
+        Reply::Error(code, message) if code != ErrorCode::Internal => {
+            Reply::ErrorData(code, message, String::new())
+        }
+        other => other,
     }
 }
 

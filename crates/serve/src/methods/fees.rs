@@ -9,7 +9,8 @@
 //! answered again on the call threads. What a block's fees are is read
 //! once per block and cached by height and hash. A block the answer needs
 //! that is not stored, or blob fees under rules neve does not know, is a
-//! miss (421).
+//! miss (421). So is every fee method on Avalanche's C-chain: coreth's
+//! oracle is its own (minimum prices, ACP-176's fees), not geth's.
 
 use neve_execution::fees::{self, BlobParams, BlockFees};
 
@@ -32,8 +33,16 @@ fn quantity(value: u128) -> String {
     format!("\"0x{value:x}\"")
 }
 
-/// Runs `answer` off the async workers, at the request's head.
-fn at_head(reads: Reads, answer: impl FnOnce(u64) -> Result<Reply, Stop>) -> Result<Reply, Stop> {
+/// Runs `answer` off the async workers, at the request's head, where the
+/// chain's price oracle is geth's.
+fn at_head(
+    ctx: &Context,
+    reads: Reads,
+    answer: impl FnOnce(u64) -> Result<Reply, Stop>,
+) -> Result<Reply, Stop> {
+    if !ctx.fees_are_geths() {
+        return Ok(Reply::Miss);
+    }
     if reads.pages == Pages::InMemory {
         return Ok(Reply::Execute);
     }
@@ -45,7 +54,7 @@ fn at_head(reads: Reads, answer: impl FnOnce(u64) -> Result<Reply, Stop>) -> Res
 }
 
 fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    at_head(reads, |head| {
+    at_head(ctx, reads, |head| {
         let (Some(tip), Some(block)) = (
             ctx.suggested_tip(head, reads)?,
             ctx.block_fees(head, reads)?,
@@ -57,7 +66,7 @@ fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop>
 }
 
 fn max_priority_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    at_head(reads, |head| {
+    at_head(ctx, reads, |head| {
         Ok(match ctx.suggested_tip(head, reads)? {
             Some(tip) => Reply::json(quantity(tip)),
             None => Reply::Miss,
@@ -80,7 +89,7 @@ fn blob_params(ctx: &Context, timestamp: u64) -> Option<(BlobParams, u64, bool)>
 }
 
 fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    at_head(reads, |head| {
+    at_head(ctx, reads, |head| {
         let Some(block) = ctx.block_fees(head, reads)? else {
             return Ok(Reply::Miss);
         };
@@ -98,7 +107,7 @@ fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, S
 }
 
 fn base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
-    at_head(reads, |head| {
+    at_head(ctx, reads, |head| {
         let Some(block) = ctx.block_fees(head, reads)? else {
             return Ok(Reply::Miss);
         };
@@ -136,6 +145,9 @@ fn fee_history(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Sto
             .map_err(|e| ParamError(format!("invalid argument 2: {e}")))?,
         None => Vec::new(),
     };
+    if !ctx.fees_are_geths() {
+        return Ok(Reply::Miss);
+    }
     if reads.pages == Pages::InMemory {
         return Ok(Reply::Execute);
     }

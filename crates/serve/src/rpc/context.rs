@@ -69,6 +69,9 @@ pub(crate) struct Context {
     pub(crate) call_codes: neve_execution::CodeCache,
     /// Calls' answers by block and call, served again without running.
     pub(crate) call_answers: super::CallMemo,
+    /// The chain is Avalanche's C-chain (by its id, or its state's
+    /// storage keys): its EVM and price oracle are coreth's.
+    pub(crate) coreth: bool,
     /// The fees of the blocks the fee methods read lately.
     pub(crate) fee_blocks: neve_execution::HeightCache<neve_execution::fees::BlockFees>,
     pub(crate) config: ServeConfig,
@@ -81,6 +84,16 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// Whether the chain's price oracle is geth's, the one the fee
+    /// methods follow: not on coreth's chains.
+    pub(crate) fn fees_are_geths(&self) -> bool {
+        !self.coreth
+            && self
+                .call_rules
+                .get()
+                .is_none_or(|rules| rules.dialect() == neve_execution::Dialect::Ethereum)
+    }
+
     /// The block `latest` stands for now, if neve can answer for it: a
     /// request decides it once ([`Reads::latest`]).
     ///

@@ -32,7 +32,9 @@ pub(crate) enum Reply {
     Unsupported,
     /// A JSON-RPC error.
     Error(ErrorCode, String),
-    /// A JSON-RPC error with `data` (JSON text): a call's revert.
+    /// A JSON-RPC error worded by a Go node (its message escaped as Go
+    /// escapes it), with `data` (JSON text; none when empty): a call's
+    /// revert, or any call error on coreth's chain.
     ErrorData(ErrorCode, String, String),
     /// A call to execute: answered again on the call threads, never on an
     /// async worker.

@@ -81,6 +81,7 @@ pub(crate) fn server_configured(
             call_codes: Default::default(),
             call_answers: Default::default(),
             fee_blocks: Default::default(),
+            coreth: false,
             config: {
                 let mut config = ServeConfig {
                     logs_max_range: 5,

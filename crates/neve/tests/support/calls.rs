@@ -1,0 +1,93 @@
+//! What the call tests share: probes put over accounts with a state
+//! override, a token's holders from the chain's logs, and the comparison
+//! of one call's answer through neve and through the node.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use neve_upstream::RpcClient;
+use serde_json::{Value, json};
+
+use super::transfer_logs;
+
+/// A never-used address.
+pub const STRANGER: &str = "0x00000000000000000000000000000000000c0ffe";
+/// Where the probes' code is put with a state override.
+pub const PROBE: &str = "0x00000000000000000000000000000000000000aa";
+
+/// Echoes the environment: NUMBER, TIMESTAMP, COINBASE, PREVRANDAO,
+/// GASLIMIT, CHAINID, BASEFEE, BLOBBASEFEE, GASPRICE, ORIGIN, CALLER,
+/// CALLVALUE, BLOCKHASH(NUMBER-1), SELFBALANCE and GAS, a word each.
+pub const ENV: &str = "0x43600052426020524160405244606052456080524660a0524860c0524a60e0523a6101005232610120523361014052346101605260014303406101805247\
+6101a0525a6101c0526101e06000f3";
+
+/// Probes by name: each is the whole runtime of an account.
+pub const PROBES: &[(&str, &str)] = &[
+    ("env", ENV),
+    // Error("nope").
+    (
+        "revert",
+        "0x6308c379a060e01b60005260206004526004602452636e6f706560e01b60445260646000fd",
+    ),
+    // Panic(0x11).
+    ("panic", "0x634e487b7160e01b600052601160045260246000fd"),
+    ("empty revert", "0x5f5ffd"),
+    ("endless loop", "0x5b5f56"),
+    ("invalid", "0xfe"),
+    ("undefined opcode", "0x0c"),
+    ("stack underflow", "0x01"),
+    // Returns SLOAD(calldata[0..32]).
+    ("sload", "0x5f35545f5260205ff3"),
+];
+
+/// The JSON-RPC answer and HTTP status of one call.
+pub async fn call(client: &RpcClient, method: &str, params: &Value) -> (u16, Value) {
+    let body = json!({"jsonrpc":"2.0","id":7,"method":method,"params":params}).to_string();
+    let (status, bytes) = client.post(body.into()).await.unwrap();
+    (status.as_u16(), serde_json::from_slice(&bytes).unwrap())
+}
+
+/// neve's answer equals geth's, result or error (a 421 is asked again:
+/// the fetches it started warm the store).
+pub async fn same(neve: &RpcClient, geth: &RpcClient, method: &str, params: Value) {
+    let (_, expected) = call(geth, method, &params).await;
+    let (mut status, mut got) = call(neve, method, &params).await;
+    for _ in 0..10 {
+        if status != 421 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        (status, got) = call(neve, method, &params).await;
+    }
+    assert_eq!(status, 200, "{method} {params}: {got}");
+    assert_eq!(got, expected, "{method} {params}");
+}
+
+/// The token, holders (senders of transfers) and the slots of holders'
+/// balances, from the chain's logs.
+pub async fn token_and_holders(geth: &RpcClient) -> (String, Vec<String>, Vec<String>) {
+    let logs = transfer_logs(geth).await;
+    let token = logs[0]["address"].as_str().unwrap().to_string();
+    let topic_address = |topic: &Value| format!("0x{}", &topic.as_str().unwrap()[26..]);
+    let holders: BTreeSet<String> = logs
+        .iter()
+        .map(|l| topic_address(&l["topics"][1]))
+        .collect();
+    let slots: BTreeSet<String> = logs
+        .iter()
+        .map(|l| l["topics"][2].as_str().unwrap().to_string())
+        .collect();
+    (
+        token,
+        holders.into_iter().take(4).collect(),
+        slots.into_iter().take(4).collect(),
+    )
+}
+
+/// `transfer(to, amount)` calldata.
+pub fn transfer(to: &str, amount: u64) -> String {
+    format!(
+        "0xa9059cbb{:0>64}{amount:064x}",
+        to.trim_start_matches("0x")
+    )
+}
