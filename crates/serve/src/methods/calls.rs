@@ -10,7 +10,9 @@
 //! block outside the tail, a precompile move, or state not fetched in
 //! time. Answers and errors are geth's, byte for byte: a revert is code 3
 //! with `execution reverted[: reason]` and the revert data; anything else
-//! that failed is -32000 with geth's message.
+//! that failed is -32000 with geth's message. On avalanchego's C-chain they
+//! are coreth's (`in_coreths_words`), and what revm cannot run as coreth
+//! does is a miss (`neve_execution`'s `coreth.rs`).
 
 use alloy_primitives::{B256, hex};
 use neve_execution::{
