@@ -242,7 +242,7 @@ async fn calls_equal_avalanchegos_and_coreths_own_are_misses() {
     assert!(!holders.is_empty() && !slots.is_empty());
     same(&client, &avalanchego, "eth_getChainConfig", json!([])).await;
 
-    for height in [head, head / 2] {
+    for height in [head, head / 2, 1 + head / 5] {
         let at = json!(quantity(height));
         compare_at(&client, &avalanchego, at, &token, &holders, &slots).await;
     }
