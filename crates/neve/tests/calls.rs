@@ -51,32 +51,7 @@ async fn compare_at(
         )
         .await;
     }
-    for (_, code) in PROBES {
-        let probe = json!({PROBE: {"code": code}});
-        same(neve, geth, "eth_call", json!([{"to": PROBE}, at, probe])).await;
-        same(
-            neve,
-            geth,
-            "eth_call",
-            json!([{"to": PROBE, "from": funded, "value": "0x1", "gas": "0x100000"}, at, probe]),
-        )
-        .await;
-        same(
-            neve,
-            geth,
-            "eth_call",
-            json!([{"to": PROBE, "from": funded, "gasPrice": "0x3b9aca00"}, at, probe]),
-        )
-        .await;
-        same(neve, geth, "eth_call", json!([{"to": PROBE, "from": funded, "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x2"}, at, probe])).await;
-        same(
-            neve,
-            geth,
-            "eth_estimateGas",
-            json!([{"to": PROBE, "from": funded}, at, probe]),
-        )
-        .await;
-    }
+    compare_probes(neve, geth, &at, funded).await;
     let env = json!({PROBE: {"code": ENV}});
     same(neve, geth, "eth_call", json!([{"to": PROBE}, at, env, {"number": "0x1234", "time": "0x99", "feeRecipient": STRANGER, "baseFeePerGas": "0x7", "prevRandao": format!("0x{}", "11".repeat(32)), "gasLimit": "0x5555", "blobBaseFee": "0x3"}])).await;
     for params in [

@@ -13,13 +13,12 @@ mod support;
 
 use std::time::Duration;
 
-use neve_devnet::{AVALANCHEGO_PREFUNDED_KEY, Avalanchego};
 use neve_upstream::{RpcClient, quantity};
 use serde_json::{Value, json};
 use support::calls::*;
 use support::*;
 
-/// The address of [`AVALANCHEGO_PREFUNDED_KEY`], funded on the C-chain.
+/// The address of avalanchego's prefunded key, funded on the C-chain.
 const FUNDED: &str = "0x8db97c7cece249c2b98bdc0226cc4c2a57bf52fc";
 
 /// coreth's precompiles beyond Ethereum's, by address.
@@ -97,32 +96,7 @@ async fn compare_at(
             .await;
         }
     }
-    for (_, code) in PROBES {
-        let probe = json!({PROBE: {"code": code}});
-        same(neve, node, "eth_call", json!([{"to": PROBE}, at, probe])).await;
-        same(
-            neve,
-            node,
-            "eth_call",
-            json!([{"to": PROBE, "from": FUNDED, "value": "0x1", "gas": "0x100000"}, at, probe]),
-        )
-        .await;
-        same(
-            neve,
-            node,
-            "eth_call",
-            json!([{"to": PROBE, "from": FUNDED, "gasPrice": "0x3b9aca00"}, at, probe]),
-        )
-        .await;
-        same(neve, node, "eth_call", json!([{"to": PROBE, "from": FUNDED, "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x2"}, at, probe])).await;
-        same(
-            neve,
-            node,
-            "eth_estimateGas",
-            json!([{"to": PROBE, "from": FUNDED}, at, probe]),
-        )
-        .await;
-    }
+    compare_probes(neve, node, &at, FUNDED).await;
     // coreth's own: the native-asset contracts, P256VERIFY, storage keys.
     let (high, low) = high_key(0);
     for code in [
@@ -207,36 +181,8 @@ async fn compare_at(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_equal_avalanchegos_and_coreths_own_are_misses() {
-    let node = Avalanchego::start().await.expect("avalanchego starts");
-    let rpc = node.c_chain_rpc_url();
-    let output = run_neve(&[
-        "load",
-        "--rpc",
-        &rpc,
-        "--seconds",
-        "6",
-        "--funder-key",
-        AVALANCHEGO_PREFUNDED_KEY,
-        "--accounts",
-        "8",
-    ])
-    .await;
-    expect_success(&output);
-    let avalanchego = RpcClient::new(&rpc).unwrap();
-    let head = head(&avalanchego).await;
-    let neve = Neve::start(
-        node.base_url(),
-        &[
-            "--upstream-kind",
-            "avalanchego",
-            "--floor",
-            "0",
-            "--ws-url",
-            "none",
-        ],
-        head,
-    )
-    .await;
+    let (node, avalanchego, head) = avalanchego_with_a_token().await;
+    let neve = neve_following_avalanchego(&node, head).await;
     let client = RpcClient::new(&neve.url).unwrap();
     let (token, holders, slots) = token_and_holders(&avalanchego).await;
     assert!(!holders.is_empty() && !slots.is_empty());

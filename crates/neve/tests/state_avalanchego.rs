@@ -30,36 +30,8 @@ async fn same(neve: &RpcClient, node: &RpcClient, method: &str, params: Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_reads_equal_avalanchegos() {
-    let node = Avalanchego::start().await.expect("avalanchego starts");
-    let rpc = node.c_chain_rpc_url();
-    let output = run_neve(&[
-        "load",
-        "--rpc",
-        &rpc,
-        "--seconds",
-        "6",
-        "--funder-key",
-        AVALANCHEGO_PREFUNDED_KEY,
-        "--accounts",
-        "8",
-    ])
-    .await;
-    expect_success(&output);
-    let client = RpcClient::new(&rpc).unwrap();
-    let head = head(&client).await;
-    let neve = Neve::start(
-        node.base_url(),
-        &[
-            "--upstream-kind",
-            "avalanchego",
-            "--floor",
-            "0",
-            "--ws-url",
-            "none",
-        ],
-        head,
-    )
-    .await;
+    let (node, client, head) = avalanchego_with_a_token().await;
+    let neve = neve_following_avalanchego(&node, head).await;
     let mirror = RpcClient::new(&neve.url).unwrap();
 
     let mut accounts = BTreeSet::new();
@@ -132,19 +104,7 @@ async fn storage_keys_either_side_of_coreths_normalization_equal_avalanchegos() 
     let contract = format!("{contract:#x}");
     let client = RpcClient::new(&rpc).unwrap();
     let head = head(&client).await;
-    let neve = Neve::start(
-        node.base_url(),
-        &[
-            "--upstream-kind",
-            "avalanchego",
-            "--floor",
-            "0",
-            "--ws-url",
-            "none",
-        ],
-        head,
-    )
-    .await;
+    let neve = neve_following_avalanchego(&node, head).await;
     let mirror = RpcClient::new(&neve.url).unwrap();
     let high = format!("0x01{}", "0".repeat(62));
     let high_one = format!("0x01{}1", "0".repeat(61));

@@ -91,3 +91,27 @@ pub fn transfer(to: &str, amount: u64) -> String {
         to.trim_start_matches("0x")
     )
 }
+
+/// Each probe of [`PROBES`] as the whole runtime of [`PROBE`], called
+/// plainly, with value and gas from `funded`, with a legacy price, with
+/// EIP-1559 fees, and estimated: the same answer through neve and the node.
+pub async fn compare_probes(neve: &RpcClient, node: &RpcClient, at: &Value, funded: &str) {
+    for (_, code) in PROBES {
+        let probe = json!({PROBE: {"code": code}});
+        for call in [
+            json!({"to": PROBE}),
+            json!({"to": PROBE, "from": funded, "value": "0x1", "gas": "0x100000"}),
+            json!({"to": PROBE, "from": funded, "gasPrice": "0x3b9aca00"}),
+            json!({"to": PROBE, "from": funded, "maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x2"}),
+        ] {
+            same(neve, node, "eth_call", json!([call, at, probe])).await;
+        }
+        same(
+            neve,
+            node,
+            "eth_estimateGas",
+            json!([{"to": PROBE, "from": funded}, at, probe]),
+        )
+        .await;
+    }
+}

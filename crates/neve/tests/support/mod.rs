@@ -553,3 +553,42 @@ pub fn shipped_front_end(mirrors: &[&str], node: &str) -> (Nginx, String) {
     };
     (Nginx::start(site, &[port]), format!("127.0.0.1:{port}"))
 }
+
+/// A local avalanchego whose C-chain `neve load` gave a token and holders
+/// (six seconds of traffic from the prefunded key), its C-chain client,
+/// and its head then.
+pub async fn avalanchego_with_a_token() -> (neve_devnet::Avalanchego, RpcClient, u64) {
+    let node = neve_devnet::Avalanchego::start()
+        .await
+        .expect("avalanchego starts");
+    let rpc = node.c_chain_rpc_url();
+    let output = run_neve(&[
+        "load",
+        "--rpc",
+        &rpc,
+        "--seconds",
+        "6",
+        "--funder-key",
+        neve_devnet::AVALANCHEGO_PREFUNDED_KEY,
+        "--accounts",
+        "8",
+    ])
+    .await;
+    expect_success(&output);
+    let client = RpcClient::new(&rpc).unwrap();
+    let head = head(&client).await;
+    (node, client, head)
+}
+
+/// A neve following `node`'s C-chain from genesis, caught up to `head`.
+pub async fn neve_following_avalanchego(node: &neve_devnet::Avalanchego, head: u64) -> Neve {
+    let args = [
+        "--upstream-kind",
+        "avalanchego",
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+    ];
+    Neve::start(node.base_url(), &args, head).await
+}
