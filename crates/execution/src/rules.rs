@@ -250,13 +250,6 @@ impl ChainRules {
         })
     }
 
-    /// Whose EVM the chain runs.
-    pub fn dialect(&self) -> Dialect {
-        self.forks
-            .first()
-            .map_or_else(Dialect::default, |f| f.dialect)
-    }
-
     /// The fork in force at `timestamp`, if neve knows it.
     pub fn at(&self, timestamp: u64) -> Option<Fork> {
         if self.until.is_some_and(|until| timestamp >= until) {

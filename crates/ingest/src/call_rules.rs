@@ -18,9 +18,10 @@ pub const RULES_REFRESH: Duration = Duration::from_secs(600);
 const RETRY: Duration = Duration::from_secs(5);
 
 /// Asks `client` for the chain's rules until `stopped`, keeping `cell`
-/// current: `eth_config` first, coreth's `eth_getChainConfig` where that is
-/// not answered. Rules of another chain id, or of another dialect than the
-/// state's storage keys follow (`dialect`), are never believed.
+/// current: `eth_config` on Ethereum's clients, coreth's
+/// `eth_getChainConfig` where the state follows coreth's storage keys
+/// (`dialect`), so the rules are always of the EVM the state is. Rules of
+/// another chain id are never believed.
 pub async fn learn(
     client: RpcClient,
     cell: Arc<RulesCell>,
@@ -28,56 +29,47 @@ pub async fn learn(
     dialect: Dialect,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
+    let (method, parse): (&str, Parse) = match dialect {
+        Dialect::Ethereum => ("eth_config", ChainRules::from_eth_config),
+        Dialect::Coreth => ("eth_getChainConfig", ChainRules::from_coreth_config),
+    };
     let mut told = false;
     loop {
-        let mut transient = false;
-        let mut why = Vec::new();
-        let mut learnt = None;
-        for (method, parse) in SOURCES {
-            match ask(&client, method).await {
-                Ok((raw, config)) => match parse(&config) {
-                    Ok(rules) => {
-                        learnt = Some((rules, raw));
-                        break;
+        let answer = ask(&client, method).await;
+        let wait = match answer {
+            Ok((raw, config)) => match parse(&config) {
+                Ok(rules) if rules.chain_id == chain_id => {
+                    if cell.get().is_none() {
+                        tracing::info!(method, "calls answered: the chain's rules are known");
                     }
-                    Err(reason) => why.push(reason),
-                },
-                Err(error) => {
-                    transient |= error.is_transient();
-                    why.push(format!("{method}: {}", neve_upstream::error_chain(&error)));
+                    cell.set_with_config(rules, raw.get());
+                    RULES_REFRESH
                 }
-            }
-        }
-        let wait = match learnt {
-            Some((rules, _)) if rules.chain_id != chain_id => {
-                tracing::warn!(
-                    upstream = rules.chain_id,
-                    expected = chain_id,
-                    "the upstream's rules name another chain; calls stay 421"
-                );
-                RULES_REFRESH
-            }
-            Some((rules, _)) if rules.dialect() != dialect => {
-                tracing::warn!(
-                    source = rules.source,
-                    "the upstream's rules are another EVM's than its state's; calls stay 421"
-                );
-                RULES_REFRESH
-            }
-            Some((rules, raw)) => {
-                if cell.get().is_none() {
-                    tracing::info!(
-                        source = rules.source,
-                        "calls answered: the chain's rules are known"
+                Ok(rules) => {
+                    tracing::warn!(
+                        upstream = rules.chain_id,
+                        expected = chain_id,
+                        method,
+                        "the upstream's rules name another chain; calls stay 421"
                     );
+                    RULES_REFRESH
                 }
-                cell.set_with_config(rules, raw.get());
-                RULES_REFRESH
-            }
-            None if transient => RETRY,
-            None => {
+                Err(reason) => {
+                    if !told {
+                        tracing::info!(%reason, "calls stay 421: the chain's rules are not known");
+                        told = true;
+                    }
+                    RULES_REFRESH
+                }
+            },
+            Err(error) if error.is_transient() => RETRY,
+            Err(error) => {
                 if !told {
-                    tracing::info!(reason = %why.join("; "), "calls stay 421: the chain's rules are not known");
+                    tracing::info!(
+                        method,
+                        error = %neve_upstream::error_chain(&error),
+                        "calls stay 421: the upstream does not answer"
+                    );
                     told = true;
                 }
                 RULES_REFRESH
@@ -93,12 +85,8 @@ pub async fn learn(
     }
 }
 
-/// Where rules are read from, in the order asked.
+/// How an answer is read into rules.
 type Parse = fn(&serde_json::Value) -> Result<ChainRules, String>;
-const SOURCES: [(&str, Parse); 2] = [
-    ("eth_config", ChainRules::from_eth_config),
-    ("eth_getChainConfig", ChainRules::from_coreth_config),
-];
 
 /// `method`'s answer, raw (passed on to mirrors as sent) and decoded.
 async fn ask(

@@ -85,13 +85,10 @@ pub(crate) struct Context {
 
 impl Context {
     /// Whether the chain's price oracle is geth's, the one the fee
-    /// methods follow: not on coreth's chains.
+    /// methods follow: not on coreth's chains (whose call rules are
+    /// learnt only where [`Context::coreth`] holds).
     pub(crate) fn fees_are_geths(&self) -> bool {
         !self.coreth
-            && self
-                .call_rules
-                .get()
-                .is_none_or(|rules| rules.dialect() == neve_execution::Dialect::Ethereum)
     }
 
     /// The block `latest` stands for now, if neve can answer for it: a
