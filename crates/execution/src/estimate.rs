@@ -5,6 +5,8 @@
 //! [`ERROR_RATIO`]. Every probe is a [`run`] at the same pinned state, so
 //! a probe that needs state not held ends the estimate the same way.
 
+use std::cell::Cell;
+
 use alloy_primitives::U256;
 use revm::primitives::hardfork::SpecId;
 
@@ -35,8 +37,33 @@ pub enum Estimate {
     Incomplete(Run),
 }
 
+/// An estimate, and the gas every probe of its search used together: what
+/// making it cost, which is what a client is charged for it (a search runs
+/// the call a dozen times or more, its answer names one run's gas).
+#[derive(Clone, Debug)]
+pub struct Estimated {
+    /// How the estimate ended.
+    pub estimate: Estimate,
+    /// Gas of all the probes that ran to an end.
+    pub gas_spent: u64,
+}
+
 /// Estimates `request`'s gas at `pinned`.
-pub fn estimate(pinned: &Pinned<'_>, request: &Request) -> Result<Estimate, CallError> {
+pub fn estimate(pinned: &Pinned<'_>, request: &Request) -> Result<Estimated, CallError> {
+    let spent = Cell::new(0);
+    let estimate = search(pinned, request, &spent)?;
+    Ok(Estimated {
+        estimate,
+        gas_spent: spent.get(),
+    })
+}
+
+/// geth's search; each probe's gas is added to `spent`.
+fn search(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    spent: &Cell<u64>,
+) -> Result<Estimate, CallError> {
     let args = &request.args;
     let balance = match sender_balance(pinned, request)? {
         Ok(balance) => balance,
@@ -67,7 +94,10 @@ pub fn estimate(pinned: &Pinned<'_>, request: &Request) -> Result<Estimate, Call
     hi = hi.min(GAS_CAP);
     let probe = |gas: u64| -> Result<Probe, CallError> {
         match run(pinned, request, Some(gas)) {
-            Ok(Run::Done(outcome)) => Ok(Probe::Ran(outcome)),
+            Ok(Run::Done(outcome)) => {
+                spent.set(spent.get().saturating_add(outcome.gas_used));
+                Ok(Probe::Ran(outcome))
+            }
             Ok(other) => Ok(Probe::Incomplete(other)),
             // Too little gas for the intrinsic cost fails the probe.
             Err(CallError::PreCheck(message))

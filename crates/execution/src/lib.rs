@@ -31,7 +31,7 @@ pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverri
 pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeightCache};
 pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};
 pub use error::CallError;
-pub use estimate::{ERROR_RATIO, Estimate, estimate};
+pub use estimate::{ERROR_RATIO, Estimate, Estimated, estimate};
 pub use revert::revert_message;
 pub use revm::primitives::hardfork::SpecId;
 pub use rules::{ChainRules, Dialect, Fork, RulesCell};

@@ -203,6 +203,32 @@ async fn calls_equal_geths_at_latest_in_the_tail_by_hash_and_through_a_mirror() 
     assert_eq!(status, 200);
     assert_eq!(upstream(), before, "a repeated call at latest fetched");
 
+    // An estimate is charged (and counted) for every probe of its search,
+    // not for the one gas it answers: at least its first run at the
+    // highest bound and the optimistic try, each near the answer's gas.
+    let gas_total = || {
+        let (_, metrics) = neve.get("/metrics").unwrap();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("neve_call_gas_total ")?.parse::<u64>().ok())
+            .expect("neve_call_gas_total in /metrics")
+    };
+    let charged = gas_total();
+    let estimate =
+        json!([{"from": holders[0], "to": token, "input": transfer(STRANGER, 2)}, "latest"]);
+    let (status, answer) = call(&client, "eth_estimateGas", &estimate).await;
+    assert_eq!(status, 200, "{answer}");
+    let answered = u64::from_str_radix(
+        answer["result"].as_str().unwrap().trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let spent = gas_total() - charged;
+    assert!(
+        spent > answered + answered / 2,
+        "an estimate of {answered} gas counted {spent}"
+    );
+
     // Malformed calls: -32602, and nothing fetched for them.
     for params in [
         json!(["0x12", "latest"]),

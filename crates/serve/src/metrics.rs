@@ -187,7 +187,7 @@ impl Metrics {
         for (metric, help, value) in [
             (
                 "neve_call_gas_total",
-                "Gas of executed calls' answers: a call's run, an estimate's answer, an access list's last run (what --client-rate charges).",
+                "Gas executed calls used: a call's run, every probe of an estimate's search, every run of an access list's making (what --client-rate charges).",
                 self.call_gas.load(Ordering::Relaxed),
             ),
             (

@@ -181,22 +181,16 @@ fn run_estimate(
     request: &Request,
     gas: &std::cell::Cell<u64>,
 ) -> Result<Answer, CallError> {
-    Ok(match neve_execution::estimate(pinned, request)? {
-        Estimate::Gas(used) => {
-            gas.set(gas.get() + used);
-            Answer::Reply(Reply::json(hex_quantity(used)))
-        }
-        Estimate::Failed(outcome) => {
-            gas.set(gas.get() + outcome.gas_used);
-            Answer::Reply(failure(&outcome))
-        }
-        Estimate::Exceeds(limit) => {
-            gas.set(gas.get() + limit);
-            Answer::Reply(Reply::Error(
-                ErrorCode::ExecutionFailed,
-                format!("gas required exceeds allowance ({limit})"),
-            ))
-        }
+    let estimated = neve_execution::estimate(pinned, request)?;
+    // Charged for every probe the search ran, not the one gas it answers.
+    gas.set(gas.get() + estimated.gas_spent);
+    Ok(match estimated.estimate {
+        Estimate::Gas(used) => Answer::Reply(Reply::json(hex_quantity(used))),
+        Estimate::Failed(outcome) => Answer::Reply(failure(&outcome)),
+        Estimate::Exceeds(limit) => Answer::Reply(Reply::Error(
+            ErrorCode::ExecutionFailed,
+            format!("gas required exceeds allowance ({limit})"),
+        )),
         Estimate::Incomplete(Run::Needs(needs)) => Answer::Needs(needs),
         Estimate::Incomplete(_) => Answer::Miss,
     })
@@ -324,9 +318,10 @@ fn run_access_list(
         Ok(neve_execution::AccessListOutcome::Done {
             list,
             gas_used,
+            gas_spent,
             error,
         }) => {
-            gas.set(gas.get() + gas_used);
+            gas.set(gas.get() + gas_spent);
             let entries: Vec<String> = list
                 .0
                 .iter()

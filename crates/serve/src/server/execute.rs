@@ -36,8 +36,8 @@ pub(super) fn call_pool() -> neve_store::background::Pool {
 impl Server {
     /// Executes `calls` in order on the call threads, with the rounds of
     /// fetches their misses need; one reply per call, and the gas of
-    /// their answers (a call's run, an estimate's answer, an access list's
-    /// last run).
+    /// their runs (a call's run, every probe of an estimate's search,
+    /// every run of an access list's making).
     pub(super) async fn execute_calls(
         &self,
         calls: Vec<OwnedCall>,
