@@ -23,6 +23,9 @@ pub enum UpstreamKind {
     /// Any EVM JSON-RPC node: the URL is its RPC endpoint.
     Evm,
     /// avalanchego: the URL is the node's base; the C-chain RPC is derived.
+    /// With --mirror-from, it says the neve followed mirrors an avalanchego
+    /// (a C-chain's id says so without it): state, calls and fee methods
+    /// then follow coreth.
     Avalanchego,
 }
 
@@ -599,6 +602,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         cors_origins: Origins::from_list(&args.cors_origins),
         ws_origins: Origins::from_list(args.ws_origins.as_ref().unwrap_or(&args.cors_origins)),
         client_version: format!("neve/v{}-{}", crate::build::VERSION, crate::build::COMMIT),
+        coreth_upstream: matches!(args.upstream_kind, UpstreamKind::Avalanchego),
         ..ServeConfig::default()
     };
     let server = tokio::spawn(neve_serve::serve(

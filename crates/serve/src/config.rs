@@ -202,6 +202,11 @@ pub struct ServeConfig {
     pub ws_origins: Origins,
     /// `web3_clientVersion`'s answer. Default is `neve/vVERSION`.
     pub client_version: String,
+    /// The upstream runs coreth's EVM (`--upstream-kind avalanchego`),
+    /// whatever the chain's id: its fee oracle and its calls' words are
+    /// coreth's, never geth's. A C-chain's id says so without it. Default
+    /// is false.
+    pub coreth_upstream: bool,
 }
 
 /// The grace after an upstream's new head in which `latest` is still the
@@ -258,6 +263,7 @@ impl Default for ServeConfig {
             cors_origins: Origins::None,
             ws_origins: Origins::None,
             client_version: format!("neve/v{}", env!("CARGO_PKG_VERSION")),
+            coreth_upstream: false,
         }
     }
 }

@@ -69,8 +69,8 @@ pub(crate) struct Context {
     pub(crate) call_codes: neve_execution::CodeCache,
     /// Calls' answers by block and call, served again without running.
     pub(crate) call_answers: super::CallMemo,
-    /// The chain is Avalanche's C-chain (by its id, or its state's
-    /// storage keys): its EVM and price oracle are coreth's.
+    /// The chain runs coreth's EVM and price oracle: see
+    /// [`Context::runs_coreth`].
     pub(crate) coreth: bool,
     /// The fees of the blocks the fee methods read lately.
     pub(crate) fee_blocks: neve_execution::HeightCache<neve_execution::fees::BlockFees>,
@@ -84,6 +84,20 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// Whether the chain runs coreth: the operator said its upstream is an
+    /// avalanchego, or its id is a C-chain's, or the state follows coreth's
+    /// storage keys (which it does only for those two).
+    pub(crate) fn runs_coreth(
+        coreth_upstream: bool,
+        chain_id: u64,
+        state_keys: Option<neve_state::StorageKeys>,
+    ) -> bool {
+        use neve_state::StorageKeys::Coreth;
+        coreth_upstream
+            || neve_state::StorageKeys::of_chain(chain_id) == Coreth
+            || state_keys == Some(Coreth)
+    }
+
     /// Whether the chain's price oracle is geth's, the one the fee
     /// methods follow: not on coreth's chains (whose call rules are
     /// learnt only where [`Context::coreth`] holds).
@@ -156,5 +170,27 @@ impl Context {
             Pages::InMemory => self.reader.in_memory().transaction(hash),
             Pages::FromDisk => Ok(self.reader.from_disk().transaction(hash)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use neve_state::StorageKeys;
+
+    use super::Context;
+
+    #[test]
+    fn coreth_is_said_by_the_operator_the_chain_id_or_the_state() {
+        // A chain of an avalanchego with an id of its own, state off: the
+        // operator's word alone keeps geth's oracle away from it.
+        assert!(Context::runs_coreth(true, 99_999, None));
+        assert!(Context::runs_coreth(false, 43_114, None));
+        assert!(Context::runs_coreth(
+            false,
+            99_999,
+            Some(StorageKeys::Coreth)
+        ));
+        assert!(!Context::runs_coreth(false, 1, Some(StorageKeys::Plain)));
+        assert!(!Context::runs_coreth(false, 1, None));
     }
 }

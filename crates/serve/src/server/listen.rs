@@ -98,11 +98,11 @@ pub async fn serve(
             call_codes: Default::default(),
             call_answers: crate::rpc::CallMemo::new(config.call_memo_bytes),
             fee_blocks: Default::default(),
-            coreth: neve_state::StorageKeys::of_chain(identity.chain_id)
-                == neve_state::StorageKeys::Coreth
-                || state
-                    .as_ref()
-                    .is_some_and(|s| s.state.storage_keys() == neve_state::StorageKeys::Coreth),
+            coreth: Context::runs_coreth(
+                config.coreth_upstream,
+                identity.chain_id,
+                state.as_ref().map(|s| s.state.storage_keys()),
+            ),
             state: state.map(|s| s.state),
             state_answers,
             chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
