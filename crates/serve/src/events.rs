@@ -92,13 +92,10 @@ pub(crate) async fn watch(
     sender: broadcast::Sender<Event>,
 ) {
     let notify = chain.changes();
-    // Remember the stored tail from the start, so a reorg right after a
-    // client subscribes can still replay the logs it removes.
     let mut recent: VecDeque<Block> = VecDeque::new();
     let stats = reader.stats();
     if let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) {
-        let from = max.saturating_sub(REMEMBERED_BLOCKS as u64 - 1).max(min);
-        recent.extend((from..=max).filter_map(|h| reader.block(h)));
+        remember_tail(&reader, &mut recent, min, max);
     }
     let mut again = false;
     loop {
@@ -132,6 +129,13 @@ pub(crate) async fn watch(
                 let _ = sender.send(Event::Removed { block });
             }
         }
+        if recent.is_empty() && lowest_removed.is_none() && max > min {
+            // Nothing known yet (the store was empty when watching began,
+            // or was emptied): what is stored below the tip was stored
+            // before anyone could be told, and is remembered, not
+            // announced.
+            remember_tail(&reader, &mut recent, min, max - 1);
+        }
         // Then announce what is new, from just above what is still known
         // (or from the fork point when the reorg went deeper than memory).
         let mut next = match recent.back() {
@@ -164,4 +168,13 @@ pub(crate) async fn watch(
             next += 1;
         }
     }
+}
+
+/// Remembers the stored blocks up to `top`, the newest
+/// [`REMEMBERED_BLOCKS`] of them, so a reorg of any of them (right after a
+/// client subscribes, or of blocks stored while the watcher was not yet
+/// looking) still replays the logs it removes.
+fn remember_tail(reader: &Reader, recent: &mut VecDeque<Block>, min: u64, top: u64) {
+    let from = top.saturating_sub(REMEMBERED_BLOCKS as u64 - 1).max(min);
+    recent.extend((from..=top).filter_map(|h| reader.block(h)));
 }

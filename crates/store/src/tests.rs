@@ -1343,3 +1343,32 @@ fn a_failed_sync_while_a_rollback_reopens_a_sealed_segment_stops_the_writer() {
     }
     assert!(seen_cut, "no failure reached the reopened segment's sync");
 }
+
+#[test]
+fn a_removed_blocks_handle_reads_its_logs_after_a_fork_regrows_over_it() {
+    // Subscribers are sent a reorg's removed logs from the handles taken
+    // before it, possibly after the fork has been written over the same
+    // heights: those records must still read whole.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    append_range(&mut store, 0, 0..=13);
+    let reader = store.reader();
+    let orphans: Vec<Block> = (9..=13).map(|h| reader.block(h).unwrap()).collect();
+    let logs: Vec<Vec<Vec<u8>>> = orphans
+        .iter()
+        .map(|b| b.logs().unwrap().iter().map(|l| l.bytes.to_vec()).collect())
+        .collect();
+    assert!(logs.iter().all(|l| !l.is_empty()));
+    // Into a sealed segment (8..=11 reopens, 12..=13 go), then regrown.
+    store.rollback(8).unwrap();
+    append_fork(&mut store, 1, 9..=20, block_hash(0, 8));
+    for (block, logs) in orphans.iter().zip(&logs) {
+        let now: Vec<Vec<u8>> = block
+            .logs()
+            .expect("an orphan's logs read")
+            .iter()
+            .map(|l| l.bytes.to_vec())
+            .collect();
+        assert_eq!(&now, logs, "block {}", block.height());
+    }
+}
