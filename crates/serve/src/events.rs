@@ -95,7 +95,7 @@ pub(crate) async fn watch(
     let mut recent: VecDeque<Block> = VecDeque::new();
     let stats = reader.stats();
     if let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) {
-        remember_tail(&reader, &mut recent, min, max);
+        recent = remember_tail(&reader, min, max).await;
     }
     let mut again = false;
     loop {
@@ -134,7 +134,7 @@ pub(crate) async fn watch(
             // or was emptied): what is stored below the tip was stored
             // before anyone could be told, and is remembered, not
             // announced.
-            remember_tail(&reader, &mut recent, min, max - 1);
+            recent = remember_tail(&reader, min, max - 1).await;
         }
         // Then announce what is new, from just above what is still known
         // (or from the fork point when the reorg went deeper than memory).
@@ -170,11 +170,15 @@ pub(crate) async fn watch(
     }
 }
 
-/// Remembers the stored blocks up to `top`, the newest
-/// [`REMEMBERED_BLOCKS`] of them, so a reorg of any of them (right after a
-/// client subscribes, or of blocks stored while the watcher was not yet
-/// looking) still replays the logs it removes.
-fn remember_tail(reader: &Reader, recent: &mut VecDeque<Block>, min: u64, top: u64) {
+/// The stored blocks up to `top`, the newest [`REMEMBERED_BLOCKS`] of them,
+/// to remember so a reorg of any of them (right after a client subscribes,
+/// or of blocks stored while the watcher was not yet looking) still
+/// replays the logs it removes. Read on a blocking thread: after a restart
+/// their pages may be on the disk.
+async fn remember_tail(reader: &Reader, min: u64, top: u64) -> VecDeque<Block> {
+    let reader = reader.clone();
     let from = top.saturating_sub(REMEMBERED_BLOCKS as u64 - 1).max(min);
-    recent.extend((from..=top).filter_map(|h| reader.block(h)));
+    tokio::task::spawn_blocking(move || (from..=top).filter_map(|h| reader.block(h)).collect())
+        .await
+        .unwrap_or_default()
 }
