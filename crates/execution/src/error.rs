@@ -73,7 +73,20 @@ impl CallError {
             } => format!(
                 "max fee per blob gas less than block blob gas fee: address {sender} blobGasFeeCap: {tx_max_fee_per_blob_gas}, blobBaseFee: {block_blob_gas_price}"
             ),
-            Invalid::EmptyBlobs => "blobless blob transaction".to_string(),
+            Invalid::EmptyBlobs => "blob transaction missing blob hashes".to_string(),
+            Invalid::BlobVersionNotSupported => {
+                let first_bad = args
+                    .blob_versioned_hashes
+                    .iter()
+                    .flatten()
+                    .position(|hash| hash[0] != 0x01)
+                    .unwrap_or_default();
+                format!("blob {first_bad} has invalid hash version")
+            }
+            // geth counts blobs against its own cap (Osaka's, per
+            // transaction) where revm counts against the fork's: not
+            // always the same refusal.
+            Invalid::TooManyBlobs { .. } => return CallError::Unsupported,
             Invalid::BlobCreateTransaction => "blob transaction of type create".to_string(),
             Invalid::EmptyAuthorizationList => {
                 format!("EIP-7702 transaction with empty auth list (sender {sender})")

@@ -21,6 +21,7 @@ mod db;
 mod error;
 mod estimate;
 pub mod fees;
+mod precompile_failure;
 mod revert;
 mod rules;
 mod run;

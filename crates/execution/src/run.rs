@@ -206,6 +206,16 @@ fn execute(
         None => pinned.block.base_fee,
     };
     let fees = Fees::of(args, base_fee, gas_limit)?;
+    // A creation carrying blob hashes: revm runs it, geth refuses it among
+    // its pre-checks, after the fee checks (skipped when no fee is given).
+    if args.blob_versioned_hashes.is_some() && args.to.is_none() {
+        if fees.fee_cap != 0 || fees.tip.is_some_and(|tip| tip != 0) {
+            return Err(CallError::Unsupported);
+        }
+        return Err(CallError::PreCheck(format!(
+            "err: blob transaction of type create (supplied gas {gas_limit})"
+        )));
+    }
     let mut block = block_env(pinned, args);
     if let Some(overrides) = &request.block {
         apply_block_overrides(&mut block, overrides)?;
@@ -282,6 +292,23 @@ fn execute(
         Err(EVMError::Database(never)) => match never {},
         Err(other) => return Err(CallError::Internal(other.to_string())),
     };
+    // A call straight to a precompile that refuses its input: answered
+    // in geth's words where neve is sure of them, a miss otherwise (and
+    // always on coreth, whose precompiles word their own failures).
+    let precompile_words = match &result {
+        ExecutionResult::Halt {
+            reason: HaltReason::PrecompileErrorWithContext(reason),
+            ..
+        } if !coreth => match crate::precompile_failure::geth_words(reason, args.to) {
+            Some(words) => Some(words),
+            None => return Err(CallError::Unsupported),
+        },
+        ExecutionResult::Halt {
+            reason: HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_),
+            ..
+        } => return Err(CallError::Unsupported),
+        _ => None,
+    };
     // geth names the opcode (and the stack) a halt stopped at; revm's
     // reason does not, so a halt that needs them runs once more, watched.
     // Halts are rare, and the run is the same (same state, same inputs).
@@ -326,7 +353,10 @@ fn execute(
             read,
         },
         ExecutionResult::Halt { reason, gas, .. } => Outcome {
-            ended: Ended::Halt(halt_message(&reason, detail.as_ref())),
+            ended: Ended::Halt(match precompile_words {
+                Some(words) => words.to_string(),
+                None => halt_message(&reason, detail.as_ref()),
+            }),
             output: Bytes::new(),
             gas_used: used(&gas),
             gas_limit,
@@ -427,9 +457,13 @@ fn block_env(pinned: &Pinned<'_>, args: &CallArgs) -> BlockEnv {
         Dialect::Coreth => B256::from(facts.difficulty.to_be_bytes()),
     };
     // geth reads BASEFEE as 0 when the price paid is 0 (set by the
-    // caller, after the overrides), and BLOBBASEFEE as 0 only when a zero
-    // blob fee cap was given.
-    let zero_blob_fee = args.max_fee_per_blob_gas.is_some_and(|fee| fee.is_zero());
+    // caller, after the overrides), and BLOBBASEFEE as 0 only when the
+    // blob fee cap is zero: given as zero, or left out of a call carrying
+    // blob hashes (geth's `CallDefaults` makes it zero then).
+    let zero_blob_fee = match args.max_fee_per_blob_gas {
+        Some(fee) => fee.is_zero(),
+        None => args.blob_versioned_hashes.is_some(),
+    };
     BlockEnv {
         number: U256::from(facts.number),
         beneficiary: facts.beneficiary,
