@@ -206,15 +206,27 @@ fn execute(
         None => pinned.block.base_fee,
     };
     let fees = Fees::of(args, base_fee, gas_limit)?;
-    // A creation carrying blob hashes: revm runs it, geth refuses it among
-    // its pre-checks, after the fee checks (skipped when no fee is given).
-    if args.blob_versioned_hashes.is_some() && args.to.is_none() {
-        if fees.fee_cap != 0 || fees.tip.is_some_and(|tip| tip != 0) {
-            return Err(CallError::Unsupported);
+    // A creation carrying blob hashes or authorizations: revm runs it,
+    // geth refuses it among its pre-checks, after the fee checks (skipped
+    // when no fee is given), blobs' before authorizations'.
+    if args.to.is_none() {
+        let refusal = if args.blob_versioned_hashes.is_some() {
+            Some("blob transaction of type create".to_string())
+        } else if args.authorization_list.is_some() {
+            Some(format!(
+                "EIP-7702 transaction cannot be used to create contract (sender {sender})"
+            ))
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            if fees.fee_cap != 0 || fees.tip.is_some_and(|tip| tip != 0) {
+                return Err(CallError::Unsupported);
+            }
+            return Err(CallError::PreCheck(format!(
+                "err: {refusal} (supplied gas {gas_limit})"
+            )));
         }
-        return Err(CallError::PreCheck(format!(
-            "err: blob transaction of type create (supplied gas {gas_limit})"
-        )));
     }
     let mut block = block_env(pinned, args);
     if let Some(overrides) = &request.block {

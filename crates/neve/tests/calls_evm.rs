@@ -155,6 +155,7 @@ async fn precompiles_new_opcodes_and_blob_calls_equal_geths() {
     let (token, holders, _) = token_and_holders(&geth).await;
     let funded = &holders[0];
     let mut missed = Vec::new();
+    let mut missed_tags = Vec::new();
 
     for at in [json!("latest"), json!(quantity(head - 1))] {
         for (index, input) in precompile_inputs() {
@@ -234,6 +235,49 @@ async fn precompiles_new_opcodes_and_blob_calls_equal_geths() {
             same(&client, &geth, "eth_estimateGas", json!([call, at, probe])).await;
         }
     }
+    // Gas around Osaka's cap on a transaction's gas (2^24) and geth's cap
+    // on a call's (50,000,000), asked and estimated.
+    let loop_probe = json!({PROBE: {"code": "0x5b5f56"}});
+    for gas in [
+        "0xffffff",
+        "0x1000000",
+        "0x1000001",
+        "0x2faf080",
+        "0x2faf081",
+        "0x10000000",
+    ] {
+        for call in [
+            json!({"to": PROBE, "gas": gas}),
+            json!({"to": PROBE, "gas": gas, "from": funded, "maxFeePerGas": "0x77359400"}),
+        ] {
+            same(
+                &client,
+                &geth,
+                "eth_call",
+                json!([call, "latest", loop_probe]),
+            )
+            .await;
+            same(&client, &geth, "eth_estimateGas", json!([call, "latest"])).await;
+        }
+    }
+    // Pinned at genesis, by number, tag and hash; and at the safe and
+    // finalized heads.
+    let env = json!({PROBE: {"code": ENV}});
+    let genesis: Value = geth
+        .call("eth_getBlockByNumber", ("0x0", false))
+        .await
+        .unwrap();
+    for at in [
+        json!("0x0"),
+        json!("earliest"),
+        json!({"blockHash": genesis["hash"]}),
+        json!("safe"),
+        json!("finalized"),
+    ] {
+        if !same_or_miss(&client, &geth, "eth_call", json!([{"to": PROBE}, at, env])).await {
+            missed_tags.push(at);
+        }
+    }
     // The misses are exactly the refusals neve cannot word (where the
     // call got that far: too little gas is answered before).
     let unsure: Vec<(String, String)> = unsure_inputs()
@@ -258,5 +302,87 @@ async fn precompiles_new_opcodes_and_blob_calls_equal_geths() {
             "{to} {input} was answered: neve words what it cannot be sure of"
         );
     }
+    assert!(missed_tags.is_empty(), "{missed_tags:?}");
     assert_eq!(neve.health().unwrap()["state"]["refused_proofs"], 0);
+}
+
+/// One EIP-7702 authorization as JSON-RPC sends it, signed by `signer`.
+fn authorization(
+    signer: &alloy_signer_local::PrivateKeySigner,
+    chain_id: u64,
+    delegate: &str,
+    nonce: u64,
+) -> Value {
+    use alloy_signer::SignerSync;
+    let auth = alloy_eips::eip7702::Authorization {
+        chain_id: alloy_primitives::U256::from(chain_id),
+        address: delegate.parse().unwrap(),
+        nonce,
+    };
+    let signature = signer.sign_hash_sync(&auth.signature_hash()).unwrap();
+    json!({
+        "chainId": quantity(chain_id),
+        "address": delegate,
+        "nonce": quantity(nonce),
+        "yParity": quantity(signature.v() as u64),
+        "r": format!("{:#x}", signature.r()),
+        "s": format!("{:#x}", signature.s()),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_with_authorization_lists_equal_geths() {
+    let (geth_node, head) = chain_with_logs().await;
+    let geth = RpcClient::new(geth_node.http_url()).unwrap();
+    let neve = Neve::start(geth_node.http_url(), &["--floor", "0"], head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let (_, holders, _) = token_and_holders(&geth).await;
+    let funded = &holders[0];
+    let chain_id: String = geth.call("eth_chainId", ()).await.unwrap();
+    let chain_id = u64::from_str_radix(chain_id.trim_start_matches("0x"), 16).unwrap();
+    let signer = alloy_signer_local::PrivateKeySigner::from_slice(&[0x42; 32]).unwrap();
+    let authority = format!("{:#x}", signer.address());
+    // The delegate returns ADDRESS and CALLER: run as the authority's code.
+    let delegate = json!({PROBE: {"code": "0x305f523360205260405ff3"}});
+
+    for at in [json!("latest"), json!(quantity(head - 1))] {
+        for list in [
+            json!([authorization(&signer, chain_id, PROBE, 0)]),
+            // Any chain's.
+            json!([authorization(&signer, 0, PROBE, 0)]),
+            // Another chain's, and a nonce the authority does not have:
+            // skipped, so the authority has no code.
+            json!([authorization(&signer, chain_id + 1, PROBE, 0)]),
+            json!([authorization(&signer, chain_id, PROBE, 5)]),
+            // Two for one authority: the second's nonce is the first's + 1.
+            json!([
+                authorization(&signer, chain_id, STRANGER, 0),
+                authorization(&signer, chain_id, PROBE, 1)
+            ]),
+            // Delegation to nothing clears it.
+            json!([authorization(
+                &signer,
+                chain_id,
+                "0x0000000000000000000000000000000000000000",
+                0
+            )]),
+            json!([]),
+        ] {
+            for call in [
+                json!({"from": funded, "to": authority, "authorizationList": list}),
+                json!({"to": authority, "authorizationList": list, "maxFeePerGas": "0x77359400"}),
+                json!({"from": funded, "authorizationList": list, "input": "0x00"}),
+                json!({"from": funded, "to": authority, "authorizationList": list, "gas": "0x5300"}),
+            ] {
+                same(&client, &geth, "eth_call", json!([call, at, delegate])).await;
+                same(
+                    &client,
+                    &geth,
+                    "eth_estimateGas",
+                    json!([call, at, delegate]),
+                )
+                .await;
+            }
+        }
+    }
 }
