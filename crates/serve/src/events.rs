@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use neve_store::background::Pool;
 use neve_store::{Block, Reader};
 use tokio::sync::broadcast;
 
@@ -67,9 +68,15 @@ pub(crate) async fn watch_supervised(
     chain: Arc<dyn ChainView>,
     sender: broadcast::Sender<Event>,
     restarts: Arc<Metrics>,
+    io: Arc<Pool>,
 ) {
     loop {
-        let watcher = tokio::spawn(watch(reader.clone(), chain.clone(), sender.clone()));
+        let watcher = tokio::spawn(watch(
+            reader.clone(),
+            chain.clone(),
+            sender.clone(),
+            io.clone(),
+        ));
         match watcher.await {
             Err(error) if error.is_panic() => {
                 restarts
@@ -90,12 +97,13 @@ pub(crate) async fn watch(
     reader: Reader,
     chain: Arc<dyn ChainView>,
     sender: broadcast::Sender<Event>,
+    io: Arc<Pool>,
 ) {
     let notify = chain.changes();
     let mut recent: VecDeque<Block> = VecDeque::new();
     let stats = reader.stats();
     if let (Some(min), Some(max)) = (stats.min_height, stats.max_contiguous_height) {
-        recent = remember_tail(&reader, min, max).await;
+        recent = remember_tail(&reader, &io, min, max).await;
     }
     let mut again = false;
     loop {
@@ -134,7 +142,7 @@ pub(crate) async fn watch(
             // or was emptied): what is stored below the tip was stored
             // before anyone could be told, and is remembered, not
             // announced.
-            recent = remember_tail(&reader, min, max - 1).await;
+            recent = remember_tail(&reader, &io, min, max - 1).await;
         }
         // Then announce what is new, from just above what is still known
         // (or from the fork point when the reorg went deeper than memory).
@@ -173,12 +181,11 @@ pub(crate) async fn watch(
 /// The stored blocks up to `top`, the newest [`REMEMBERED_BLOCKS`] of them,
 /// to remember so a reorg of any of them (right after a client subscribes,
 /// or of blocks stored while the watcher was not yet looking) still
-/// replays the logs it removes. Read on a blocking thread: after a restart
+/// replays the logs it removes. Read on the I/O pool: after a restart
 /// their pages may be on the disk.
-async fn remember_tail(reader: &Reader, min: u64, top: u64) -> VecDeque<Block> {
+async fn remember_tail(reader: &Reader, io: &Pool, min: u64, top: u64) -> VecDeque<Block> {
     let reader = reader.clone();
     let from = top.saturating_sub(REMEMBERED_BLOCKS as u64 - 1).max(min);
-    tokio::task::spawn_blocking(move || (from..=top).filter_map(|h| reader.block(h)).collect())
+    io.run(move || (from..=top).filter_map(|h| reader.block(h)).collect())
         .await
-        .unwrap_or_default()
 }

@@ -23,7 +23,7 @@ use crate::{clients, events, stall};
 
 use super::offload::{io_pool, scan_pool};
 use super::route::Role;
-use super::{Server, execute, export, heap, residency, until_stopped};
+use super::{ConnectionPermit, Server, execute, export, heap, residency, until_stopped};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -70,11 +70,13 @@ pub async fn serve(
         .map(|client| Fallback::new(client, &config.fallback_methods, config.fallback_in_flight));
     let (events, _) = tokio::sync::broadcast::channel(events::SUBSCRIBER_BUFFER);
     let metrics = Arc::new(Metrics::default());
+    let io = Arc::new(io_pool());
     tokio::spawn(events::watch_supervised(
         reader.clone(),
         chain.clone(),
         events.clone(),
         metrics.clone(),
+        io.clone(),
     ));
     let fetch = state.as_ref().and_then(|s| s.fetch.clone());
     let clients = clients::ClientBudget::new(config.client_rate);
@@ -86,7 +88,7 @@ pub async fn serve(
         events,
         fetch,
         scans: scan_pool(),
-        io: io_pool(),
+        io,
         calls: execute::call_pool(),
         ctx: Arc::new(Context {
             reader,
@@ -218,43 +220,93 @@ async fn accept(server: Arc<Server>, listener: TcpListener, role: Role, slots: u
         // Shared with a WebSocket session the connection upgrades to: the
         // slot is freed when both the HTTP connection and the session end.
         let permit = Arc::new(permit);
-        tokio::spawn(async move {
-            server.metrics.connections.fetch_add(1, Ordering::Relaxed);
-            let first = AtomicBool::new(true);
-            let service = service_fn(|request| {
-                let server = server.clone();
-                let permit = permit.clone();
-                let new_connection = first.swap(false, Ordering::Relaxed);
-                async move {
-                    let answer = server
-                        .handle(request, permit, peer.ip(), new_connection, role)
-                        .await;
-                    Ok::<_, Infallible>(answer)
-                }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(server.ctx.config.idle_timeout)
-                .keep_alive(true)
-                .serve_connection(
-                    TokioIo::new(stall::WriteDeadline::new(
-                        stream,
-                        server.ctx.config.idle_timeout,
-                    )),
-                    service,
-                )
-                .with_upgrades();
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = until_stopped(server.stopping.clone()) => {
-                    // Finish the request being answered, then close.
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
+        let activity = stall::Activity::new();
+        let idle_timeout = server.ctx.config.idle_timeout;
+        // Dropped when the connection's task ends, however it ends.
+        let (ended, has_ended) = tokio::sync::oneshot::channel::<()>();
+        let connection = tokio::spawn({
+            let activity = activity.clone();
+            async move {
+                let _ended = ended;
+                serve_connection(server, stream, peer, role, permit, activity, idle_timeout).await;
             }
-            server.metrics.connections.fetch_sub(1, Ordering::Relaxed);
         });
+        // Idle, or its headers never finished: the connection's task is
+        // ended. Its own task, so no timer is polled with every request.
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stall::idle(&activity, idle_timeout) => connection.abort(),
+                _ = has_ended => {}
+            }
+        });
+    }
+}
+
+/// Counts an open connection while it lives, whichever way its task ends.
+struct Open(Arc<Server>);
+
+impl Open {
+    fn new(server: Arc<Server>) -> Open {
+        server.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        Open(server)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One connection: hyper serving requests on it until it closes or
+/// upgrades, or the server stops.
+async fn serve_connection(
+    server: Arc<Server>,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    role: Role,
+    permit: ConnectionPermit,
+    activity: Arc<stall::Activity>,
+    idle_timeout: Duration,
+) {
+    let _open = Open::new(server.clone());
+    let first = AtomicBool::new(true);
+    let service = service_fn(|request| {
+        let server = server.clone();
+        let permit = permit.clone();
+        let new_connection = first.swap(false, Ordering::Relaxed);
+        let in_hand = activity.request();
+        async move {
+            let answer = server
+                .handle(request, permit, peer.ip(), new_connection, role)
+                .await;
+            drop(in_hand);
+            Ok::<_, Infallible>(answer)
+        }
+    });
+    // No header-read timer per request: `stall::idle` ends a connection
+    // that brings no whole request for the idle timeout.
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .serve_connection(
+            TokioIo::new(stall::WriteDeadline::new(
+                stream,
+                idle_timeout,
+                activity.clone(),
+            )),
+            service,
+        )
+        .with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        _ = until_stopped(server.stopping.clone()) => {
+            // Finish the request being answered, then close.
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
     }
 }
 

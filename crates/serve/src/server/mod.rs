@@ -66,7 +66,7 @@ pub(crate) struct Server {
     /// wait their turn rather than crowd out serving.
     scans: neve_store::background::Pool,
     /// Reads of stored pages not in memory ([`offload::IO_THREADS`]).
-    io: neve_store::background::Pool,
+    io: Arc<neve_store::background::Pool>,
     /// Calls executing ([`execute::call_pool`]).
     calls: neve_store::background::Pool,
     events: tokio::sync::broadcast::Sender<Event>,

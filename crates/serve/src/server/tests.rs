@@ -69,7 +69,7 @@ pub(crate) fn server_configured(
     let server = Server {
         events: tokio::sync::broadcast::channel(4).0,
         scans: scan_pool(),
-        io: io_pool(),
+        io: Arc::new(io_pool()),
         calls: super::execute::call_pool(),
         ctx: Arc::new(Context {
             reader: store.reader(),
