@@ -99,12 +99,16 @@ async fn compare_at(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_equal_geths_at_latest_in_the_tail_by_hash_and_through_a_mirror() {
-    let (geth_node, head) = chain_with_logs().await;
-    let geth = RpcClient::new(geth_node.http_url()).unwrap();
-    let neve = Neve::start(geth_node.http_url(), &["--floor", "0"], head).await;
-    let client = RpcClient::new(&neve.url).unwrap();
-    let (token, holders, slots) = token_and_holders(&geth).await;
-    assert!(!holders.is_empty() && !slots.is_empty());
+    let TokenChain {
+        node: _node,
+        geth,
+        neve,
+        client,
+        head,
+        token,
+        holders,
+        slots,
+    } = neve_on_a_token_chain().await;
 
     // The chain grows while calls are compared, so `latest` is asked of
     // both at a height both hold: the tail's own heights, and by hash.

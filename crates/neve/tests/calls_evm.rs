@@ -14,7 +14,6 @@ mod support;
 use neve_upstream::{RpcClient, quantity};
 use serde_json::{Value, json};
 use support::calls::*;
-use support::*;
 
 /// A precompile's address.
 fn precompile(index: u16) -> String {
@@ -148,11 +147,18 @@ async fn same_or_miss(neve: &RpcClient, node: &RpcClient, method: &str, params: 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn precompiles_new_opcodes_and_blob_calls_equal_geths() {
-    let (geth_node, head) = chain_with_logs().await;
-    let geth = RpcClient::new(geth_node.http_url()).unwrap();
-    let neve = Neve::start(geth_node.http_url(), &["--floor", "0"], head).await;
-    let client = RpcClient::new(&neve.url).unwrap();
-    let (token, holders, _) = token_and_holders(&geth).await;
+    // Every field bound: what is left out is dropped at once, and the
+    // node and neve with it.
+    let TokenChain {
+        node: _node,
+        geth,
+        neve,
+        client,
+        head,
+        token,
+        holders,
+        slots: _,
+    } = neve_on_a_token_chain().await;
     let funded = &holders[0];
     let mut missed = Vec::new();
     let mut missed_tags = Vec::new();
@@ -343,11 +349,16 @@ fn authorization(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_with_authorization_lists_equal_geths() {
-    let (geth_node, head) = chain_with_logs().await;
-    let geth = RpcClient::new(geth_node.http_url()).unwrap();
-    let neve = Neve::start(geth_node.http_url(), &["--floor", "0"], head).await;
-    let client = RpcClient::new(&neve.url).unwrap();
-    let (_, holders, _) = token_and_holders(&geth).await;
+    let TokenChain {
+        node: _node,
+        geth,
+        neve: _neve,
+        client,
+        head,
+        holders,
+        token: _,
+        slots: _,
+    } = neve_on_a_token_chain().await;
     let funded = &holders[0];
     let chain_id: String = geth.call("eth_chainId", ()).await.unwrap();
     let chain_id = u64::from_str_radix(chain_id.trim_start_matches("0x"), 16).unwrap();

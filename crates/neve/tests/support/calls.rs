@@ -115,3 +115,37 @@ pub async fn compare_probes(neve: &RpcClient, node: &RpcClient, at: &Value, fund
         .await;
     }
 }
+
+/// A geth dev chain with a token and its holders, a neve following it from
+/// genesis, and a client of each.
+pub struct TokenChain {
+    /// Kept running for the test's length.
+    pub node: neve_devnet::GethDev,
+    pub geth: RpcClient,
+    pub neve: super::Neve,
+    pub client: RpcClient,
+    pub head: u64,
+    pub token: String,
+    pub holders: Vec<String>,
+    pub slots: Vec<String>,
+}
+
+/// [`TokenChain`], caught up.
+pub async fn neve_on_a_token_chain() -> TokenChain {
+    let (node, head) = super::chain_with_logs().await;
+    let geth = RpcClient::new(node.http_url()).unwrap();
+    let neve = super::Neve::start(node.http_url(), &["--floor", "0"], head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let (token, holders, slots) = token_and_holders(&geth).await;
+    assert!(!holders.is_empty() && !slots.is_empty());
+    TokenChain {
+        node,
+        geth,
+        neve,
+        client,
+        head,
+        token,
+        holders,
+        slots,
+    }
+}
