@@ -9,6 +9,11 @@
 #   scripts/bench-frontend.sh
 #   WORKLOADS="mix:seeds-read randblock" CONNS=1,16 scripts/bench-frontend.sh
 #   WORKLOADS=mix:eth-mainnet scripts/bench-frontend.sh
+#   CEILING=1 WORKLOADS=mix:eth-mainnet CONNS=16 scripts/bench-frontend.sh
+#
+# CEILING=1 adds the front end's own ceiling: the same nginx in front of a
+# backend that costs nothing (an nginx answering every request with one
+# fixed result), what no mirror behind it can beat.
 set -euo pipefail
 WORKLOADS=${WORKLOADS:-"mix:seeds-read randblock"}
 CONNS=${CONNS:-1,16}
@@ -58,6 +63,21 @@ one=$(front one "127.0.0.1:$AP")
 two=$(front two "127.0.0.1:$AP" "127.0.0.1:$BP")
 args=()
 for w in $WORKLOADS; do args+=(--workload "$w"); done
+if [ "${CEILING:-0}" = 1 ]; then
+  FP=$(free_port); dir="$work/free"; mkdir -p "$dir"
+  cat >"$dir/nginx.conf" <<CONF
+user root; pid $dir/nginx.pid; error_log $dir/error.log; worker_processes auto;
+events { worker_connections 4096; }
+http { access_log off; keepalive_requests 1000000; client_body_temp_path $dir/body; proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fcgi; uwsgi_temp_path $dir/uwsgi; scgi_temp_path $dir/scgi;
+  server { listen 127.0.0.1:$FP; location = / { default_type application/json; return 200 '{"jsonrpc":"2.0","id":1,"result":"0xffffffff"}'; } } }
+CONF
+  nginx -e "$dir/error.log" -c "$dir/nginx.conf"
+  echo "$dir/nginx.pid" >>"$work/nginx-pids"
+  free=$(front free "127.0.0.1:$FP")
+  # Its one answer is no node's: flagged, and kept.
+  args+=(--target "free-backend=$free" --compare free-backend:geth-alone --allow-flagged)
+fi
 "$neve" bench --target "two-mirrors=$two" --target "one-mirror=$one" --target "geth-alone=$geth_only" \
   --compare two-mirrors:geth-alone --compare one-mirror:geth-alone \
   "${args[@]}" --conns "$CONNS" --warmup 1 --duration 5 --out "${OUT:-bench-results/frontend}"
