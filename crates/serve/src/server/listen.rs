@@ -222,22 +222,23 @@ async fn accept(server: Arc<Server>, listener: TcpListener, role: Role, slots: u
         let permit = Arc::new(permit);
         let activity = stall::Activity::new();
         let idle_timeout = server.ctx.config.idle_timeout;
-        // Dropped when the connection's task ends, however it ends.
-        let (ended, has_ended) = tokio::sync::oneshot::channel::<()>();
-        let connection = tokio::spawn({
-            let activity = activity.clone();
-            async move {
-                let _ended = ended;
-                serve_connection(server, stream, peer, role, permit, activity, idle_timeout).await;
-            }
-        });
+        let mut connection = tokio::spawn(serve_connection(
+            server,
+            stream,
+            peer,
+            role,
+            permit,
+            activity.clone(),
+            idle_timeout,
+        ));
         // Idle, or its headers never finished: the connection's task is
         // ended. Its own task, so no timer is polled with every request.
         tokio::spawn(async move {
             tokio::select! {
-                _ = stall::idle(&activity, idle_timeout) => connection.abort(),
-                _ = has_ended => {}
+                _ = stall::idle(&activity, idle_timeout) => {}
+                _ = &mut connection => return,
             }
+            connection.abort();
         });
     }
 }
