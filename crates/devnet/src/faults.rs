@@ -51,6 +51,11 @@ pub enum Fault {
     /// Forward it whole, but a slice at a time: [`DRIP_BYTES`] every
     /// [`DRIP_EVERY`] (a slow link; for `/blocks` streams).
     Drip,
+    /// Answer 200 with a JSON-RPC error for each call, as a provider over
+    /// its quota does (-32005 "daily request limit reached").
+    OverQuota,
+    /// 429 with `Retry-After: 86400`, as a provider out of its day's quota.
+    RetryTomorrow,
 }
 
 /// What [`Fault::Drip`] sends at a time.
@@ -337,6 +342,27 @@ impl FaultProxy {
 /// A proxy answer's body: whole, endless, stalling or cut off.
 type ProxyBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
 
+/// A provider's answer over its quota to `body`: a JSON-RPC error for
+/// each call, with its id.
+fn over_quota(body: &[u8]) -> String {
+    let error = |id: &serde_json::Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32005, "message": "daily request limit reached"}})
+    };
+    let null = serde_json::Value::Null;
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(calls)) => serde_json::Value::Array(
+            calls
+                .iter()
+                .map(|call| error(call.get("id").unwrap_or(&null)))
+                .collect(),
+        )
+        .to_string(),
+        Ok(call) => error(call.get("id").unwrap_or(&null)).to_string(),
+        Err(_) => error(&null).to_string(),
+    }
+}
+
 fn answer(status: StatusCode, body: impl Into<Bytes>) -> Response<ProxyBody> {
     let mut response = Response::new(
         Full::new(body.into())
@@ -481,6 +507,15 @@ async fn handle(
             return answer(StatusCode::SERVICE_UNAVAILABLE, "upstream unavailable");
         }
         Fault::Garbage => return answer(StatusCode::OK, "<html>not json</html>"),
+        Fault::OverQuota => return answer(StatusCode::OK, over_quota(&body)),
+        Fault::RetryTomorrow => {
+            let mut response = answer(StatusCode::TOO_MANY_REQUESTS, "daily limit reached");
+            response.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static("86400"),
+            );
+            return response;
+        }
         _ => {}
     }
     let Ok((status, forwarded)) = client.post(body.clone()).await else {

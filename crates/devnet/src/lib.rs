@@ -92,6 +92,10 @@ pub struct GethDevOptions {
     /// `--rpc.batch-request-limit`: most calls geth answers in one batch
     /// (as a provider that caps batches); `None` keeps geth's 1,000.
     pub batch_request_limit: Option<usize>,
+    /// When Osaka activates (seconds since the epoch): a chain at Prague
+    /// with Osaka scheduled; `None` keeps [`DEV_GENESIS`]'s Osaka at
+    /// genesis.
+    pub osaka_time: Option<u64>,
 }
 
 /// The key of geth's `--dev` account (geth's own fixed dev key, in
@@ -142,7 +146,13 @@ impl GethDev {
         };
         let password = write("password", "")?;
         let key = write("dev.key", GETH_DEV_KEY.trim())?;
-        let genesis = write("genesis.json", DEV_GENESIS)?;
+        let genesis = match options.osaka_time {
+            Some(time) => {
+                DEV_GENESIS.replace("\"osakaTime\": 0,", &format!("\"osakaTime\": {time},"))
+            }
+            None => DEV_GENESIS.to_string(),
+        };
+        let genesis = write("genesis.json", &genesis)?;
         run_step(
             &geth,
             &[

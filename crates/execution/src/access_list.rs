@@ -79,9 +79,6 @@ pub enum AccessListOutcome {
         list: AccessList,
         /// Gas the last run used with `list` as its access list.
         gas_used: u64,
-        /// Gas of every run it took to settle, the last one included:
-        /// what making the list cost.
-        gas_spent: u64,
         /// How the last run failed, in geth's words (`res.Err`): a revert
         /// is plain `execution reverted`, its reason not decoded; `None`
         /// when it succeeded.
@@ -109,7 +106,6 @@ pub fn create_access_list(
     let initial = request.args.access_list.clone().unwrap_or_default();
     let mut previous = AccessListTracer::new(&initial, excluded);
     let mut round = request.clone();
-    let mut gas_spent = 0u64;
     for _ in 0..MAX_ROUNDS {
         let list = previous.access_list();
         // Always a list, if empty: the run is an EIP-2930 (or later)
@@ -120,12 +116,10 @@ pub fn create_access_list(
             Run::Done(outcome) => outcome,
             other => return Ok(AccessListOutcome::Incomplete(other)),
         };
-        gas_spent = gas_spent.saturating_add(outcome.gas_used);
         if tracer.equal(&previous) {
             return Ok(AccessListOutcome::Done {
                 list,
                 gas_used: outcome.gas_used,
-                gas_spent,
                 error: failure(&outcome.ended),
             });
         }

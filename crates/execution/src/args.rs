@@ -94,7 +94,24 @@ impl CallArgs {
     pub fn sender(&self) -> Address {
         self.from.unwrap_or_default()
     }
+
+    /// The balance geth's `buyGas` wants of the sender for `gas` at
+    /// `fee_cap`: gas × fee cap + value + blob gas × blob fee cap; `None`
+    /// past 256 bits, which geth refuses ("required balance exceeds 256
+    /// bits") where a sum that wrapped would pass.
+    pub(crate) fn balance_needed(&self, gas: u64, fee_cap: U256) -> Option<U256> {
+        let blobs = self.blob_versioned_hashes.as_ref().map_or(0, Vec::len) as u64;
+        let blob_fee = U256::from(blobs * BLOB_GAS_PER_BLOB)
+            .checked_mul(self.max_fee_per_blob_gas.unwrap_or_default())?;
+        U256::from(gas)
+            .checked_mul(fee_cap)?
+            .checked_add(self.value.unwrap_or_default())?
+            .checked_add(blob_fee)
+    }
 }
+
+/// Blob gas of one blob (EIP-4844's `GAS_PER_BLOB`, 2^17).
+pub(crate) const BLOB_GAS_PER_BLOB: u64 = 1 << 17;
 
 /// geth's hexutil quantities: a string, `0x` then hex digits, no leading
 /// zero, within the type's bits. serde's defaults for these types also
@@ -168,20 +185,26 @@ pub type StateOverride = BTreeMap<Address, AccountOverride>;
 #[serde(rename_all = "camelCase")]
 pub struct BlockOverrides {
     /// `NUMBER`.
+    #[serde(default, deserialize_with = "quantity::u256")]
     pub number: Option<U256>,
     /// `DIFFICULTY`.
+    #[serde(default, deserialize_with = "quantity::u256")]
     pub difficulty: Option<U256>,
     /// `TIMESTAMP`.
+    #[serde(default, deserialize_with = "quantity::u64")]
     pub time: Option<U64>,
     /// `GASLIMIT`.
+    #[serde(default, deserialize_with = "quantity::u64")]
     pub gas_limit: Option<U64>,
     /// `COINBASE`.
     pub fee_recipient: Option<Address>,
     /// `PREVRANDAO`.
     pub prev_randao: Option<B256>,
     /// `BASEFEE`.
+    #[serde(default, deserialize_with = "quantity::u256")]
     pub base_fee_per_gas: Option<U256>,
     /// `BLOBBASEFEE`.
+    #[serde(default, deserialize_with = "quantity::u256")]
     pub blob_base_fee: Option<U256>,
     /// Refused for calls, as geth refuses it.
     pub beacon_root: Option<B256>,
@@ -223,6 +246,30 @@ mod tests {
             (args.gas, args.value, args.nonce),
             (Some(U64::from(16)), Some(U256::ZERO), None)
         );
+    }
+
+    /// Issue 42.13: block overrides are geth's hexutil quantities too.
+    #[test]
+    fn block_override_quantities_are_geths_hex_only() {
+        for bad in [
+            r#"{"number":5}"#,
+            r#"{"number":"5"}"#,
+            r#"{"time":"0x05"}"#,
+            r#"{"gasLimit":"12"}"#,
+            r#"{"baseFeePerGas":1}"#,
+            r#"{"blobBaseFee":"0x"}"#,
+            r#"{"difficulty":"0x01"}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<BlockOverrides>(bad).is_err(),
+                "{bad}"
+            );
+        }
+        let overrides: BlockOverrides =
+            serde_json::from_str(r#"{"number":"0x5","time":"0x10","baseFeePerGas":null}"#).unwrap();
+        assert_eq!(overrides.number, Some(U256::from(5)));
+        assert_eq!(overrides.time, Some(U64::from(16)));
+        assert_eq!(overrides.base_fee_per_gas, None);
     }
 
     #[test]

@@ -29,6 +29,21 @@ pub struct BlockFacts {
     pub excess_blob_gas: Option<u64>,
     /// The verified state root every read starts from.
     pub state_root: B256,
+    /// Which forks the header's own fields show (Shanghai's
+    /// `withdrawalsRoot`, Cancun's `blobGasUsed`, Prague's
+    /// `requestsHash`): what rules claimed for it must agree with.
+    pub shows: HeaderForks,
+}
+
+/// The fork-specific fields a verified header carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeaderForks {
+    /// `withdrawalsRoot`: Shanghai or later.
+    pub withdrawals: bool,
+    /// `blobGasUsed`: Cancun or later.
+    pub blob_gas: bool,
+    /// `requestsHash`: Prague or later.
+    pub requests: bool,
 }
 
 /// A header's JSON as geth and avalanchego write it, the fields a call
@@ -50,6 +65,12 @@ struct HeaderJson {
     #[serde(default)]
     excess_blob_gas: Option<U256>,
     state_root: B256,
+    #[serde(default)]
+    withdrawals_root: Option<B256>,
+    #[serde(default)]
+    blob_gas_used: Option<U256>,
+    #[serde(default)]
+    requests_hash: Option<B256>,
 }
 
 fn small(value: U256, field: &str) -> Result<u64, String> {
@@ -77,7 +98,33 @@ impl BlockFacts {
                 .map(|gas| small(gas, "excessBlobGas"))
                 .transpose()?,
             state_root: header.state_root,
+            shows: HeaderForks {
+                withdrawals: header.withdrawals_root.is_some(),
+                blob_gas: header.blob_gas_used.is_some(),
+                requests: header.requests_hash.is_some(),
+            },
         })
+    }
+
+    /// Whether the block's own header contradicts `fork` being in force at
+    /// it: on Ethereum's chains each of Shanghai, Cancun and Prague adds a
+    /// header field, so the fields name the fork from Shanghai to Prague
+    /// (Osaka adds none); on coreth's only a field newer than the rules'
+    /// fork is a contradiction (its headers follow its own upgrades).
+    pub fn contradicts(&self, fork: &crate::rules::Fork) -> bool {
+        use revm::primitives::hardfork::SpecId;
+        let claims = |spec: SpecId| fork.spec.is_enabled_in(spec);
+        let shows = self.shows;
+        let newer = (shows.requests && !claims(SpecId::PRAGUE))
+            || (shows.blob_gas && !claims(SpecId::CANCUN))
+            || (shows.withdrawals && !claims(SpecId::SHANGHAI));
+        let older = (!shows.requests && claims(SpecId::PRAGUE))
+            || (!shows.blob_gas && claims(SpecId::CANCUN))
+            || (!shows.withdrawals && claims(SpecId::SHANGHAI));
+        match fork.dialect {
+            crate::rules::Dialect::Ethereum => newer || older,
+            crate::rules::Dialect::Coreth => shows.requests && !claims(SpecId::PRAGUE),
+        }
     }
 }
 
@@ -142,5 +189,51 @@ mod tests {
         assert_eq!(facts.excess_blob_gas, Some(0));
         assert_eq!(facts.mix_hash, B256::repeat_byte(0x22));
         assert!(BlockFacts::from_json(b"{}").is_err());
+        assert_eq!(facts.shows, HeaderForks::default());
+    }
+
+    /// Issue 42.6: a fork claimed for a block whose header shows another
+    /// is a contradiction.
+    #[test]
+    fn a_header_contradicts_rules_that_name_another_fork() {
+        use revm::primitives::hardfork::SpecId;
+        let prague_header = HeaderForks {
+            withdrawals: true,
+            blob_gas: true,
+            requests: true,
+        };
+        let facts = |shows| BlockFacts {
+            number: 1,
+            hash: B256::ZERO,
+            timestamp: 1,
+            beneficiary: Address::ZERO,
+            gas_limit: 1,
+            base_fee: Some(1),
+            difficulty: U256::ZERO,
+            mix_hash: B256::ZERO,
+            excess_blob_gas: Some(0),
+            state_root: B256::ZERO,
+            shows,
+        };
+        let fork = |spec, dialect| crate::rules::Fork {
+            dialect,
+            activation_time: 0,
+            spec,
+            blob_base_fee_update_fraction: Some(1),
+            blob_target: 0,
+            blob_max: 0,
+        };
+        let ethereum = crate::rules::Dialect::Ethereum;
+        assert!(!facts(prague_header).contradicts(&fork(SpecId::PRAGUE, ethereum)));
+        assert!(!facts(prague_header).contradicts(&fork(SpecId::OSAKA, ethereum)));
+        assert!(facts(prague_header).contradicts(&fork(SpecId::CANCUN, ethereum)));
+        let cancun_header = HeaderForks {
+            requests: false,
+            ..prague_header
+        };
+        assert!(facts(cancun_header).contradicts(&fork(SpecId::PRAGUE, ethereum)));
+        let coreth = crate::rules::Dialect::Coreth;
+        assert!(!facts(HeaderForks::default()).contradicts(&fork(SpecId::CANCUN, coreth)));
+        assert!(facts(prague_header).contradicts(&fork(SpecId::CANCUN, coreth)));
     }
 }

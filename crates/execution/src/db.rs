@@ -227,7 +227,7 @@ impl DatabaseRef for VerifiedDb<'_> {
         }
         match self.state.code(&code_hash.0) {
             Read::Found(code) => {
-                let code = Bytecode::new_raw(code.into());
+                let code = bytecode(code.into());
                 if let Some(codes) = self.codes {
                     codes.insert(code_hash, code.clone());
                 }
@@ -285,4 +285,12 @@ impl DatabaseRef for VerifiedDb<'_> {
             }
         }
     }
+}
+
+/// Code as the EVM runs it: a well-formed EIP-7702 delegation designator
+/// as a delegation, anything else (a malformed `0xef01…` included, which
+/// revm's `Bytecode::new_raw` panics on) as legacy code, as geth runs it
+/// (`invalid opcode: opcode 0xef not defined`).
+pub(crate) fn bytecode(code: alloy_primitives::Bytes) -> Bytecode {
+    Bytecode::new_raw_checked(code.clone()).unwrap_or_else(|_| Bytecode::new_legacy(code))
 }

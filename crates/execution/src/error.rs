@@ -37,21 +37,18 @@ impl CallError {
     pub(crate) fn invalid(
         invalid: &Invalid,
         args: &CallArgs,
-        fee_cap: u128,
+        fee_cap: U256,
         gas: u64,
     ) -> CallError {
         let sender = args.sender();
         let message = match invalid {
             Invalid::LackOfFundForMaxFee { balance, .. } => {
-                let value = args.value.unwrap_or_default();
-                let mut want = U256::from(gas) * U256::from(fee_cap) + value;
-                if let Some(blob_fee) = args.max_fee_per_blob_gas {
-                    let blobs = args.blob_versioned_hashes.as_ref().map_or(0, Vec::len);
-                    want += U256::from(blobs as u64 * 131_072) * blob_fee;
+                match args.balance_needed(gas, fee_cap) {
+                    Some(want) => format!(
+                        "insufficient funds for gas * price + value: address {sender} have {balance} want {want}"
+                    ),
+                    None => insufficient_past_256_bits(args),
                 }
-                format!(
-                    "insufficient funds for gas * price + value: address {sender} have {balance} want {want}"
-                )
             }
             Invalid::CallGasCostMoreThanGasLimit {
                 initial_gas,
@@ -98,4 +95,12 @@ impl CallError {
         };
         CallError::PreCheck(format!("err: {message} (supplied gas {gas})"))
     }
+}
+
+/// geth's refusal of a call whose balance check does not fit 256 bits.
+pub(crate) fn insufficient_past_256_bits(args: &CallArgs) -> String {
+    format!(
+        "insufficient funds for gas * price + value: address {} required balance exceeds 256 bits",
+        args.sender()
+    )
 }

@@ -5,8 +5,6 @@
 //! [`ERROR_RATIO`]. Every probe is a [`run`] at the same pinned state, so
 //! a probe that needs state not held ends the estimate the same way.
 
-use std::cell::Cell;
-
 use alloy_primitives::U256;
 use revm::primitives::hardfork::SpecId;
 
@@ -37,33 +35,10 @@ pub enum Estimate {
     Incomplete(Run),
 }
 
-/// An estimate, and the gas every probe of its search used together: what
-/// making it cost, which is what a client is charged for it (a search runs
-/// the call a dozen times or more, its answer names one run's gas).
-#[derive(Clone, Debug)]
-pub struct Estimated {
-    /// How the estimate ended.
-    pub estimate: Estimate,
-    /// Gas of all the probes that ran to an end.
-    pub gas_spent: u64,
-}
-
-/// Estimates `request`'s gas at `pinned`.
-pub fn estimate(pinned: &Pinned<'_>, request: &Request) -> Result<Estimated, CallError> {
-    let spent = Cell::new(0);
-    let estimate = search(pinned, request, &spent)?;
-    Ok(Estimated {
-        estimate,
-        gas_spent: spent.get(),
-    })
-}
-
-/// geth's search; each probe's gas is added to `spent`.
-fn search(
-    pinned: &Pinned<'_>,
-    request: &Request,
-    spent: &Cell<u64>,
-) -> Result<Estimate, CallError> {
+/// Estimates `request`'s gas at `pinned`; every probe's gas is charged to
+/// [`Pinned::spent`] (a search runs the call a dozen times or more, its
+/// answer names one run's gas).
+pub fn estimate(pinned: &Pinned<'_>, request: &Request) -> Result<Estimate, CallError> {
     let args = &request.args;
     let balance = match sender_balance(pinned, request)? {
         Ok(balance) => balance,
@@ -75,7 +50,8 @@ fn search(
     {
         hi = gas;
     }
-    if pinned.fork.spec.is_enabled_in(SpecId::OSAKA) && hi > OSAKA_TX_GAS_CAP {
+    let fork = pinned.fork_for(request)?;
+    if fork.spec.is_enabled_in(SpecId::OSAKA) && hi > OSAKA_TX_GAS_CAP {
         hi = OSAKA_TX_GAS_CAP;
     }
     let fee_cap = args.max_fee_per_gas.or(args.gas_price).unwrap_or_default();
@@ -86,7 +62,21 @@ fn search(
                 "insufficient funds for transfer".into(),
             ));
         }
-        let allowance = (balance - value) / fee_cap;
+        let mut available = balance - value;
+        // The blobs' fee comes out of the allowance first, as geth takes
+        // it (in 256 bits that wrap, as geth's do here).
+        let blobs = args.blob_versioned_hashes.as_ref().map_or(0, Vec::len) as u64;
+        if blobs > 0 && fork.spec.is_enabled_in(SpecId::CANCUN) {
+            let blob_fee = U256::from(blobs * crate::args::BLOB_GAS_PER_BLOB)
+                .wrapping_mul(args.max_fee_per_blob_gas.unwrap_or_default());
+            if blob_fee >= available {
+                return Err(CallError::PreCheck(
+                    "insufficient funds for gas * price + value".into(),
+                ));
+            }
+            available -= blob_fee;
+        }
+        let allowance = available / fee_cap;
         if allowance < U256::from(hi) {
             hi = allowance.to();
         }
@@ -94,10 +84,7 @@ fn search(
     hi = hi.min(GAS_CAP);
     let probe = |gas: u64| -> Result<Probe, CallError> {
         match run(pinned, request, Some(gas)) {
-            Ok(Run::Done(outcome)) => {
-                spent.set(spent.get().saturating_add(outcome.gas_used));
-                Ok(Probe::Ran(outcome))
-            }
+            Ok(Run::Done(outcome)) => Ok(Probe::Ran(outcome)),
             Ok(other) => Ok(Probe::Incomplete(other)),
             // Too little gas for the intrinsic cost fails the probe.
             Err(CallError::PreCheck(message))

@@ -29,10 +29,10 @@ mod tracer;
 
 pub use access_list::{AccessListOutcome, MAX_ROUNDS, create_access_list, excluded_addresses};
 pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
-pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeightCache};
+pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeaderForks, HeightCache};
 pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};
 pub use error::CallError;
-pub use estimate::{ERROR_RATIO, Estimate, Estimated, estimate};
+pub use estimate::{ERROR_RATIO, Estimate, estimate};
 pub use revert::revert_message;
 pub use revm::primitives::hardfork::SpecId;
 pub use rules::{ChainRules, Dialect, Fork, RulesCell};

@@ -55,6 +55,9 @@ pub struct ChainRules {
     /// The method the rules were read with (`eth_config` or
     /// `eth_getChainConfig`): the one a mirror of this neve is answered.
     pub source: &'static str,
+    /// The latest block time the answer they were read from speaks for
+    /// (see [`ChainRules::covering_until`]); none: no bound.
+    covers_until: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -194,6 +197,7 @@ impl ChainRules {
             forks,
             until,
             source: "eth_config",
+            covers_until: None,
         })
     }
 
@@ -247,12 +251,41 @@ impl ChainRules {
             }],
             until,
             source: "eth_getChainConfig",
+            covers_until: None,
         })
+    }
+
+    /// These rules, confirmed until `time` (seconds since the epoch): an
+    /// answer asked at some moment says nothing of a fork scheduled after
+    /// it. Until `time` they are the node's own, for any block time (a
+    /// block override's included); after it (refreshes failing, naming
+    /// another chain, or not parsing) they still speak for blocks made up
+    /// to `time`, and later blocks have no rules: calls at them are 421
+    /// rather than run under rules that may have changed.
+    pub fn covering_until(mut self, time: u64) -> ChainRules {
+        self.covers_until = Some(time);
+        self
+    }
+
+    /// When the next fork neve knows of activates after `now` (seconds
+    /// since the epoch), if one is scheduled: the moment to ask again, so
+    /// what a mirror is told (`eth_config`'s `current`) follows the fork.
+    pub fn next_activation(&self, now: u64) -> Option<u64> {
+        self.forks
+            .iter()
+            .map(|fork| fork.activation_time)
+            .chain(self.until)
+            .filter(|at| *at > now)
+            .min()
     }
 
     /// The fork in force at `timestamp`, if neve knows it.
     pub fn at(&self, timestamp: u64) -> Option<Fork> {
-        if self.until.is_some_and(|until| timestamp >= until) {
+        if self.until.is_some_and(|until| timestamp >= until)
+            || self
+                .covers_until
+                .is_some_and(|covers| timestamp > covers && unix_now() > covers)
+        {
             return None;
         }
         self.forks
@@ -261,6 +294,12 @@ impl ChainRules {
             .find(|fork| fork.activation_time <= timestamp)
             .copied()
     }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The chain's rules once known, shared by whoever learns them (at start,
@@ -386,6 +425,31 @@ mod tests {
         let mut in_force = coreth_local();
         in_force["heliconTimestamp"] = 0.into();
         assert!(ChainRules::from_coreth_config(&in_force).is_err());
+    }
+
+    /// Issue 42.6: rules speak for the blocks their answer covered; past
+    /// that (refreshes failing) a block has none, and the next fork is
+    /// when to ask again (42.14).
+    #[test]
+    fn rules_cover_blocks_up_to_their_answer_and_name_when_to_ask_again() {
+        let config = serde_json::json!({
+            "current": fork(100, "BLS12_G1ADD", 5_007_716),
+            "next": fork(300, "P256VERIFY", 5_007_716),
+            "last": fork(300, "P256VERIFY", 5_007_716),
+        });
+        // Confirmed long ago (time 250): blocks made since have no rules.
+        let rules = ChainRules::from_eth_config(&config)
+            .unwrap()
+            .covering_until(250);
+        assert_eq!(rules.at(250).unwrap().spec, SpecId::PRAGUE);
+        assert_eq!(rules.at(251), None, "past what the answer covered");
+        // Confirmed until a minute from now: any time, an override's too.
+        let fresh = ChainRules::from_eth_config(&config)
+            .unwrap()
+            .covering_until(unix_now() + 60);
+        assert_eq!(fresh.at(u64::MAX / 2).unwrap().spec, SpecId::OSAKA);
+        assert_eq!(rules.next_activation(200), Some(300));
+        assert_eq!(rules.next_activation(300), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::block::BlockFacts;
 use crate::coreth::{ChainPrecompiles, KeyedDb};
 use crate::db::{Needs, VerifiedDb};
 use crate::error::CallError;
-use crate::rules::{Dialect, Fork};
+use crate::rules::{ChainRules, Dialect, Fork};
 
 /// Most gas one call may use: geth's `RPCGasCap`, so a call neve answers
 /// is one geth answers the same. A call asking more gets this much, and
@@ -44,8 +44,16 @@ pub struct Pinned<'a> {
     pub state: &'a State,
     /// The block (its verified header's facts).
     pub block: &'a BlockFacts,
-    /// The rules in force at it.
+    /// The rules in force at it (the blob base fee follows them, as in
+    /// geth, whatever a block override says).
     pub fork: Fork,
+    /// The chain's rules, for a run whose block overrides move it in time:
+    /// geth runs it under the rules of the overridden time.
+    pub rules: &'a ChainRules,
+    /// Gas of every run made here, however it ended (an answer, a run
+    /// that needed state not held, an error after executing): what the
+    /// client is charged.
+    pub spent: std::cell::Cell<u64>,
     /// The chain id.
     pub chain_id: u64,
     /// Hashes of stored verified blocks by height, for `BLOCKHASH`.
@@ -55,6 +63,24 @@ pub struct Pinned<'a> {
 }
 
 impl Pinned<'_> {
+    /// The rules a run of `request` executes under: the pinned block's,
+    /// or, with a `time` block override, those in force at that time (as
+    /// geth derives them from the overridden block context). A time no
+    /// known rules cover is a miss.
+    pub fn fork_for(&self, request: &Request) -> Result<Fork, CallError> {
+        match request.block.as_ref().and_then(|o| o.time) {
+            Some(time) => self
+                .rules
+                .at(time.saturating_to())
+                .ok_or(CallError::Unsupported),
+            None => Ok(self.fork),
+        }
+    }
+
+    fn charge(&self, gas: u64) {
+        self.spent.set(self.spent.get().saturating_add(gas));
+    }
+
     /// A database over the pinned block's verified state.
     fn database(&self) -> VerifiedDb<'_> {
         VerifiedDb::new(
@@ -177,6 +203,7 @@ fn execute(
     let input = args.input();
     let dialect = pinned.fork.dialect;
     let coreth = dialect == Dialect::Coreth;
+    let spec = pinned.fork_for(request)?.spec;
     if coreth && !coreth_follows(request) {
         return Err(CallError::Unsupported);
     }
@@ -259,7 +286,7 @@ fn execute(
             .map(Either::Left)
             .collect(),
     };
-    let mut cfg = CfgEnv::new_with_spec(pinned.fork.spec);
+    let mut cfg = CfgEnv::new_with_spec(spec);
     cfg.chain_id = pinned.chain_id;
     cfg.disable_nonce_check = true;
     cfg.disable_eip3607 = true;
@@ -272,7 +299,7 @@ fn execute(
         .with_db(cache)
         .with_block(block.clone())
         .with_cfg(cfg.clone());
-    let precompiles = || ChainPrecompiles::new(dialect, pinned.fork.spec);
+    let precompiles = || ChainPrecompiles::new(dialect, spec);
     let (result, reached_warp) = match tracer {
         None => {
             let mut evm = context.build_mainnet().with_precompiles(precompiles());
@@ -285,6 +312,11 @@ fn execute(
             (evm.inspect_tx(tx.clone()), evm.precompiles.reached_warp)
         }
     };
+    // Charged whatever comes of it: a run that then needs state not held,
+    // or is not answered here, cost its work all the same.
+    if let Ok(done) = &result {
+        pinned.charge(done.result.gas().total_gas_spent());
+    }
     if db.outside_tail() {
         return Ok(Run::OutsideTail);
     }
@@ -299,7 +331,12 @@ fn execute(
     let result = match result {
         Ok(done) => done.result,
         Err(EVMError::Transaction(invalid)) => {
-            return Err(CallError::invalid(&invalid, args, fees.fee_cap, gas_limit));
+            return Err(CallError::invalid(
+                &invalid,
+                args,
+                fees.wide_fee_cap,
+                gas_limit,
+            ));
         }
         Err(EVMError::Database(never)) => match never {},
         Err(other) => return Err(CallError::Internal(other.to_string())),
@@ -311,7 +348,15 @@ fn execute(
         ExecutionResult::Halt {
             reason: HaltReason::PrecompileErrorWithContext(reason),
             ..
-        } if !coreth => match crate::precompile_failure::geth_words(reason, args.to) {
+        } if !coreth => match crate::precompile_failure::geth_words(
+            reason,
+            &crate::precompile_failure::TopCall {
+                to: args.to,
+                input: &tx.data,
+                gas_limit,
+                spec,
+            },
+        ) {
             Some(words) => Some(words),
             None => return Err(CallError::Unsupported),
         },
@@ -378,10 +423,25 @@ fn execute(
     }))
 }
 
+/// geth's `buyGas` refuses a balance check past 256 bits (revm, whose fee
+/// cap is 128 bits wide, would run it).
+fn fits_256_bits(args: &CallArgs, gas: u64, fee_cap: U256) -> Result<(), CallError> {
+    match args.balance_needed(gas, fee_cap) {
+        Some(_) => Ok(()),
+        None => Err(CallError::PreCheck(format!(
+            "err: {} (supplied gas {gas})",
+            crate::error::insufficient_past_256_bits(args)
+        ))),
+    }
+}
+
 /// The fees a call pays, as geth derives them for a call.
 pub(crate) struct Fees {
     /// The price cap revm charges against (legacy: the price).
     pub(crate) fee_cap: u128,
+    /// The same, whole: what geth's balance check multiplies (revm's is
+    /// at most 128 bits).
+    pub(crate) wide_fee_cap: U256,
     /// EIP-1559's tip, when 1559 fields were given.
     pub(crate) tip: Option<u128>,
     /// The price paid (`GASPRICE`); 0 makes `BASEFEE` read 0, as in geth.
@@ -402,8 +462,10 @@ impl Fees {
         let Some(base_fee) = base_fee else {
             // Before London only the legacy price counts.
             let price = args.gas_price.unwrap_or_default();
+            fits_256_bits(args, gas, price)?;
             return Ok(Fees {
                 fee_cap: wide(price),
+                wide_fee_cap: price,
                 tip: None,
                 price: wide(price),
             });
@@ -438,8 +500,10 @@ impl Fees {
                 )));
             }
         }
+        fits_256_bits(args, gas, fee_cap)?;
         Ok(Fees {
             fee_cap: wide(fee_cap),
+            wide_fee_cap: fee_cap,
             tip: (!legacy).then(|| wide(tip)),
             price: wide(price),
         })
@@ -572,7 +636,7 @@ fn apply_state_overrides(
         }
         if let Some(code) = &account.code {
             info.code_hash = alloy_primitives::keccak256(code);
-            info.code = Some(revm::bytecode::Bytecode::new_raw(code.clone()));
+            info.code = Some(crate::db::bytecode(code.clone()));
         }
         cache.insert_account_info(*address, info);
         if let Some(state) = &account.state {

@@ -124,6 +124,9 @@ pub(crate) struct NeveHealth {
     pub(crate) max: Option<u64>,
     pub(crate) safe: Option<u64>,
     pub(crate) finalized: Option<u64>,
+    /// Whether that neve follows its own upstream (`follower.running`):
+    /// a neve that does not serves a tip that is not the chain's.
+    pub(crate) following: bool,
 }
 
 pub(crate) async fn neve_health(client: &RpcClient) -> Result<NeveHealth, IngestError> {
@@ -143,10 +146,16 @@ fn read_health(status: u16, body: &[u8]) -> Result<NeveHealth, IngestError> {
         finalized: Option<u64>,
     }
     #[derive(Deserialize)]
+    struct Follower {
+        running: bool,
+    }
+    #[derive(Deserialize)]
     struct Health {
         chain_id: u64,
         genesis_hash: String,
         blocks: Blocks,
+        #[serde(default)]
+        follower: Option<Follower>,
     }
     let health: Health = serde_json::from_slice(body).map_err(|e| IngestError::Refused {
         height: 0,
@@ -163,6 +172,7 @@ fn read_health(status: u16, body: &[u8]) -> Result<NeveHealth, IngestError> {
         max: health.blocks.max_contiguous_height,
         safe: health.blocks.safe,
         finalized: health.blocks.finalized,
+        following: health.follower.is_none_or(|f| f.running),
     })
 }
 
@@ -409,6 +419,14 @@ mod tests {
             (health.chain_id, health.max, health.safe),
             (1337, Some(41), Some(33))
         );
+        assert!(health.following, "no follower part: an older neve's");
+        // Issue 42.4: a source that does not follow its upstream is read
+        // so, and its tip not taken for the chain's.
+        let stale = String::from_utf8_lossy(seed).replace(
+            "\"upstream\"",
+            "\"follower\":{\"running\":false,\"restarts\":0},\"upstream\"",
+        );
+        assert!(!read_health(200, stale.as_bytes()).unwrap().following);
         let dictionary: [&[u8]; 6] = [
             b"null",
             b"18446744073709551616",

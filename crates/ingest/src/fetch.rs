@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use neve_upstream::{BatchAnswer, RpcClient, quantity};
+use neve_upstream::{BatchAnswer, RpcClient, RpcError, quantity};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -14,13 +14,20 @@ use crate::decode::{PrepareError, RawParts, decode, fixed_hex};
 use crate::error::{IngestError, rpc};
 use crate::prepare::PreparedBlock;
 use crate::status::{Capabilities, IngestStatus};
-use crate::verify::{VerifyError, verify};
+use crate::verify::{VerifyError, verified_time};
 
 /// Attempts at fetching one block before a sync step gives up on it: a
 /// transient failure (429, 5xx, timeout, garbage, a block that does not
 /// verify) is retried at once with a short backoff, so one bad answer does
 /// not cost a whole step. Default is 5.
 pub const FETCH_ATTEMPTS: u32 = 5;
+
+/// Longest wait before fetching a block again. A refusal's pause
+/// that lasts longer ends the step instead (the follower then probes the
+/// upstream until it answers: [`crate::follow::PAUSED_PROBE_EVERY`]), since
+/// every attempt meanwhile would fail at once without being sent. Default
+/// is 5 s.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 
 /// How often a follower asks its upstream again what it offers, besides
 /// after every failed step: a node restarted with other flags, or upgraded,
@@ -43,11 +50,32 @@ pub(crate) async fn probe(client: &RpcClient) -> Result<Capabilities, IngestErro
         .batch(&calls)
         .await
         .map_err(rpc("probing the upstream's methods"))?;
-    Ok(Capabilities {
+    let caps = Capabilities {
         block_receipts: items[0].is_ok(),
         raw: items[1..].iter().all(Result::is_ok),
-    })
+    };
+    // A call refused for a limit says nothing of whether its method is
+    // offered: a provider over quota answers every call so, and reading
+    // that as "not offered" would store the blocks after it without their
+    // raw data until the next probe (issue 42).
+    let limited = items.into_iter().filter_map(Result::err).find(|e| {
+        matches!(
+            e,
+            RpcError::Rpc {
+                code: LIMIT_EXCEEDED,
+                ..
+            }
+        )
+    });
+    match limited {
+        Some(refused) => Err(rpc("probing the upstream's methods")(refused)),
+        None => Ok(caps),
+    }
 }
+
+/// EIP-1474's "limit exceeded": what providers answer a call over their
+/// quota or rate with (often with HTTP 200).
+const LIMIT_EXCEEDED: i64 = -32005;
 
 /// What the upstream says about the blocks it can prove state at (its
 /// `eth_capabilities`); `None` when it does not say (the method is not
@@ -163,8 +191,10 @@ pub(crate) fn prepare_verified(
             decoded.height
         )));
     }
-    verify(&decoded).map_err(|e: VerifyError| refused(e.to_string()))?;
-    Ok(PreparedBlock::from(decoded))
+    let time = verified_time(&decoded).map_err(|e: VerifyError| refused(e.to_string()))?;
+    let mut block = PreparedBlock::from(decoded);
+    block.time = Some(time);
+    Ok(block)
 }
 
 /// [`fetch_once`] with retries for transient failures; every refused block
@@ -192,6 +222,10 @@ pub(crate) async fn fetch_verified(
         if !error.is_transient()
             || matches!(error, IngestError::Missing(_))
             || attempt >= FETCH_ATTEMPTS
+            || client
+                .pacing()
+                .paused_for()
+                .is_some_and(|left| left > MAX_RETRY_WAIT)
         {
             return Err(error);
         }
@@ -199,7 +233,7 @@ pub(crate) async fn fetch_verified(
         // Said every time: a slow or hung upstream costs a timeout per
         // attempt, and an operator should not wait for the last to know.
         tracing::warn!(height, attempt, %error, "fetching a block failed; retrying");
-        let pause = delay.max(asked).min(Duration::from_secs(5));
+        let pause = delay.max(asked).min(MAX_RETRY_WAIT);
         tokio::time::sleep(pause + neve_upstream::jitter(pause / 4)).await;
         delay *= 2;
         attempt += 1;
@@ -269,4 +303,45 @@ async fn receipts_one_by_one(client: &RpcClient, hashes: &[String]) -> Result<St
     }
     out.push(']');
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ok, upstream};
+
+    /// Issue 42: a provider over quota refuses each call of the probe with
+    /// -32005; that is a failed probe (the capabilities known are kept),
+    /// not four methods found missing. A method refused as unknown is.
+    #[tokio::test]
+    async fn a_probe_refused_for_a_limit_is_a_failed_probe_not_methods_missing() {
+        let refusing = |code: i64| {
+            move |_: &str| {
+                let item = |id: u64| {
+                    format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":"no"}}}}"#
+                    )
+                };
+                ok(&format!(
+                    "[{}]",
+                    (0..4).map(item).collect::<Vec<_>>().join(",")
+                ))
+            }
+        };
+        let (url, _) = upstream(refusing(-32005)).await;
+        let refused = probe(&RpcClient::new(&url).unwrap()).await;
+        assert!(
+            matches!(
+                refused,
+                Err(IngestError::Rpc {
+                    source: RpcError::Rpc { code: -32005, .. },
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        let (url, _) = upstream(refusing(-32601)).await;
+        let found = probe(&RpcClient::new(&url).unwrap()).await.unwrap();
+        assert_eq!(found, Capabilities::default());
+    }
 }

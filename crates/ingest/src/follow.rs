@@ -2,6 +2,7 @@
 //! [`crate::fetch`], the mirror's bootstrap in [`crate::bootstrap`], and
 //! restarting a follower that died in [`crate::supervise`].
 
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use neve_store::{Identity, Reader, Store, StoreConfig, StoreError};
-use neve_upstream::{RpcClient, RpcError, parse_quantity, quantity};
+use neve_upstream::{Quantity, RpcClient, RpcError, parse_quantity, quantity};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -32,6 +33,28 @@ pub const REPAIRS_PER_STEP: usize = 4;
 /// Blocks fetched at once during backfill. Each is one HTTP batch; 16 keeps
 /// a loopback geth busy without starving its other clients. Default is 16.
 pub const DEFAULT_FETCH_CONCURRENCY: usize = 16;
+
+/// How often the follower asks the upstream for its head (one
+/// `eth_blockNumber` sent past the pause, [`RpcClient::probe`]) while a
+/// refusal's pause holds every other request: once a block interval
+/// (learnt from the blocks stored), within these bounds. A provider that
+/// refused with a day's `Retry-After` (clamped to 5 minutes) and then
+/// recovers is seen within one block interval on a chain of 1 s blocks and
+/// within 5 s on any, and its answer ends the pause, so neve follows again
+/// about two block intervals after the recovery rather than minutes. One
+/// cheap call a second at most is a tenth of what following at the tip
+/// asks (a head every `--poll-ms`, 100 ms); backfill, proofs and state
+/// fetches honour the pause until a probe ends it. Default is 1 s to 5 s.
+pub const PAUSED_PROBE_EVERY: RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(5);
+
+/// The period of the probes sent while paused for a chain of blocks
+/// `interval` apart (unknown: the shortest); see [`PAUSED_PROBE_EVERY`].
+pub fn probe_period(interval: Option<Duration>) -> Duration {
+    interval
+        .unwrap_or_default()
+        .clamp(*PAUSED_PROBE_EVERY.start(), *PAUSED_PROBE_EVERY.end())
+}
 
 /// Most blocks per store append (one fsync). Default is 64.
 pub const DEFAULT_APPEND_BATCH: usize = 64;
@@ -332,8 +355,13 @@ impl Follower {
             Ok(_) => self.status.set_store_error(None),
             Err(_) => {}
         }
-        if let Err(IngestError::Rpc { source, .. }) = &result {
-            self.status.contact(!source.is_transient());
+        // Only an exchange that succeeded is contact: an answer that will
+        // not change (a JSON-RPC error, a body that is not JSON-RPC, a
+        // result of another shape) is no more a sign of an upstream that
+        // serves than a timeout is; a provider over quota answers -32005
+        // with 200, a proxy its HTML page (issue 42).
+        if let Err(IngestError::Rpc { .. }) = &result {
+            self.status.contact(false);
         }
         result
     }
@@ -341,6 +369,15 @@ impl Follower {
     async fn sync_step(&mut self) -> Result<SyncOutcome, IngestError> {
         let head = if self.config.mirror {
             let health = neve_health(&self.client).await?;
+            if !health.following {
+                // Its tip is not the chain's: no contact with the chain,
+                // so `latest` here turns 421 as it has there.
+                self.status.contact(false);
+                return Err(IngestError::Refused {
+                    height: 0,
+                    reason: "the neve mirrored does not follow its upstream now".into(),
+                });
+            }
             self.status
                 .safe_plus_one
                 .store(health.safe.map_or(0, |h| h + 1), Ordering::Relaxed);
@@ -356,14 +393,7 @@ impl Follower {
                 .map_err(rpc("eth_blockNumber"))?;
             parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?
         };
-        self.status.contact(true);
-        let previous = self.status.upstream_head.swap(head, Ordering::Relaxed);
-        if head > previous {
-            self.status
-                .upstream_head_since_unix_ms
-                .store(crate::status::unix_ms(), Ordering::Relaxed);
-        }
-        self.status.head_known.store(true, Ordering::Relaxed);
+        self.status.heard_head(head);
         let diverged = self.refresh_tags(head).await;
         if diverged {
             let keep = self.roll_back_to_common_ancestor().await?;
@@ -573,6 +603,10 @@ impl Follower {
     /// counters, contact with the upstream, a wake-up for subscribers.
     async fn store_blocks(&mut self, blocks: Vec<PreparedBlock>) -> Result<u64, IngestError> {
         let count = blocks.len() as u64;
+        let times: Vec<(u64, u64)> = blocks
+            .iter()
+            .filter_map(|b| Some((b.height, b.time?)))
+            .collect();
         self.write_store(move |store| {
             let views: Vec<_> = blocks.iter().map(|b| b.as_new()).collect();
             store.append(&views)
@@ -584,6 +618,7 @@ impl Follower {
         self.status
             .last_block_unix_ms
             .store(unix_ms(), Ordering::Relaxed);
+        self.status.note_block_times(times);
         // Fetching them was an exchange with the upstream too.
         self.status.contact(true);
         self.status.changed.notify_one();
@@ -753,6 +788,23 @@ impl Follower {
                     }
                     poll
                 }
+                Err(error) if self.client.pacing().is_paused() => {
+                    // A refusal's pause holds every request (up to the
+                    // 5 minute clamp of a daily quota's Retry-After): the
+                    // head is asked past it every block or so, and the
+                    // first answer ends it.
+                    let pacing = self.client.pacing();
+                    tracing::warn!(
+                        %error,
+                        pause_left_ms = pacing.paused_for().unwrap_or_default().as_millis() as u64,
+                        probe_every_ms = probe_period(self.status.block_interval()).as_millis() as u64,
+                        "sync step failed; waiting out the upstream's pause, its head asked past it"
+                    );
+                    if wait_out_pause(&self.client, &self.status, &mut shutdown).await {
+                        backoff = Duration::from_millis(100);
+                    }
+                    continue;
+                }
                 Err(error) => {
                     // A 429 says how long to stay away; honour at least that.
                     // Jitter keeps mirrors restarted together from asking
@@ -790,6 +842,52 @@ impl Append for Follower {
             tip = Some(block.hash);
         }
         self.store_blocks(blocks).await
+    }
+}
+
+/// Waits while a refusal's pause holds every request to the upstream,
+/// asking it for its head every [`probe_period`] past the pause; returns
+/// once a probe is answered with a head (which ends the pause for every
+/// request, and is contact: the head is published, so the stored tip of
+/// before the pause is not taken for it), the pause runs out, or
+/// `shutdown` changes.
+/// `true` when a probe was answered.
+pub(crate) async fn wait_out_pause(
+    client: &RpcClient,
+    status: &IngestStatus,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let pacing = client.pacing();
+    loop {
+        let Some(left) = pacing.paused_for() else {
+            return false;
+        };
+        let every = probe_period(status.block_interval());
+        // A pause shorter than a probe's period is waited out; jitter keeps
+        // mirrors paused together from probing in step.
+        let wait = if left <= every {
+            left
+        } else {
+            every + neve_upstream::jitter(every / 4)
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return false,
+        }
+        if !pacing.is_paused() {
+            return false;
+        }
+        match client.probe::<Quantity>("eth_blockNumber", ()).await {
+            Ok(Quantity(head)) => {
+                status.heard_head(head);
+                tracing::info!(
+                    head,
+                    "the paused upstream answered a probe; following again"
+                );
+                return true;
+            }
+            Err(error) => tracing::debug!(%error, "the paused upstream did not answer a probe"),
+        }
     }
 }
 
@@ -837,4 +935,167 @@ async fn upstream_identity(client: &RpcClient, mirror: bool) -> Result<Identity,
         chain_id,
         genesis_hash: genesis.hash.0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use neve_store::{Durability, Identity};
+
+    use super::*;
+    use crate::testing::{ok, response, upstream};
+
+    /// A follower of `url` over a new store in `dir`, opened as after a
+    /// start that could not reach the upstream: never heard from yet. Its
+    /// floor is block 1, so a head of 0 leaves nothing to fetch.
+    async fn follower_of(url: &str, dir: &Path) -> Follower {
+        let identity = Identity {
+            chain_id: 1337,
+            genesis_hash: [7; 32],
+        };
+        let store = StoreConfig {
+            durability: Durability::OsBuffered,
+            ..StoreConfig::default()
+        };
+        drop(Store::open(dir, identity, store.clone()).unwrap());
+        let config = IngestConfig {
+            floor: Floor::Height(1),
+            ..IngestConfig::default()
+        };
+        let client = RpcClient::new(url).unwrap();
+        Follower::offline(client, dir, store, config, "not reached yet".into())
+            .await
+            .unwrap()
+            .expect("a store is there")
+    }
+
+    /// Issue 42 (4): a provider over quota answers `eth_blockNumber` with
+    /// 200 and a JSON-RPC error, a proxy with its page; neither, nor a
+    /// body cut short nor a result of another shape, is contact, so the
+    /// silence bound runs on and `latest` turns 421. A head is.
+    #[tokio::test]
+    async fn answers_with_200_that_are_not_a_head_are_not_contact() {
+        let not_a_head = [
+            r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32005,"message":"daily request limit reached"}}"#,
+            "<html><body><h1>Over quota</h1></body></html>",
+            r#"{"jsonrpc":"2.0","id":0,"result":"0x1"#,
+            r#"{"jsonrpc":"2.0","id":0,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":0,"result":{"number":"0x1"}}"#,
+            r#"{"jsonrpc":"2.0","id":0,"result":"latest"}"#,
+        ];
+        for body in not_a_head {
+            let (url, requests) = upstream(move |_| ok(body)).await;
+            let dir = tempfile::tempdir().unwrap();
+            let mut follower = follower_of(&url, dir.path()).await;
+            let status = follower.status();
+            assert!(follower.sync_once().await.is_err(), "{body}");
+            assert!(requests.load(Ordering::SeqCst) > 0);
+            assert_eq!(
+                status.last_contact_unix_ms.load(Ordering::Relaxed),
+                0,
+                "{body} counted as contact"
+            );
+            assert!(!status.connected.load(Ordering::Relaxed), "{body}");
+        }
+        let (url, _) = upstream(|body| {
+            if body.contains("eth_blockNumber") {
+                ok(r#"{"jsonrpc":"2.0","id":0,"result":"0x0"}"#)
+            } else {
+                ok(r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"no"}}"#)
+            }
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut follower = follower_of(&url, dir.path()).await;
+        follower.sync_once().await.unwrap();
+        assert!(
+            follower
+                .status()
+                .last_contact_unix_ms
+                .load(Ordering::Relaxed)
+                > 0
+        );
+    }
+
+    /// Issue 42 (5): a 429 with `Retry-After: 86400` pauses every request
+    /// for the 5 minute clamp; the follower asks for the head past the
+    /// pause every [`PAUSED_PROBE_EVERY`], so a provider that recovers is
+    /// followed again within a couple of seconds, not minutes. Until then
+    /// only those probes reach it.
+    #[tokio::test]
+    async fn a_paused_upstream_is_probed_and_followed_again_soon_after_it_recovers() {
+        let recovered = Arc::new(AtomicBool::new(false));
+        let served = recovered.clone();
+        let (url, requests) = upstream(move |body| {
+            if !served.load(Ordering::SeqCst) {
+                response(
+                    "429 Too Many Requests",
+                    &["retry-after: 86400"],
+                    r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32005,"message":"daily request limit reached"}}"#,
+                )
+            } else if body.contains("eth_blockNumber") {
+                ok(r#"{"jsonrpc":"2.0","id":0,"result":"0x0"}"#)
+            } else {
+                ok(r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"no"}}"#)
+            }
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let follower = follower_of(&url, dir.path()).await;
+        let (status, pacing) = (follower.status(), follower.client().pacing().clone());
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let running = tokio::spawn(follower.run(
+            Arc::new(tokio::sync::Notify::new()),
+            Duration::from_millis(100),
+            shutdown,
+        ));
+        until("paused", Duration::from_secs(5), || pacing.is_paused()).await;
+        assert!(pacing.paused_for().unwrap() > Duration::from_secs(290));
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // The refusal, then a probe every 1 to 1.25 s: at most three more.
+        let sent = requests.load(Ordering::SeqCst);
+        assert!((2..=4).contains(&sent), "{sent} requests while paused");
+        assert_eq!(status.last_contact_unix_ms.load(Ordering::Relaxed), 0);
+        recovered.store(true, Ordering::SeqCst);
+        let since = unix_ms();
+        let took = until("followed again", Duration::from_secs(3), || {
+            !pacing.is_paused() && status.last_contact_unix_ms.load(Ordering::Relaxed) >= since
+        })
+        .await;
+        assert!(took <= *PAUSED_PROBE_EVERY.start() * 2, "{took:?}");
+        // And steps follow again: the head is asked at the poll's pace.
+        let after = requests.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(requests.load(Ordering::SeqCst) >= after + 3);
+        stop.send(true).unwrap();
+        running.await.unwrap();
+    }
+
+    /// Waits until `done`, failing past `within`; how long it took.
+    async fn until(what: &str, within: Duration, done: impl Fn() -> bool) -> Duration {
+        let started = std::time::Instant::now();
+        while !done() {
+            assert!(started.elapsed() < within, "not {what} within {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+
+    #[test]
+    fn the_probe_period_is_a_block_interval_within_its_bounds() {
+        assert_eq!(probe_period(None), Duration::from_secs(1));
+        assert_eq!(
+            probe_period(Some(Duration::from_millis(250))),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            probe_period(Some(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            probe_period(Some(Duration::from_secs(12))),
+            Duration::from_secs(5)
+        );
+    }
 }

@@ -38,6 +38,8 @@ pub mod state_fetch;
 mod status;
 mod strict_json;
 pub mod supervise;
+#[cfg(test)]
+mod testing;
 pub mod verify;
 pub mod view;
 

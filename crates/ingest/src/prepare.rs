@@ -16,6 +16,9 @@ pub struct PreparedBlock {
     pub hash: Hash,
     /// Parent hash.
     pub parent_hash: Hash,
+    /// The verified header's time (Unix seconds); `None` for a block
+    /// prepared without verification ([`prepare`]).
+    pub(crate) time: Option<u64>,
     logs_bloom: [u8; 256],
     full: Vec<u8>,
     hashes_only: Vec<u8>,
@@ -72,6 +75,7 @@ impl From<Decoded<'_>> for PreparedBlock {
             height: block.height,
             hash: block.hash,
             parent_hash: block.parent_hash,
+            time: None,
             logs_bloom: block.logs_bloom,
             full: block.full.as_bytes().to_vec(),
             hashes_only: block.hashes_only,

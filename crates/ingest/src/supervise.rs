@@ -121,12 +121,19 @@ pub async fn supervise(
                 config.clone(),
                 status.clone(),
             );
-            let (wake, shutdown) = (wake.clone(), stop.clone());
+            let (wake, mut shutdown) = (wake.clone(), stop.clone());
             async move {
                 let follower = match first {
                     Some(follower) if follower.is_online() => follower,
-                    // Opened offline, or a successor: reach the upstream first.
-                    _ => Follower::resume(client, store, config, status).await?,
+                    // Opened offline, or a successor: reach the upstream
+                    // first. While a refusal's pause holds (a quota's
+                    // day-long Retry-After), it is probed until it serves,
+                    // rather than resumed, refused at once, and restarted
+                    // after a wait that doubles to a minute.
+                    _ => {
+                        crate::follow::wait_out_pause(&client, &status, &mut shutdown).await;
+                        Follower::resume(client, store, config, status).await?
+                    }
                 };
                 follower.run(wake, poll, shutdown).await;
                 Ok(())

@@ -253,6 +253,13 @@ fn check_senders_split(
 
 /// Verifies `block`; `Ok` means every check passed.
 pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
+    verified_time(block).map(|_| ())
+}
+
+/// [`verify`], giving the verified header's time (Unix seconds): what the
+/// chain's block interval is learnt from
+/// ([`IngestStatus::block_interval`](crate::IngestStatus::block_interval)).
+pub(crate) fn verified_time(block: &Decoded<'_>) -> Result<u64, VerifyError> {
     // A key given twice is read one way here and maybe another by a client.
     if let Some((object, reason)) = &block.repeated {
         return Err(VerifyError::Field(FieldError {
@@ -355,7 +362,7 @@ pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
             receipts: &receipts,
         },
     )?;
-    Ok(())
+    Ok(facts.timestamp)
 }
 
 /// A verified header's fields as JSON, to compare the served ones with.

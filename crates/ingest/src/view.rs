@@ -24,13 +24,38 @@ pub struct IngestView {
     max_silence: Duration,
 }
 
-/// How long the upstream may go unheard (no exchange with it succeeding)
-/// before neve stops taking its stored tip for the chain's head: `latest`
-/// is then 421 and readiness down, whatever the reason (a provider's
-/// quota pausing every request, a dead link, a stuck follower). The
-/// follower asks for the head every `--poll-ms` (100 ms by default), so
-/// this is a hundred missed polls. Default is 10 s.
+/// The longest the upstream may go unheard (no exchange with it
+/// succeeding: a result of the shape asked for, not a JSON-RPC error nor a
+/// page answered with 200) before neve stops taking its stored tip for the
+/// chain's head: `latest` is then 421 and readiness down, whatever the
+/// reason (a provider's quota pausing every request, a dead link, a stuck
+/// follower). The bound itself is [`SILENCE_BLOCKS`] block intervals of
+/// the chain ([`IngestView::silence_bound`]); this is its ceiling, and the
+/// bound until an interval is learnt. `--max-upstream-silence` sets the
+/// ceiling, so an operator can make neve stricter than three blocks (a
+/// ceiling under [`MIN_UPSTREAM_SILENCE`] is the bound), never looser:
+/// on a 1 s chain a longer silence would serve a tip more than three
+/// blocks old as `latest` with 200. The follower asks for the head every
+/// `--poll-ms` (100 ms by default), so the ceiling is a hundred missed
+/// polls; on a 12 s chain (three intervals are 36 s) it is the bound.
+/// Default is 10 s.
 pub const DEFAULT_MAX_UPSTREAM_SILENCE: Duration = Duration::from_secs(10);
+
+/// Block intervals the upstream may go unheard before the stored tip is
+/// not the head ([`IngestView::silence_bound`]): a tip that stopped moving
+/// is then at most about three blocks old when `latest` turns 421, on a
+/// chain of any pace. Default is 3.
+pub const SILENCE_BLOCKS: u32 = 3;
+
+/// The shortest silence bound the chain's pace sets, for chains of blocks
+/// under 667 ms (three of them are less): at the tip every sync step
+/// starts with a head, so contact is refreshed every step, and a step is
+/// the head, the tags, the block's batch and an append, about four round
+/// trips, under a second to a provider 100–200 ms away. Two seconds hold
+/// one slow step and the follower's first retries (100, then 200 ms
+/// apart) without readiness flapping on a single late answer. Default is
+/// 2 s.
+pub const MIN_UPSTREAM_SILENCE: Duration = Duration::from_secs(2);
 
 fn age_seconds(unix_ms: u64) -> Option<f64> {
     if unix_ms == 0 {
@@ -56,8 +81,9 @@ impl IngestView {
         }
     }
 
-    /// This view, taking the upstream as gone after `max_silence` without
-    /// an exchange that succeeded (see [`DEFAULT_MAX_UPSTREAM_SILENCE`]).
+    /// This view, taking the upstream as gone after `max_silence` at most
+    /// without an exchange that succeeded, sooner on a fast chain (see
+    /// [`DEFAULT_MAX_UPSTREAM_SILENCE`]).
     pub fn with_max_silence(mut self, max_silence: Duration) -> IngestView {
         self.max_silence = max_silence;
         self
@@ -116,11 +142,13 @@ impl IngestView {
 
     /// Why no request goes to the upstream now, if none does.
     pub fn waiting(&self) -> Option<String> {
-        self.upstream
-            .pacing()
-            .stats()
-            .paused_for_seconds
-            .map(|s| format!("the upstream refused with 429 or 503; asking again in {s:.1} s"))
+        let left = self.upstream.pacing().paused_for()?;
+        let every = crate::follow::probe_period(self.status.block_interval());
+        Some(format!(
+            "the upstream refused with 429 or 503; its head is asked every {:.1} s, everything else waits {:.1} s more at most",
+            every.as_secs_f64(),
+            left.as_secs_f64()
+        ))
     }
 
     /// Notified after every append and rollback.
@@ -135,14 +163,31 @@ impl IngestView {
 
     /// Whether neve follows the chain: a follower runs (none while one
     /// that died is restarted) and the upstream was heard from within the
-    /// allowed silence. Serving treats `latest` as unknown (421) and
-    /// readiness as down otherwise, so a stored tip that stopped moving
-    /// for any reason is never passed off as the head.
+    /// [`silence_bound`](IngestView::silence_bound). Serving treats
+    /// `latest` as unknown (421) and readiness as down otherwise, so a
+    /// stored tip that stopped moving for any reason is never passed off
+    /// as the head.
     pub fn following(&self) -> bool {
+        let bound = self.silence_bound().as_secs_f64();
         let heard_lately = self
             .last_contact_age_seconds()
-            .is_none_or(|age| age <= self.max_silence.as_secs_f64());
+            .is_none_or(|age| age <= bound);
         !self.status.follower_down.load(Ordering::Relaxed) && heard_lately
+    }
+
+    /// How long the upstream may go unheard before neve stops following:
+    /// [`SILENCE_BLOCKS`] of the chain's block interval (learnt from the
+    /// verified header times of the newest blocks stored), no less than
+    /// [`MIN_UPSTREAM_SILENCE`] and no more than `--max-upstream-silence`
+    /// ([`DEFAULT_MAX_UPSTREAM_SILENCE`]), which is the bound until an
+    /// interval is known. On a chain of 1 s blocks, 3 s.
+    pub fn silence_bound(&self) -> Duration {
+        match self.status.block_interval() {
+            Some(interval) => (interval * SILENCE_BLOCKS)
+                .max(MIN_UPSTREAM_SILENCE)
+                .min(self.max_silence),
+            None => self.max_silence,
+        }
     }
 
     /// Followers restarted after one died.
@@ -296,5 +341,43 @@ mod tests {
         assert!(view.following());
         status.follower_down.store(true, Ordering::Relaxed);
         assert!(!view.following());
+    }
+
+    fn heard_ago(status: &IngestStatus, ms: u64) {
+        status
+            .last_contact_unix_ms
+            .store(crate::status::unix_ms() - ms, Ordering::Relaxed);
+    }
+
+    /// Issue 42 (5): on a chain of 1 s blocks, 4 s without a successful
+    /// exchange is four blocks the stored tip may be behind; the bound is
+    /// three intervals, between a floor and the operator's ceiling.
+    #[test]
+    fn the_silence_bound_is_three_block_intervals_between_a_floor_and_the_flag() {
+        let (one_second, status) = view(DEFAULT_MAX_UPSTREAM_SILENCE);
+        assert_eq!(
+            one_second.silence_bound(),
+            DEFAULT_MAX_UPSTREAM_SILENCE,
+            "no interval learnt yet"
+        );
+        status.note_block_times((100..=140).map(|h| (h, 1_700_000_000 + h)));
+        assert_eq!(one_second.silence_bound(), Duration::from_secs(3));
+        heard_ago(&status, 2_500);
+        assert!(one_second.following());
+        heard_ago(&status, 4_000);
+        assert!(!one_second.following(), "four 1 s blocks unheard");
+
+        // Four blocks a second: the floor.
+        let (fast, status) = view(DEFAULT_MAX_UPSTREAM_SILENCE);
+        status.note_block_times((0..=64).map(|h| (h, 1_700_000_000 + h / 4)));
+        assert_eq!(fast.silence_bound(), MIN_UPSTREAM_SILENCE);
+        // Mainnet's 12 s: the ceiling.
+        let (slow, status) = view(DEFAULT_MAX_UPSTREAM_SILENCE);
+        status.note_block_times((0..=32).map(|h| (h, 1_700_000_000 + 12 * h)));
+        assert_eq!(slow.silence_bound(), DEFAULT_MAX_UPSTREAM_SILENCE);
+        // An operator's ceiling under the floor is the bound.
+        let (strict, status) = view(Duration::from_secs(1));
+        status.note_block_times((0..=32).map(|h| (h, 1_700_000_000 + h)));
+        assert_eq!(strict.silence_bound(), Duration::from_secs(1));
     }
 }

@@ -188,9 +188,10 @@ pub struct ServeArgs {
     /// is stored (a bare number is milliseconds; 0: 421 at once).
     #[arg(long, value_name = "DURATION", default_value_t = Span(neve_serve::DEFAULT_LATEST_GRACE), help_heading = ANSWERS)]
     latest_grace_ms: Millis,
-    /// Once the upstream has not answered for this long, the stored tip is
-    /// not taken for the head: `latest` is 421 and /health/ready 503 until
-    /// it answers again (a bare number is milliseconds).
+    /// The longest the upstream may go without an exchange that succeeded
+    /// before the stored tip is not taken for the head: `latest` is 421
+    /// and /health/ready 503 until one does; sooner on fast chains (three
+    /// block intervals, at least 2 s). A bare number is milliseconds.
     #[arg(long, value_name = "DURATION", default_value_t = Span(neve_ingest::view::DEFAULT_MAX_UPSTREAM_SILENCE), help_heading = ANSWERS)]
     max_upstream_silence_ms: Millis,
     /// /health/ready is 200 only within this many blocks of the upstream's head.

@@ -4,7 +4,8 @@
 //! and a tampered sender, the upstream down for a while (a restart), and
 //! the upstream's head behind neve's; a WebSocket that drops every two
 //! seconds, geth itself killed and restarted, and an upstream without
-//! `eth_getBlockReceipts`; a lie about each served field no hash covers.
+//! `eth_getBlockReceipts`; a lie about each served field no hash covers;
+//! a provider over its quota (200 with an error, then 429 for a day).
 //! neve recovers, fills every gap, refuses the tampered blocks, and never
 //! stores a wrong one.
 
@@ -349,4 +350,108 @@ async fn an_endpoint_that_caps_batches_is_followed_in_batches_it_accepts() {
     let geth_client = RpcClient::new(geth.http_url()).unwrap();
     let neve_client = RpcClient::new(&neve.url).unwrap();
     assert_same_as_geth(&neve_client, &geth_client, 0..=head).await;
+}
+
+/// Issue 42.4 and 42.5: a provider over its quota, answering 200 with a
+/// JSON-RPC error, then 429 with `Retry-After: 86400`, on a chain of 1 s
+/// blocks: neither counts as contact, so `latest` is 421 (and readiness
+/// 503) within three block intervals and a little; while paused neve
+/// probes, so it follows again within seconds of the provider's
+/// recovery, not after the pause's five-minute clamp.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_over_quota_is_not_followed_stale_and_is_followed_again_within_seconds() {
+    let geth = GethDev::start(GethDevOptions {
+        period: 1,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
+    let geth_client = RpcClient::new(geth.http_url()).unwrap();
+    while head(&geth_client).await < 4 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let proxy = FaultProxy::start(geth.http_url(), vec![Fault::Pass]).await;
+    let neve = Neve::behind(&proxy, &[]);
+    neve.wait_for_height(4, Duration::from_secs(60)).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    // And a neve mirroring it: the chain's staleness reaches it too.
+    let mirror = Neve::start_mirror(&neve.url, 4).await;
+    let mirrored = RpcClient::new(&mirror.url).unwrap();
+    let status_of = |client: &RpcClient| {
+        let client = client.clone();
+        async move {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber"});
+            match client.post(body.to_string().into()).await {
+                Ok((status, _)) => status.as_u16(),
+                Err(error) => panic!("{error:?}"),
+            }
+        }
+    };
+    let latest_status = || status_of(&client);
+    // Following: latest answered, by both.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while latest_status().await != 200 || status_of(&mirrored).await != 200 {
+        assert!(Instant::now() < deadline, "never following");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (fault, what) in [
+        (Fault::OverQuota, "200 with a JSON-RPC error"),
+        (Fault::RetryTomorrow, "429 with Retry-After: 86400"),
+    ] {
+        proxy.control().set_override(Some(fault));
+        let started = Instant::now();
+        loop {
+            if latest_status().await == 421 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_millis(5_500),
+                "latest still 200 {:?} into {what}: {}",
+                started.elapsed(),
+                neve.health().unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eprintln!("{what}: latest 421 after {:?}", started.elapsed());
+        let (status, _) = neve.get("/health/ready").unwrap();
+        assert_eq!(status, 503, "ready while {what}");
+        // The mirror follows a neve that does not follow: 421 too.
+        let stale = Instant::now();
+        while status_of(&mirrored).await != 421 {
+            assert!(
+                stale.elapsed() < Duration::from_millis(5_500),
+                "the mirror's latest still 200 {:?} after its source's was 421 ({what})",
+                stale.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // 421 it stays, however long the answers go on.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(latest_status().await, 421, "latest again during {what}");
+        proxy.control().set_override(None);
+        let recovered = Instant::now();
+        while latest_status().await != 200 {
+            assert!(
+                recovered.elapsed() < Duration::from_secs(8),
+                "not following {:?} after the provider recovered from {what}",
+                recovered.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eprintln!(
+            "{what}: following again {:?} after recovery",
+            recovered.elapsed()
+        );
+        while status_of(&mirrored).await != 200 {
+            assert!(
+                recovered.elapsed() < Duration::from_secs(12),
+                "the mirror not following {:?} after recovery from {what}",
+                recovered.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // At the node's head, not the frozen one.
+        let at = head(&client).await;
+        assert!(head(&geth_client).await <= at + 2, "behind the node");
+    }
 }

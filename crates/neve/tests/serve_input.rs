@@ -217,6 +217,49 @@ async fn bad_requests_get_clear_errors_and_limits_hold() {
         started.elapsed()
     );
 
+    // Issue 42.1: a client sending one header byte a second is ended
+    // within the idle timeout (5 s here) and its quarter of slack: bytes
+    // that bring no whole request are not activity.
+    let mut trickle = std::net::TcpStream::connect(&neve.addr).unwrap();
+    trickle
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let header = b"POST / HTTP/1.1\r\nHost: x\r\nX-Slow: abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut ended = None;
+    'trickling: for byte in header.iter().cycle() {
+        if trickle.write_all(&[*byte]).is_err() {
+            ended = Some(started.elapsed());
+            break;
+        }
+        let pause = std::time::Instant::now();
+        while pause.elapsed() < Duration::from_secs(1) {
+            let mut buf = [0u8; 64];
+            match trickle.read(&mut buf) {
+                Ok(0) => {
+                    ended = Some(started.elapsed());
+                    break 'trickling;
+                }
+                Err(e)
+                    if e.kind() != std::io::ErrorKind::WouldBlock
+                        && e.kind() != std::io::ErrorKind::TimedOut =>
+                {
+                    ended = Some(started.elapsed());
+                    break 'trickling;
+                }
+                _ => {}
+            }
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    let ended = ended.expect("a header trickled a byte a second held its connection for 20 s");
+    assert!(
+        ended <= Duration::from_millis(5_000 * 5 / 4 + 1_500),
+        "a trickled header held its connection for {ended:?}"
+    );
+
     // Nothing of it changed the store.
     let after = neve.health().unwrap();
     assert_eq!(before["blocks"], after["blocks"]);

@@ -171,6 +171,15 @@ impl Metrics {
         self.call_gas.fetch_add(gas, Ordering::Relaxed);
     }
 
+    /// Executed calls so far, however they ended: what the heap watcher
+    /// reads a burst of calls by.
+    pub(crate) fn calls_executed(&self) -> u64 {
+        self.call_ends
+            .iter()
+            .map(|end| end.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Appends the calls' metrics: executed ones by how they ended, their
     /// gas and time, and the memo's answers (`memo`).
     pub(crate) fn render_calls(&self, out: &mut String, memo: crate::rpc::MemoCounts) {
@@ -187,7 +196,7 @@ impl Metrics {
         for (metric, help, value) in [
             (
                 "neve_call_gas_total",
-                "Gas executed calls used: a call's run, every probe of an estimate's search, every run of an access list's making (what --client-rate charges).",
+                "Gas executed calls used: every run, however it ended (an answer, an error, a miss), a call's, every probe of an estimate's search, every run of an access list's making; and the fee methods' blocks read, as gas (what --client-rate charges).",
                 self.call_gas.load(Ordering::Relaxed),
             ),
             (

@@ -108,12 +108,22 @@ impl<S> WriteDeadline<S> {
     }
 
     /// After the inner stream answered `poll`: progress disarms the
-    /// deadline (and is activity); waiting arms it, and past it the wait
-    /// is an error.
-    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
-        if poll.is_ready() {
+    /// deadline; waiting arms it, and past it the wait is an error. Only
+    /// bytes written are activity (`wrote`): hyper flushes on every
+    /// wake-up, so a peer sending its headers a byte at a time would make
+    /// every ready flush look like progress and hold the connection for
+    /// ever.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+        wrote: impl FnOnce(&T) -> bool,
+    ) -> Poll<io::Result<T>> {
+        if let Poll::Ready(done) = &poll {
             self.stalled = None;
-            self.activity.touch();
+            if done.as_ref().is_ok_and(wrote) {
+                self.activity.touch();
+            }
             return poll;
         }
         let limit = self.limit;
@@ -148,7 +158,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.watch(cx, poll)
+        this.watch(cx, poll, |n| *n > 0)
     }
 
     fn poll_write_vectored(
@@ -158,7 +168,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let poll = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.watch(cx, poll)
+        this.watch(cx, poll, |n| *n > 0)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -168,13 +178,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let poll = Pin::new(&mut this.inner).poll_flush(cx);
-        this.watch(cx, poll)
+        this.watch(cx, poll, |_| false)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let poll = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.watch(cx, poll)
+        this.watch(cx, poll, |_| false)
     }
 }
 
@@ -215,6 +225,23 @@ mod tests {
         stream.write_all(&[1u8; 8 * 1024]).await.unwrap();
         drop(stream);
         assert_eq!(reader.await.unwrap(), 8 * 1024);
+    }
+
+    /// Issue 42.1: hyper flushes on every wake-up, and a peer sending a
+    /// header byte at a time wakes it every byte: flushes that write
+    /// nothing are not activity, bytes written are.
+    #[tokio::test]
+    async fn flushes_are_not_activity_and_writes_are() {
+        let (ours, _theirs) = tokio::io::duplex(1024);
+        let activity = Activity::new();
+        let mut stream = WriteDeadline::new(ours, LIMIT, activity.clone());
+        stream.flush().await.unwrap();
+        assert!(
+            !activity.active.load(Ordering::Relaxed),
+            "a flush is not activity"
+        );
+        stream.write_all(b"x").await.unwrap();
+        assert!(activity.active.load(Ordering::Relaxed), "a write is");
     }
 
     #[tokio::test]

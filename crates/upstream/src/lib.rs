@@ -246,6 +246,15 @@ pub struct RpcClient {
     max_batch: Arc<AtomicUsize>,
 }
 
+/// How pacing lets a request go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admission {
+    /// Within the budget, after any refusal's pause ([`Pacing::admit_by`]).
+    Paced,
+    /// At once, past a pause ([`RpcClient::probe`]).
+    Probe,
+}
+
 #[derive(Serialize)]
 struct RequestObject<'a, P: Serialize> {
     jsonrpc: &'static str,
@@ -399,6 +408,38 @@ impl RpcClient {
         params: impl Serialize,
     ) -> Result<T, RpcError> {
         let raw = self.call_raw(method, params).await?;
+        self.decode_result(method, &raw)
+    }
+
+    /// Calls `method` even while a refusal's pause (a 429's or 503's
+    /// `Retry-After`, or a backoff) holds every other request, and decodes
+    /// its result as `T`. Only when it decodes has the endpoint served
+    /// again: then the pause ends for every client sharing this one's
+    /// pacing ([`Pacing::resume`]); a JSON-RPC error (a quota's -32005),
+    /// a body that is not JSON-RPC (a proxy's HTML page) or a result of
+    /// another shape ends nothing, whatever its HTTP status. For one cheap
+    /// call (`eth_blockNumber`) every few seconds at most: it finds a
+    /// provider's recovery within seconds rather than at the end of a
+    /// pause of minutes.
+    pub async fn probe<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<T, RpcError> {
+        let raw = self
+            .call_raw_admitted(method, params, Admission::Probe)
+            .await?;
+        let value = self.decode_result(method, &raw)?;
+        self.pacing.resume();
+        Ok(value)
+    }
+
+    /// A call's result decoded as `T`, or [`RpcError::Malformed`].
+    fn decode_result<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        raw: &RawValue,
+    ) -> Result<T, RpcError> {
         serde_json::from_str(raw.get()).map_err(|e| {
             self.endpoint.scrub_error(RpcError::Malformed {
                 reason: format!("result of {method} does not decode: {e}"),
@@ -413,6 +454,16 @@ impl RpcClient {
         method: &str,
         params: impl Serialize,
     ) -> Result<Box<RawValue>, RpcError> {
+        self.call_raw_admitted(method, params, Admission::Paced)
+            .await
+    }
+
+    async fn call_raw_admitted(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        admission: Admission,
+    ) -> Result<Box<RawValue>, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = serde_json::to_vec(&RequestObject {
             jsonrpc: "2.0",
@@ -421,7 +472,10 @@ impl RpcClient {
             params,
         })
         .expect("request serialises");
-        let (_, bytes) = self.post(Bytes::from(body)).await?;
+        let (_, bytes) = self
+            .post_unscrubbed(Bytes::from(body), admission)
+            .await
+            .map_err(|e| self.endpoint.scrub_error(e))?;
         decode::<ResponseObject<'_>>(&bytes)
             .and_then(into_result)
             .map(ToOwned::to_owned)
@@ -508,12 +562,16 @@ impl RpcClient {
     /// Non-2xx statuses other than those a JSON-RPC server uses for request
     /// errors (400, 421 and friends carry JSON-RPC bodies) are errors.
     pub async fn post(&self, body: Bytes) -> Result<(StatusCode, Bytes), RpcError> {
-        self.post_unscrubbed(body)
+        self.post_unscrubbed(body, Admission::Paced)
             .await
             .map_err(|e| self.endpoint.scrub_error(e))
     }
 
-    async fn post_unscrubbed(&self, body: Bytes) -> Result<(StatusCode, Bytes), RpcError> {
+    async fn post_unscrubbed(
+        &self,
+        body: Bytes,
+        admission: Admission,
+    ) -> Result<(StatusCode, Bytes), RpcError> {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.uri().clone())
@@ -522,7 +580,13 @@ impl RpcClient {
             request = request.header(name, value.clone());
         }
         let request = request.body(Full::new(body)).expect("request builds");
-        let deadline = self.admitted().await?;
+        let deadline = match admission {
+            Admission::Paced => self.admitted().await?,
+            Admission::Probe => {
+                self.pacing.admit_probe();
+                tokio::time::Instant::now() + self.timeout
+            }
+        };
         let exchange = async {
             let response = self
                 .http
@@ -789,6 +853,21 @@ pub fn parse_quantity(text: &str) -> Option<u64> {
     u64::from_str_radix(digits, 16).ok()
 }
 
+/// A JSON-RPC quantity result (`"0x1a"`) as a `u64`: anything else (a
+/// number, `null`, an object, a string that is not a quantity) fails to
+/// decode, so a caller asking for one knows the answer had its shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quantity(pub u64);
+
+impl<'de> serde::Deserialize<'de> for Quantity {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        parse_quantity(&text)
+            .map(Quantity)
+            .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a quantity")))
+    }
+}
+
 /// Formats a `u64` as a JSON-RPC quantity (`0x1a`).
 pub fn quantity(value: u64) -> String {
     format!("0x{value:x}")
@@ -905,6 +984,108 @@ mod tests {
             }
             server.abort();
         }
+    }
+
+    /// An HTTP server on 127.0.0.1 answering every request with what
+    /// `answer` holds at the time (a whole response, `{len}` standing for
+    /// the body's length), one request a connection; and how many requests
+    /// it has read.
+    async fn canned(answer: Arc<std::sync::Mutex<String>>) -> (u16, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(AtomicU64::new(0));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut read = Vec::new();
+                let mut buffer = [0u8; 4096];
+                // The headers, then as much body as they declare.
+                let whole = loop {
+                    let Ok(n @ 1..) = socket.read(&mut buffer).await else {
+                        break false;
+                    };
+                    read.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&read);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if read.len() >= end + 4 + length {
+                            break true;
+                        }
+                    }
+                };
+                if !whole {
+                    continue;
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let answer = answer.lock().unwrap().clone();
+                let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+                let response = format!(
+                    "{}\r\nconnection: close\r\n\r\n{body}",
+                    head.replace("{len}", &body.len().to_string())
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            }
+        });
+        (port, requests)
+    }
+
+    /// Issue 42 (5): while a day's `Retry-After` holds every request, a
+    /// probe still goes; only a result of the shape asked for ends the
+    /// pause (an error answered with 200, a proxy's page or a `null`
+    /// leaves it), and then every request goes again.
+    #[tokio::test]
+    async fn a_probe_goes_through_a_pause_and_only_a_result_ends_it() {
+        let ok = |body: &str| format!("HTTP/1.1 200 OK\r\ncontent-length: {{len}}\r\n\r\n{body}");
+        let answer = Arc::new(std::sync::Mutex::new(String::from(
+            "HTTP/1.1 429 Too Many Requests\r\nretry-after: 86400\r\ncontent-length: {len}\r\n\r\nslow down",
+        )));
+        let (port, requests) = canned(answer.clone()).await;
+        let client = RpcClient::new(&format!("http://127.0.0.1:{port}")).unwrap();
+        let refused = client.call::<Quantity>("eth_blockNumber", ()).await;
+        assert!(
+            matches!(refused, Err(RpcError::Http { status: 429, .. })),
+            "{refused:?}"
+        );
+        assert!(client.pacing().is_paused());
+        // Everything else honours the pause: failed at once, nothing sent.
+        let held = client.call::<Quantity>("eth_blockNumber", ()).await;
+        assert!(matches!(held, Err(RpcError::Timeout { .. })), "{held:?}");
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        let not_served = [
+            ok(
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"daily request limit reached"}}"#,
+            ),
+            ok("<html><body>Service over quota</body></html>"),
+            ok(r#"{"jsonrpc":"2.0","id":1,"result":null}"#),
+            ok(r#"{"jsonrpc":"2.0","id":1,"result":{"number":"0x2a"}}"#),
+            ok(r#"{"jsonrpc":"2.0","id":1,"result":"0x2a"#),
+        ];
+        for (sent, body) in (2..).zip(not_served) {
+            *answer.lock().unwrap() = body.clone();
+            let probed = client.probe::<Quantity>("eth_blockNumber", ()).await;
+            assert!(probed.is_err(), "{body}: {probed:?}");
+            assert_eq!(requests.load(Ordering::SeqCst), sent, "{body}");
+            assert!(client.pacing().is_paused(), "{body} ended the pause");
+        }
+        *answer.lock().unwrap() = ok(r#"{"jsonrpc":"2.0","id":1,"result":"0x2a"}"#);
+        let probed = client.probe::<Quantity>("eth_blockNumber", ()).await;
+        assert_eq!(probed.unwrap(), Quantity(42));
+        assert!(!client.pacing().is_paused());
+        assert_eq!(
+            client
+                .call::<Quantity>("eth_blockNumber", ())
+                .await
+                .unwrap(),
+            Quantity(42)
+        );
     }
 
     #[test]

@@ -184,6 +184,40 @@ impl Pacing {
         }
     }
 
+    /// Books a probe: one request that goes at once even while a refusal's
+    /// pause holds every other ([`crate::RpcClient::probe`]). It takes no
+    /// slot of the budget: a prober sends one a few seconds at most, well
+    /// under any budget, and the pause it looks past is the endpoint's own.
+    pub fn admit_probe(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a refusal's pause holds every request now.
+    pub fn is_paused(&self) -> bool {
+        self.paused_for().is_some()
+    }
+
+    /// How long the refusal's pause in force still holds, if one does.
+    pub fn paused_for(&self) -> Option<Duration> {
+        let schedule = self.schedule.lock().expect("pacing lock");
+        let now = Instant::now();
+        schedule
+            .paused_until
+            .filter(|until| *until > now)
+            .map(|until| until - now)
+    }
+
+    /// A probe was answered as asked while a refusal's pause held: the
+    /// endpoint serves again, so the pause ends for every request now, not
+    /// when its `Retry-After` (a daily quota's day, clamped to
+    /// [`MAX_RETRY_AFTER`]) runs out. A refusal after this is a new lesson
+    /// (the learnt spacing doubles), so an endpoint that answers the cheap
+    /// probe but still refuses heavier calls teaches a slower rate.
+    pub fn resume(&self) {
+        let mut schedule = self.schedule.lock().expect("pacing lock");
+        schedule.paused_until = None;
+    }
+
     /// An exchange succeeded: the next refusal starts from the first
     /// backoff, and the learnt spacing narrows a little.
     pub fn answered(&self) {
@@ -199,21 +233,13 @@ impl Pacing {
 
     /// What has been counted so far.
     pub fn stats(&self) -> PacingStats {
-        let (learnt, paused_for) = {
-            let schedule = self.schedule.lock().expect("pacing lock");
-            let now = Instant::now();
-            let paused_for = schedule
-                .paused_until
-                .filter(|until| *until > now)
-                .map(|until| (until - now).as_secs_f64());
-            (schedule.learnt, paused_for)
-        };
+        let learnt = self.schedule.lock().expect("pacing lock").learnt;
         PacingStats {
             learnt_spacing_seconds: learnt.as_secs_f64(),
             requests: self.requests.load(Ordering::Relaxed),
             refusals: self.refusals.load(Ordering::Relaxed),
             waited_seconds: self.waited_micros.load(Ordering::Relaxed) as f64 / 1e6,
-            paused_for_seconds: paused_for,
+            paused_for_seconds: self.paused_for().map(|left| left.as_secs_f64()),
             budget_per_second: self.per_second,
         }
     }
@@ -295,6 +321,30 @@ mod tests {
         );
         assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    /// Issue 42 (5): a day's `Retry-After` holds every request for the
+    /// clamp, but a probe is booked at once, and once one is answered the
+    /// pause is over for everyone; a refusal after it is a new lesson.
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_looks_past_a_pause_and_an_answer_to_it_ends_the_pause() {
+        let pacing = Pacing::new(0.0);
+        pacing.refused(parse_retry_after("86400"));
+        assert!(pacing.is_paused());
+        assert!(pacing.paused_for().unwrap() > Duration::from_secs(299));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        assert_eq!(pacing.admit_by(deadline).await, Err(TooLate));
+        pacing.admit_probe();
+        assert_eq!(pacing.stats().requests, 1);
+        assert!(pacing.is_paused(), "sending a probe ends nothing");
+        pacing.resume();
+        assert!(!pacing.is_paused());
+        assert_eq!(pacing.stats().paused_for_seconds, None);
+        let start = Instant::now();
+        assert_eq!(pacing.admit_by(deadline).await, Ok(()));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        pacing.refused(None);
+        assert_eq!(pacing.stats().learnt_spacing_seconds, 0.1);
     }
 
     #[tokio::test(start_paused = true)]

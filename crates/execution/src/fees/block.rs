@@ -95,11 +95,11 @@ struct ReceiptJson {
     gas_used: U256,
 }
 
-fn small(value: U256, field: &str) -> Result<u64, String> {
+pub(super) fn small(value: U256, field: &str) -> Result<u64, String> {
     u64::try_from(value).map_err(|_| format!("{field} does not fit 64 bits"))
 }
 
-fn wide(value: U256, field: &str) -> Result<u128, String> {
+pub(super) fn wide(value: U256, field: &str) -> Result<u128, String> {
     u128::try_from(value).map_err(|_| format!("{field} does not fit 128 bits"))
 }
 

@@ -90,8 +90,54 @@ pub fn block_rewards(block: &BlockFees, percentiles: &[f64]) -> Vec<u128> {
     row
 }
 
+/// A block as [`fee_history`] reads it: its header-level facts, and its
+/// reward row for the asked percentiles (asked only when there are some).
+pub trait FeeHistoryBlock {
+    /// Its header-level facts.
+    fn head(&self) -> BlockHead;
+    /// Its reward row ([`block_rewards`]).
+    fn rewards(&self, percentiles: &[f64]) -> Vec<u128>;
+}
+
+impl FeeHistoryBlock for BlockFees {
+    fn head(&self) -> BlockHead {
+        BlockHead::of(self)
+    }
+
+    fn rewards(&self, percentiles: &[f64]) -> Vec<u128> {
+        block_rewards(self, percentiles)
+    }
+}
+
+impl FeeHistoryBlock for HistoryBlock {
+    fn head(&self) -> BlockHead {
+        self.head
+    }
+
+    /// Zeros when read without rewards (a caller's mistake: it read the
+    /// range for no percentiles).
+    fn rewards(&self, percentiles: &[f64]) -> Vec<u128> {
+        debug_assert!(self.rewards.is_some(), "rewards asked of a head");
+        match &self.rewards {
+            Some(rewards) => rewards.at(self.head.gas_used, percentiles),
+            None => vec![0; percentiles.len()],
+        }
+    }
+}
+
+impl<T: FeeHistoryBlock + ?Sized> FeeHistoryBlock for &T {
+    fn head(&self) -> BlockHead {
+        (**self).head()
+    }
+
+    fn rewards(&self, percentiles: &[f64]) -> Vec<u128> {
+        (**self).rewards(percentiles)
+    }
+}
+
 /// `eth_feeHistory` over `blocks` (oldest first, consecutive heights,
-/// already resolved and truncated by the caller as geth does).
+/// already resolved and truncated by the caller as geth does): see
+/// [`fee_history_of`], which this is for blocks read in full.
 ///
 /// `next_base_fee` is the last `baseFeePerGas` entry: geth's
 /// `IsLondon(newest + 1) ? CalcBaseFee(newest) : 0`, i.e.
@@ -111,13 +157,33 @@ pub fn fee_history(
     next_blob_base_fee: u128,
     blob_params: impl Fn(u64) -> Option<BlobParams>,
 ) -> FeeHistory {
+    fee_history_of(
+        blocks,
+        percentiles,
+        next_base_fee,
+        next_blob_base_fee,
+        blob_params,
+    )
+}
+
+/// `eth_feeHistory` over `blocks` of any [`FeeHistoryBlock`] form (those
+/// read in full, or [`HistoryCache::blocks`]' heads and rewards); the
+/// arguments are [`fee_history`]'s.
+pub fn fee_history_of<B: FeeHistoryBlock>(
+    blocks: &[B],
+    percentiles: &[f64],
+    next_base_fee: u128,
+    next_blob_base_fee: u128,
+    blob_params: impl Fn(u64) -> Option<BlobParams>,
+) -> FeeHistory {
     let Some(first) = blocks.first() else {
         return FeeHistory::default();
     };
+    let first = first.head();
     debug_assert!(
         blocks
             .windows(2)
-            .all(|pair| pair[1].number == pair[0].number + 1),
+            .all(|pair| pair[1].head().number == pair[0].head().number + 1),
         "fee history blocks must be consecutive, oldest first"
     );
     let count = blocks.len();
@@ -129,7 +195,8 @@ pub fn fee_history(
         base_fee_per_blob_gas: Vec::with_capacity(count + 1),
         blob_gas_used_ratio: Vec::with_capacity(count),
     };
-    for block in blocks {
+    for row in blocks {
+        let block = row.head();
         let params = blob_params(block.timestamp);
         history.base_fee_per_gas.push(block.base_fee.unwrap_or(0));
         history
@@ -153,7 +220,7 @@ pub fn fee_history(
         };
         history.blob_gas_used_ratio.push(blob_ratio);
         if let Some(rows) = history.reward.as_mut() {
-            rows.push(block_rewards(block, percentiles));
+            rows.push(row.rewards(percentiles));
         }
     }
     history.base_fee_per_gas.push(next_base_fee);

@@ -32,6 +32,7 @@
 //!   function.
 
 mod block;
+mod cache;
 mod formulas;
 mod history;
 mod oracle;
@@ -39,6 +40,7 @@ mod oracle;
 mod tests;
 
 pub use block::*;
+pub use cache::*;
 pub use formulas::*;
 pub use history::*;
 pub use oracle::*;

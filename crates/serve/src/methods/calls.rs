@@ -82,8 +82,9 @@ impl Context {
         reads: Reads,
     ) -> (Reply, u64) {
         let Some((run, memo)) = how(method) else {
-            // Not a call (a fee method): the table answers it.
-            return (self.call(method, params, reads), 0);
+            // Not a call (a fee method): the table answers it, charged
+            // for what it read.
+            return crate::rpc::charge::charged(|| self.call(method, params, reads));
         };
         let (required, most) = METHODS
             .iter()
@@ -162,13 +163,9 @@ fn run_call(
     _: Reads,
     pinned: &Pinned<'_>,
     request: &Request,
-    gas: &std::cell::Cell<u64>,
 ) -> Result<Answer, CallError> {
     Ok(match neve_execution::run(pinned, request, None)? {
-        Run::Done(outcome) => {
-            gas.set(gas.get() + outcome.gas_used);
-            Answer::Ran(outcome)
-        }
+        Run::Done(outcome) => Answer::Ran(outcome),
         Run::Needs(needs) => Answer::Needs(needs),
         Run::OutsideTail => Answer::Miss,
     })
@@ -179,12 +176,8 @@ fn run_estimate(
     _: Reads,
     pinned: &Pinned<'_>,
     request: &Request,
-    gas: &std::cell::Cell<u64>,
 ) -> Result<Answer, CallError> {
-    let estimated = neve_execution::estimate(pinned, request)?;
-    // Charged for every probe the search ran, not the one gas it answers.
-    gas.set(gas.get() + estimated.gas_spent);
-    Ok(match estimated.estimate {
+    Ok(match neve_execution::estimate(pinned, request)? {
         Estimate::Gas(used) => Answer::Reply(Reply::json(hex_quantity(used))),
         Estimate::Failed(outcome) => Answer::Reply(failure(&outcome)),
         Estimate::Exceeds(limit) => Answer::Reply(Reply::Error(
@@ -197,8 +190,7 @@ fn run_estimate(
 }
 
 /// One way of executing a request at a pinned block.
-type Execute =
-    fn(&Context, Reads, &Pinned<'_>, &Request, &std::cell::Cell<u64>) -> Result<Answer, CallError>;
+type Execute = fn(&Context, Reads, &Pinned<'_>, &Request) -> Result<Answer, CallError>;
 
 /// `eth_createAccessList` as geth makes it: fee defaults filled as geth's
 /// `setFeeDefaults` fills them (the oracle's tip at the head, twice the
@@ -211,7 +203,6 @@ fn run_access_list(
     reads: Reads,
     pinned: &Pinned<'_>,
     request: &Request,
-    gas: &std::cell::Cell<u64>,
 ) -> Result<Answer, CallError> {
     if pinned.fork.dialect == neve_execution::Dialect::Coreth {
         // Its fee defaults are coreth's oracle's, and its tracer geth
@@ -270,9 +261,19 @@ fn run_access_list(
                 }
             }
         };
-        let fee_cap = args.max_fee_per_gas.unwrap_or(
-            tip + alloy_primitives::U256::from(base_fee) * alloy_primitives::U256::from(2),
-        );
+        let fee_cap = match args.max_fee_per_gas {
+            Some(fee_cap) => fee_cap,
+            // geth adds in big integers: past 256 bits its pre-check
+            // refuses the fee cap in words naming the transaction's hash,
+            // which neve does not make.
+            None => match alloy_primitives::U256::from(base_fee)
+                .checked_mul(alloy_primitives::U256::from(2))
+                .and_then(|twice| tip.checked_add(twice))
+            {
+                Some(fee_cap) => fee_cap,
+                None => return Ok(Answer::Miss),
+            },
+        };
         if fee_cap < tip {
             return refused(&format!(
                 "maxFeePerGas ({fee_cap:#x}) < maxPriorityFeePerGas ({tip:#x})"
@@ -318,10 +319,8 @@ fn run_access_list(
         Ok(neve_execution::AccessListOutcome::Done {
             list,
             gas_used,
-            gas_spent,
             error,
         }) => {
-            gas.set(gas.get() + gas_spent);
             let entries: Vec<String> = list
                 .0
                 .iter()
@@ -424,24 +423,34 @@ fn executed(
     let Some(fork) = rules.at(facts.timestamp) else {
         return Ok(Reply::Miss);
     };
-    let block_hash = |height: u64| -> Option<B256> {
+    if facts.contradicts(&fork) {
+        rules_contradicted(&facts, &fork);
+        return Ok(Reply::Miss);
+    }
+    let canonical = |height: u64| -> Option<[u8; 32]> {
         let at = BlockRef::Tag(BlockTag::Number(height));
         ctx.block(at, memory)
             .or_else(|_| ctx.block(at, reads))
             .ok()
             .flatten()
-            .map(|b| B256::from(b.hash()))
+            .map(|b| b.hash())
     };
+    let block_hash = |height: u64| ancestor_hash(&canonical, (facts.number, hash), height);
     let pinned = Pinned {
         state,
         block: &facts,
         fork,
+        rules: &rules,
+        spent: Default::default(),
         chain_id: rules.chain_id,
         block_hash: &block_hash,
         codes: &ctx.call_codes,
     };
     let latest = at == BlockRef::Tag(BlockTag::Latest);
-    let reply = match execute(ctx, reads, &pinned, &request, gas) {
+    let executed = execute(ctx, reads, &pinned, &request);
+    // Every run's gas, whatever came of it.
+    gas.set(gas.get() + pinned.spent.get());
+    let reply = match executed {
         Ok(Answer::Ran(outcome)) => {
             // The keys a call at `latest` read become hot, so the refresh
             // after each block keeps them and the next call needs the node
@@ -467,6 +476,35 @@ fn executed(
         ctx.call_answers.insert(memo_key(memo, &hash, p), &reply);
     }
     Ok(reply)
+}
+
+/// `BLOCKHASH(height)` in a run pinned to `pinned` (its height and hash):
+/// the pinned block's ancestor's hash, read as the stored chain's hash at
+/// that height so long as the pinned block is still on that chain once it
+/// is read. A reorg since pinning would otherwise mix forks in one run
+/// (and its answer is kept under the pinned block's hash); then it is
+/// `None`, and the run a miss.
+fn ancestor_hash(
+    canonical: &dyn Fn(u64) -> Option<[u8; 32]>,
+    pinned: (u64, [u8; 32]),
+    height: u64,
+) -> Option<B256> {
+    let ancestor = canonical(height)?;
+    (canonical(pinned.0)? == pinned.1).then_some(B256::from(ancestor))
+}
+
+/// Rules that the block's own header contradicts (a fork's field there,
+/// or missing): logged once, and every call at such a block is a miss.
+fn rules_contradicted(facts: &BlockFacts, fork: &neve_execution::Fork) {
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            block = facts.number,
+            claimed = ?fork.spec,
+            header = ?facts.shows,
+            "the upstream's rules contradict a verified header; calls at such blocks are 421"
+        );
+    }
 }
 
 /// A run that did not succeed, as geth answers it.
@@ -542,4 +580,32 @@ fn requests(facts: &BlockFacts, needs: Needs) -> Vec<FetchRequest> {
             code,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 42.12: after a reorg replaced the pinned block, `BLOCKHASH`
+    /// reads nothing of the new fork (the run is a miss).
+    #[test]
+    fn blockhash_reads_the_pinned_blocks_ancestors_only() {
+        let old_fork = |height: u64| Some([height as u8; 32]);
+        let new_fork = |height: u64| Some([height as u8 + if height >= 5 { 100 } else { 0 }; 32]);
+        let pinned = (7, [7u8; 32]);
+        assert_eq!(
+            ancestor_hash(&old_fork, pinned, 6),
+            Some(B256::repeat_byte(6))
+        );
+        assert_eq!(
+            ancestor_hash(&new_fork, pinned, 6),
+            None,
+            "the new fork's block 6"
+        );
+        assert_eq!(
+            ancestor_hash(&new_fork, pinned, 3),
+            None,
+            "pinned block no longer stored"
+        );
+    }
 }

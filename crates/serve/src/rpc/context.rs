@@ -72,8 +72,9 @@ pub(crate) struct Context {
     /// The chain runs coreth's EVM and price oracle: see
     /// [`Context::runs_coreth`].
     pub(crate) coreth: bool,
-    /// The fees of the blocks the fee methods read lately.
-    pub(crate) fee_blocks: neve_execution::HeightCache<neve_execution::fees::BlockFees>,
+    /// The fees of the blocks the fee methods read lately (the oracle's,
+    /// and fee history's apart).
+    pub(crate) fee_blocks: neve_execution::fees::FeeCaches,
     pub(crate) config: ServeConfig,
     pub(crate) chain_id: Bytes,
     pub(crate) net_version: Bytes,

@@ -3,11 +3,12 @@
 //! ([`request`]), the answer and its envelope ([`reply`]), what a call
 //! reads with and the lookups every family shares ([`context`], and the
 //! price oracle's in [`oracle`]), calls' answers kept by block
-//! ([`call_memo`]), and how a family declares a method
+//! ([`call_memo`]), work charged beyond a run's gas ([`charge`]), and how a family declares a method
 //! ([`method`]). Nothing here knows a method by
 //! name, and nothing here imports a family or the server.
 
 mod call_memo;
+pub(crate) mod charge;
 mod context;
 mod method;
 mod oracle;

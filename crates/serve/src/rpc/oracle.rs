@@ -23,7 +23,7 @@ impl Context {
             return Ok(None);
         };
         let hash = block.hash();
-        Ok(self.fee_blocks.get_or_read(height, &hash, || {
+        Ok(self.fee_blocks.oracle.get_or_read(height, &hash, || {
             let full = block.full().ok()?;
             let receipts = block.receipts().ok()?;
             BlockFees::from_json(&full, &receipts)

@@ -107,7 +107,7 @@ impl Server {
                 FirstPass::Execute(call, started) => {
                     deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
-                    executes.push((i, call, started));
+                    executes.push((i, call, started, answered));
                 }
                 FirstPass::Cold(call, started) => {
                     deferred = true;
@@ -131,11 +131,13 @@ impl Server {
         if !executes.is_empty() {
             let owned = executes
                 .iter()
-                .map(|(_, call, _)| call.to_owned_call())
+                .map(|(_, call, _, before)| (call.to_owned_call(), *before))
                 .collect();
-            let (replies, used) = self.execute_calls(owned, latest).await;
+            let (replies, used) = self
+                .execute_calls(owned, self.ctx.config.max_batch_answer_bytes, latest)
+                .await;
             gas = used;
-            for ((i, call, started), reply) in executes.into_iter().zip(replies) {
+            for ((i, call, started, _), reply) in executes.into_iter().zip(replies) {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }

@@ -5,8 +5,11 @@
 //! `--state-fetch-timeout` from the first fetch; then it is a miss (421).
 //! With fetching off, a call that misses is a miss at once.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use crate::errors::ErrorCode;
 use crate::metrics::CallEnd;
 use crate::rpc::{OwnedCall, Reads, Reply};
 
@@ -36,27 +39,41 @@ pub(super) fn call_pool() -> neve_store::background::Pool {
 impl Server {
     /// Executes `calls` in order on the call threads, with the rounds of
     /// fetches their misses need; one reply per call, and the gas of
-    /// their runs (a call's run, every probe of an estimate's search,
-    /// every run of an access list's making).
+    /// their runs (every run, however it ended: a call's, every probe of
+    /// an estimate's search, every run of an access list's making).
+    ///
+    /// Each call comes with the bytes of the answers before it in its
+    /// batch; once those and the answers executed before it pass `cap`
+    /// it is not run but answered "response too large", as the batch's
+    /// cut will answer it: a batch of calls whose answers are large holds
+    /// at most its cap (and one answer), however many it asks.
     pub(super) async fn execute_calls(
         &self,
-        calls: Vec<OwnedCall>,
+        calls: Vec<(OwnedCall, usize)>,
+        cap: usize,
         latest: Option<u64>,
     ) -> (Vec<Reply>, u64) {
         let started = Instant::now();
         let mut gas = 0;
+        // Bytes of the answers executed so far, across rounds.
+        let mut made = 0usize;
         // Each call's reply, and whether it fetched before it.
         let mut replies: Vec<Option<(Reply, bool)>> = (0..calls.len()).map(|_| None).collect();
         let mut pending: Vec<usize> = (0..calls.len()).collect();
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
-            let batch: Vec<OwnedCall> = pending.iter().map(|i| calls[*i].clone()).collect();
-            let (ran, used) = self.run_calls(batch, latest).await;
-            gas += used;
             let mut fetches = Vec::new();
             let mut again = Vec::new();
-            let answered = |reply| Some((reply, round > 0));
-            for (i, reply) in pending.iter().zip(ran) {
+            for i in pending {
+                let ((method, params), before) = &calls[i];
+                let reply = if before.saturating_add(made) > cap {
+                    Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into())
+                } else {
+                    let (reply, used) = self.run_call(method, params.clone(), latest).await;
+                    gas += used;
+                    made = made.saturating_add(reply_len(&reply));
+                    reply
+                };
                 match reply {
                     Reply::Fetch(requests)
                         if self.fetch.is_some()
@@ -64,7 +81,7 @@ impl Server {
                             && round + 1 < MAX_CALL_ROUNDS =>
                     {
                         fetches.extend(requests);
-                        again.push(*i);
+                        again.push(i);
                     }
                     Reply::Fetch(requests) => {
                         // Fetching off: warm in the background, answer 421.
@@ -73,9 +90,9 @@ impl Server {
                                 drop(fetch.fetch(request));
                             }
                         }
-                        replies[*i] = answered(Reply::Miss);
+                        replies[i] = Some((Reply::Miss, round > 0));
                     }
-                    reply => replies[*i] = answered(reply),
+                    reply => replies[i] = Some((reply, round > 0)),
                 }
             }
             if again.is_empty() {
@@ -101,7 +118,7 @@ impl Server {
         let replies = calls
             .iter()
             .zip(replies)
-            .map(|((method, _), reply)| {
+            .map(|(((method, _), _), reply)| {
                 let (reply, fetched) = reply.unwrap_or((Reply::Miss, true));
                 if crate::methods::is_executed(method) {
                     let end = match (&reply, fetched) {
@@ -118,8 +135,16 @@ impl Server {
         (replies, gas)
     }
 
-    /// One run of each call on the call threads, and the gas they used.
-    async fn run_calls(&self, calls: Vec<OwnedCall>, latest: Option<u64>) -> (Vec<Reply>, u64) {
+    /// One run of one call on the call threads, and the gas it used: a
+    /// place in the queue is one call's work (one run of a call, the
+    /// probes of one estimate, the runs of one access list), never a
+    /// batch's.
+    async fn run_call(
+        &self,
+        method: &str,
+        params: Option<Box<serde_json::value::RawValue>>,
+        latest: Option<u64>,
+    ) -> (Reply, u64) {
         let queue = OffWorkers {
             pool: &self.calls,
             queued: |m| &m.calls_queued,
@@ -129,27 +154,35 @@ impl Server {
             what: "executing a call",
         };
         let ctx = self.ctx.clone();
-        let count = calls.len();
-        let gas = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let method = method.to_owned();
+        let gas = Arc::new(AtomicU64::new(0));
         let used = gas.clone();
-        let replies = self
+        let reply = self
             .off_workers(
                 queue,
-                count,
+                1,
                 || Reply::Miss,
                 move || {
-                    calls
-                        .iter()
-                        .map(|(method, params)| {
-                            let reads = Reads::from_disk(latest);
-                            let (reply, gas) = ctx.execute(method, params.as_deref(), reads);
-                            used.fetch_add(gas, std::sync::atomic::Ordering::Relaxed);
-                            reply
-                        })
-                        .collect()
+                    let reads = Reads::from_disk(latest);
+                    let (reply, gas) = ctx.execute(&method, params.as_deref(), reads);
+                    used.store(gas, Ordering::Relaxed);
+                    vec![reply]
                 },
             )
-            .await;
-        (replies, gas.load(std::sync::atomic::Ordering::Relaxed))
+            .await
+            .pop()
+            .expect("one reply per call");
+        (reply, gas.load(Ordering::Relaxed))
+    }
+}
+
+/// Bytes a reply will take in its answer (its envelope aside): what a
+/// batch's cap counts as calls are executed.
+fn reply_len(reply: &Reply) -> usize {
+    match reply {
+        Reply::Result(chunks) => chunks.iter().map(bytes::Bytes::len).sum(),
+        Reply::Error(_, message) => message.len(),
+        Reply::ErrorData(_, message, data) => message.len() + data.len(),
+        _ => 0,
     }
 }

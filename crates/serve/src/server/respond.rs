@@ -39,22 +39,24 @@ impl Server {
             // A notification: geth answers 200 with an empty body.
             return response(StatusCode::OK, "application/json", Chunks::empty());
         }
-        if outcome == Outcome::Miss {
-            if let Some(fallback) = &self.fallback
-                && fallback.allows_request(raw)
-            {
-                return match fallback.forward(body.clone()).await {
-                    Some((status, answer)) => json_response(status, vec![answer]),
-                    None => json_response(StatusCode::MISDIRECTED_REQUEST, chunks),
-                };
+        let mut answer = if outcome == Outcome::Miss {
+            let forwarded = match &self.fallback {
+                Some(fallback) if fallback.allows_request(raw) => {
+                    fallback.forward(body.clone()).await
+                }
+                _ => None,
+            };
+            match forwarded {
+                Some((status, answer)) => json_response(status, vec![answer]),
+                None => json_response(StatusCode::MISDIRECTED_REQUEST, chunks),
             }
-            return json_response(StatusCode::MISDIRECTED_REQUEST, chunks);
-        }
-        let mut answer = if outcome == Outcome::Error {
+        } else if outcome == Outcome::Error {
             self.failed(chunks, 1)
         } else {
             json_response(StatusCode::OK, chunks)
         };
+        // Charged whatever the outcome: a call that ran and then missed
+        // cost its work all the same.
         self.mark_gas(&mut answer, gas);
         answer
     }
@@ -80,8 +82,9 @@ impl Server {
                     .await
             }
             FirstPass::Execute(call, started) => {
-                let (mut replies, gas) =
-                    self.execute_calls(vec![call.to_owned_call()], latest).await;
+                let (mut replies, gas) = self
+                    .execute_calls(vec![(call.to_owned_call(), 0)], usize::MAX, latest)
+                    .await;
                 let reply = replies.pop().expect("one reply per call");
                 let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
                 return (chunks, outcome, gas);
