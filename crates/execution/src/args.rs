@@ -15,8 +15,10 @@ use serde::Deserialize;
 #[serde(rename_all = "camelCase")]
 pub struct CallArgs {
     /// The sender (the zero address when absent).
+    #[serde(default, deserialize_with = "strict::address")]
     pub from: Option<Address>,
     /// The callee; absent creates a contract.
+    #[serde(default, deserialize_with = "strict::address")]
     pub to: Option<Address>,
     /// Gas; the gas cap when absent.
     #[serde(default, deserialize_with = "quantity::u64")]
@@ -38,8 +40,10 @@ pub struct CallArgs {
     #[serde(default, deserialize_with = "quantity::u64")]
     pub nonce: Option<U64>,
     /// The old name of `input`.
+    #[serde(default, deserialize_with = "strict::bytes")]
     pub data: Option<Bytes>,
     /// Call data.
+    #[serde(default, deserialize_with = "strict::bytes")]
     pub input: Option<Bytes>,
     /// EIP-2930's list.
     pub access_list: Option<AccessList>,
@@ -157,6 +161,91 @@ mod quantity {
     }
 }
 
+/// geth's fixed-size and byte hex (`hexutil.Bytes`, `common.Address`,
+/// `common.Hash`): a string, `0x` then hex digits, of the type's length.
+/// alloy's serde also takes them without `0x`, and bytes as JSON arrays,
+/// which geth refuses (-32602).
+mod strict {
+    use std::collections::BTreeMap;
+
+    use alloy_primitives::{Address, B256, Bytes};
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    /// The hex digits of `text`, or geth's words for why not.
+    fn digits(text: &str) -> Result<&str, String> {
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .ok_or("hex string without 0x prefix")?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("invalid hex string".into());
+        }
+        Ok(digits)
+    }
+
+    /// `text` as `N` bytes, named `kind` in geth's error.
+    fn fixed<const N: usize>(text: &str, kind: &str) -> Result<[u8; N], String> {
+        let digits = digits(text)?;
+        if digits.len() != 2 * N {
+            return Err(format!(
+                "hex string has length {}, want {} for {kind}",
+                digits.len(),
+                2 * N
+            ));
+        }
+        let mut out = [0u8; N];
+        alloy_primitives::hex::decode_to_slice(digits, &mut out)
+            .map_err(|_| "invalid hex string".to_string())?;
+        Ok(out)
+    }
+
+    pub(super) fn address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Address>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| fixed::<20>(&text, "common.Address").map(Address::from))
+            .transpose()
+            .map_err(D::Error::custom)
+    }
+
+    pub(super) fn b256<'de, D: Deserializer<'de>>(d: D) -> Result<Option<B256>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| fixed::<32>(&text, "common.Hash").map(B256::from))
+            .transpose()
+            .map_err(D::Error::custom)
+    }
+
+    pub(super) fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let digits = digits(&text).map_err(D::Error::custom)?;
+        if digits.len() % 2 == 1 {
+            return Err(D::Error::custom("hex string of odd length"));
+        }
+        alloy_primitives::hex::decode(digits)
+            .map(|bytes| Some(Bytes::from(bytes)))
+            .map_err(|_| D::Error::custom("invalid hex string"))
+    }
+
+    pub(super) fn slots<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<BTreeMap<B256, B256>>, D::Error> {
+        let Some(slots) = Option::<BTreeMap<String, String>>::deserialize(d)? else {
+            return Ok(None);
+        };
+        slots
+            .iter()
+            .map(|(slot, value)| {
+                Ok((
+                    B256::from(fixed::<32>(slot, "common.Hash")?),
+                    B256::from(fixed::<32>(value, "common.Hash")?),
+                ))
+            })
+            .collect::<Result<_, String>>()
+            .map(Some)
+            .map_err(D::Error::custom)
+    }
+}
+
 /// One account's overrides (geth's `OverrideAccount`).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -165,15 +254,19 @@ pub struct AccountOverride {
     #[serde(default, deserialize_with = "quantity::u64")]
     pub nonce: Option<U64>,
     /// Replaces the code.
+    #[serde(default, deserialize_with = "strict::bytes")]
     pub code: Option<Bytes>,
     /// Replaces the balance.
     #[serde(default, deserialize_with = "quantity::u256")]
     pub balance: Option<U256>,
     /// Replaces the whole storage.
+    #[serde(default, deserialize_with = "strict::slots")]
     pub state: Option<BTreeMap<B256, B256>>,
     /// Replaces these slots.
+    #[serde(default, deserialize_with = "strict::slots")]
     pub state_diff: Option<BTreeMap<B256, B256>>,
     /// Moves a precompile here (geth's `movePrecompileToAddress`).
+    #[serde(default, deserialize_with = "strict::address")]
     pub move_precompile_to_address: Option<Address>,
 }
 
@@ -197,8 +290,10 @@ pub struct BlockOverrides {
     #[serde(default, deserialize_with = "quantity::u64")]
     pub gas_limit: Option<U64>,
     /// `COINBASE`.
+    #[serde(default, deserialize_with = "strict::address")]
     pub fee_recipient: Option<Address>,
     /// `PREVRANDAO`.
+    #[serde(default, deserialize_with = "strict::b256")]
     pub prev_randao: Option<B256>,
     /// `BASEFEE`.
     #[serde(default, deserialize_with = "quantity::u256")]
@@ -207,6 +302,7 @@ pub struct BlockOverrides {
     #[serde(default, deserialize_with = "quantity::u256")]
     pub blob_base_fee: Option<U256>,
     /// Refused for calls, as geth refuses it.
+    #[serde(default, deserialize_with = "strict::b256")]
     pub beacon_root: Option<B256>,
     /// Refused for calls, as geth refuses it.
     pub withdrawals: Option<serde_json::Value>,
@@ -246,6 +342,50 @@ mod tests {
             (args.gas, args.value, args.nonce),
             (Some(U64::from(16)), Some(U256::ZERO), None)
         );
+    }
+
+    /// Issue 42.13: addresses, hashes and bytes are geth's `0x` hex of
+    /// their length, never bare digits or arrays.
+    #[test]
+    fn addresses_hashes_and_bytes_are_geths_hex_only() {
+        let address = "0000000000000000000000000000000000000002";
+        for bad in [
+            format!(r#"{{"to":"{address}"}}"#),
+            r#"{"to":"0x02"}"#.to_string(),
+            r#"{"input":"70a08231"}"#.to_string(),
+            r#"{"input":"0x123"}"#.to_string(),
+            r#"{"data":[1,2]}"#.to_string(),
+        ] {
+            assert!(serde_json::from_str::<CallArgs>(&bad).is_err(), "{bad}");
+        }
+        let args: CallArgs = serde_json::from_str(&format!(
+            r#"{{"to":"0x{address}","input":"0x","from":null}}"#
+        ))
+        .unwrap();
+        assert_eq!(args.to, Some(Address::with_last_byte(2)));
+        assert!(args.input().is_empty() && args.from.is_none());
+        let slot = format!("0x{}", "00".repeat(32));
+        for bad in [
+            r#"{"code":"6000"}"#.to_string(),
+            format!(r#"{{"state":{{"{}":"{slot}"}}}}"#, &slot[2..]),
+            format!(r#"{{"stateDiff":{{"{slot}":"0x01"}}}}"#),
+        ] {
+            assert!(
+                serde_json::from_str::<AccountOverride>(&bad).is_err(),
+                "{bad}"
+            );
+        }
+        let account: AccountOverride = serde_json::from_str(&format!(
+            r#"{{"code":"0x6000","state":{{"{slot}":"{slot}"}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(account.state.unwrap().len(), 1);
+        for bad in [r#"{"feeRecipient":"0x12"}"#, r#"{"prevRandao":"0x01"}"#] {
+            assert!(
+                serde_json::from_str::<BlockOverrides>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     /// Issue 42.13: block overrides are geth's hexutil quantities too.

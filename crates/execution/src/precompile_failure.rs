@@ -23,6 +23,9 @@ pub(crate) struct TopCall<'a> {
     pub(crate) gas_limit: u64,
     /// The rules it ran under.
     pub(crate) spec: SpecId,
+    /// Whether it carries an access or authorization list (which add to
+    /// its intrinsic cost).
+    pub(crate) lists: bool,
 }
 
 /// geth's message for the top-level precompile failure revm reported as
@@ -48,9 +51,7 @@ pub(crate) fn geth_words(reason: &str, call: &TopCall<'_>) -> Option<&'static st
         PrecompileHalt::Bls12381MapFp2ToG2InputLength,
     ];
     Some(match index? {
-        5 if is(PrecompileHalt::ModexpEip7823LimitSize) => {
-            modexp_past_its_lengths(call.input, call.gas_limit, spec)?
-        }
+        5 if is(PrecompileHalt::ModexpEip7823LimitSize) => modexp_past_its_lengths(call, spec)?,
         // Only G1 points: off the curve is the one message (bn254's G1 has
         // no other subgroup).
         6 | 7 if is(PrecompileHalt::Bn254AffineGFailedToCreate) => "point is not on curve",
@@ -84,8 +85,10 @@ pub(crate) fn geth_words(reason: &str, call: &TopCall<'_>) -> Option<&'static st
 /// out of gas. From Osaka on geth charges EIP-7883's gas first (out of gas
 /// when the call cannot pay it, or when it passes 64 bits), then refuses
 /// EIP-7823's lengths; where the gas left after the call's intrinsic cost
-/// is not known closely enough to tell which, `None`.
-fn modexp_past_its_lengths(input: &[u8], gas_limit: u64, spec: SpecId) -> Option<&'static str> {
+/// is not known closely enough to tell which (access or authorization
+/// lists add to it), `None`.
+fn modexp_past_its_lengths(call: &TopCall<'_>, spec: SpecId) -> Option<&'static str> {
+    let (input, gas_limit) = (call.input, call.gas_limit);
     const OUT_OF_GAS: &str = "out of gas";
     if !spec.is_enabled_in(SpecId::OSAKA) {
         return Some(OUT_OF_GAS);
@@ -98,7 +101,7 @@ fn modexp_past_its_lengths(input: &[u8], gas_limit: u64, spec: SpecId) -> Option
     let intrinsic_at_most = 21_000 + 40 * input.len() as u64;
     if gas > gas_limit {
         Some(OUT_OF_GAS)
-    } else if gas.saturating_add(intrinsic_at_most) <= gas_limit {
+    } else if !call.lists && gas.saturating_add(intrinsic_at_most) <= gas_limit {
         Some("one or more of base/exponent/modulus length exceeded 1024 bytes")
     } else {
         None
@@ -163,6 +166,7 @@ mod tests {
             input: &[],
             gas_limit: 50_000_000,
             spec,
+            lists: false,
         }
     }
 
@@ -243,6 +247,7 @@ mod tests {
                     input,
                     gas_limit: 50_000_000,
                     spec: SpecId::OSAKA,
+                    lists: false,
                 },
             )
         };

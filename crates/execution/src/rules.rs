@@ -279,6 +279,18 @@ impl ChainRules {
             .min()
     }
 
+    /// Whether the answer these rules came from names as `current` a fork
+    /// older than one it lists as active by `now`: the node answers from
+    /// its head's time, and its first block past a fork comes a few
+    /// seconds after the fork's time, so it is asked again until its
+    /// `current` follows.
+    pub fn current_lags(&self, now: u64) -> bool {
+        self.forks
+            .iter()
+            .skip(1)
+            .any(|fork| fork.activation_time <= now)
+    }
+
     /// The fork in force at `timestamp`, if neve knows it.
     pub fn at(&self, timestamp: u64) -> Option<Fork> {
         if self.until.is_some_and(|until| timestamp >= until)
@@ -450,6 +462,11 @@ mod tests {
         assert_eq!(fresh.at(u64::MAX / 2).unwrap().spec, SpecId::OSAKA);
         assert_eq!(rules.next_activation(200), Some(300));
         assert_eq!(rules.next_activation(300), None);
+        assert!(!rules.current_lags(299));
+        assert!(
+            rules.current_lags(300),
+            "Osaka's time passed, current still Prague"
+        );
     }
 
     #[test]

@@ -66,9 +66,18 @@ impl Pinned<'_> {
     /// The rules a run of `request` executes under: the pinned block's,
     /// or, with a `time` block override, those in force at that time (as
     /// geth derives them from the overridden block context). A time no
-    /// known rules cover is a miss.
+    /// known rules cover is a miss, and so is a `number` override below
+    /// the pinned block: geth's rules by number (London and before) are
+    /// ones `eth_config` does not tell.
     pub fn fork_for(&self, request: &Request) -> Result<Fork, CallError> {
-        match request.block.as_ref().and_then(|o| o.time) {
+        let overrides = request.block.as_ref();
+        if overrides
+            .and_then(|o| o.number)
+            .is_some_and(|number| number < U256::from(self.block.number))
+        {
+            return Err(CallError::Unsupported);
+        }
+        match overrides.and_then(|o| o.time) {
             Some(time) => self
                 .rules
                 .at(time.saturating_to())
@@ -329,6 +338,14 @@ fn execute(
         return Err(CallError::Unsupported);
     }
     let result = match result {
+        // revm's checks passed (geth's pre-checks before `buyGas`): geth's
+        // balance check past 256 bits refuses it now.
+        Ok(_) if fees.past_256_bits => {
+            return Err(CallError::PreCheck(format!(
+                "err: {} (supplied gas {gas_limit})",
+                crate::error::insufficient_past_256_bits(args)
+            )));
+        }
         Ok(done) => done.result,
         Err(EVMError::Transaction(invalid)) => {
             return Err(CallError::invalid(
@@ -355,6 +372,11 @@ fn execute(
                 input: &tx.data,
                 gas_limit,
                 spec,
+                lists: args.access_list.as_ref().is_some_and(|l| !l.0.is_empty())
+                    || args
+                        .authorization_list
+                        .as_ref()
+                        .is_some_and(|l| !l.is_empty()),
             },
         ) {
             Some(words) => Some(words),
@@ -423,18 +445,6 @@ fn execute(
     }))
 }
 
-/// geth's `buyGas` refuses a balance check past 256 bits (revm, whose fee
-/// cap is 128 bits wide, would run it).
-fn fits_256_bits(args: &CallArgs, gas: u64, fee_cap: U256) -> Result<(), CallError> {
-    match args.balance_needed(gas, fee_cap) {
-        Some(_) => Ok(()),
-        None => Err(CallError::PreCheck(format!(
-            "err: {} (supplied gas {gas})",
-            crate::error::insufficient_past_256_bits(args)
-        ))),
-    }
-}
-
 /// The fees a call pays, as geth derives them for a call.
 pub(crate) struct Fees {
     /// The price cap revm charges against (legacy: the price).
@@ -442,6 +452,10 @@ pub(crate) struct Fees {
     /// The same, whole: what geth's balance check multiplies (revm's is
     /// at most 128 bits).
     pub(crate) wide_fee_cap: U256,
+    /// Whether geth's balance check (gas × fee cap + value + blob fees)
+    /// passes 256 bits: its `buyGas` refuses that, after every other
+    /// pre-check, where revm (its fee cap at most 128 bits) would run.
+    pub(crate) past_256_bits: bool,
     /// EIP-1559's tip, when 1559 fields were given.
     pub(crate) tip: Option<u128>,
     /// The price paid (`GASPRICE`); 0 makes `BASEFEE` read 0, as in geth.
@@ -462,10 +476,10 @@ impl Fees {
         let Some(base_fee) = base_fee else {
             // Before London only the legacy price counts.
             let price = args.gas_price.unwrap_or_default();
-            fits_256_bits(args, gas, price)?;
             return Ok(Fees {
                 fee_cap: wide(price),
                 wide_fee_cap: price,
+                past_256_bits: args.balance_needed(gas, price).is_none(),
                 tip: None,
                 price: wide(price),
             });
@@ -500,10 +514,10 @@ impl Fees {
                 )));
             }
         }
-        fits_256_bits(args, gas, fee_cap)?;
         Ok(Fees {
             fee_cap: wide(fee_cap),
             wide_fee_cap: fee_cap,
+            past_256_bits: args.balance_needed(gas, fee_cap).is_none(),
             tip: (!legacy).then(|| wide(tip)),
             price: wide(price),
         })

@@ -30,7 +30,8 @@ const RETRY: Duration = Duration::from_secs(5);
 /// (`dialect`), so the rules are always of the EVM the state is. Rules of
 /// another chain id are never believed. Each good answer covers blocks
 /// up to [`RULES_COVER`] past the moment it came; the rules are asked
-/// again every [`RULES_REFRESH`], at the next fork's activation (so
+/// again every [`RULES_REFRESH`], at the next fork's activation and every
+/// [`RETRY`] after it until the answer's `current` is that fork (so
 /// `eth_config`'s `current` follows it), and every [`RETRY`] while asking
 /// fails once rules are known (so they lapse only while the upstream
 /// cannot confirm them).
@@ -62,13 +63,21 @@ pub async fn learn(
                     if cell.get().is_none() {
                         tracing::info!(method, "calls answered: the chain's rules are known");
                     }
+                    // Asked again soon while the node's `current` is behind
+                    // a fork whose time has passed (its head not past it
+                    // yet), else at the next fork or the refresh.
+                    let lags = rules.current_lags(now);
                     let next = rules.next_activation(now);
                     cell.set_with_config(
                         rules.covering_until(now + RULES_COVER.as_secs()),
                         raw.get(),
                     );
                     told = false;
-                    until_next_ask(now, next)
+                    if lags {
+                        RETRY
+                    } else {
+                        until_next_ask(now, next)
+                    }
                 }
                 Ok(rules) => {
                     tracing::warn!(

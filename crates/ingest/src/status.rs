@@ -206,8 +206,10 @@ impl IngestStatus {
     pub(crate) fn contact(&self, ok: bool) {
         self.connected.store(ok, Ordering::Relaxed);
         if ok {
+            // Release: whoever sees this contact sees the head stored
+            // before it (`heard_head`).
             self.last_contact_unix_ms
-                .store(unix_ms(), Ordering::Relaxed);
+                .store(unix_ms(), Ordering::Release);
         }
     }
 }

@@ -99,14 +99,16 @@ impl IngestView {
         self.status.head()
     }
 
-    /// The upstream's `safe` height, if it has one.
+    /// The upstream's `safe` height, if it has one and neve follows it:
+    /// like `latest`, a tag heard before a silence is not the chain's now.
     pub fn safe(&self) -> Option<u64> {
-        self.status.safe()
+        self.status.safe().filter(|_| self.following())
     }
 
-    /// The upstream's `finalized` height, if it has one.
+    /// The upstream's `finalized` height, if it has one and neve follows
+    /// it.
     pub fn finalized(&self) -> Option<u64> {
-        self.status.finalized()
+        self.status.finalized().filter(|_| self.following())
     }
 
     /// The upstream's URL, credentials masked.
@@ -121,7 +123,7 @@ impl IngestView {
 
     /// Seconds since the last exchange with the upstream that succeeded.
     pub fn last_contact_age_seconds(&self) -> Option<f64> {
-        age_seconds(self.status.last_contact_unix_ms.load(Ordering::Relaxed))
+        age_seconds(self.status.last_contact_unix_ms.load(Ordering::Acquire))
     }
 
     /// Seconds since the last block was stored.

@@ -107,6 +107,25 @@ async fn the_call_paths_bounds_hold_and_its_answers_are_geths() {
         json!([modexp, "latest", {}, {"time": after_osaka}]),
     )
     .await;
+    // From Osaka on: a 1,025-byte base MODEXP can pay for is EIP-7823's
+    // refusal, in geth's words.
+    let long_base = format!("0x{:064x}{:064x}{:064x}", 1025, 0, 0);
+    same(
+        &client,
+        &geth,
+        "eth_call",
+        json!([{"to": "0x0000000000000000000000000000000000000005", "input": long_base}, "latest", {}, {"time": after_osaka}]),
+    )
+    .await;
+    // A number override below the pinned block: geth's rules by number
+    // (London and before) are not what eth_config tells: the node's.
+    let (status, answer) = call(
+        &client,
+        "eth_call",
+        &json!([{"to": PROBE}, "latest", clz, {"number": "0x1"}]),
+    )
+    .await;
+    assert_eq!(status, 421, "{answer}");
     // 42.8: a malformed delegation designator as override code runs as
     // legacy code (an undefined 0xef), and the thread that ran it lives.
     for code in ["0xef01", "0xef0100", "0xef01000000"] {
@@ -125,6 +144,18 @@ async fn the_call_paths_bounds_hold_and_its_answers_are_geths() {
         json!({"gasLimit": "0x01"}),
     ] {
         let params = json!([{"to": STRANGER}, "latest", {}, overrides]);
+        let (_, expected) = call(&geth, "eth_call", &params).await;
+        let (status, got) = call(&client, "eth_call", &params).await;
+        assert_eq!(status, 200, "{params}");
+        assert_eq!(expected["error"]["code"], -32602, "{params}: {expected}");
+        assert_eq!(got["error"]["code"], -32602, "{params}: {got}");
+    }
+    // Addresses and bytes are geth's 0x hex too.
+    for params in [
+        json!([{"to": &PROBE[2..]}, "latest"]),
+        json!([{"to": PROBE, "input": "70a08231"}, "latest"]),
+        json!([{"to": PROBE}, "latest", {PROBE: {"code": "6000"}}]),
+    ] {
         let (_, expected) = call(&geth, "eth_call", &params).await;
         let (status, got) = call(&client, "eth_call", &params).await;
         assert_eq!(status, 200, "{params}");
@@ -248,6 +279,26 @@ async fn the_call_paths_bounds_hold_and_its_answers_are_geths() {
         baseline >> 20
     );
 
+    // A request's calls may spend 500 M gas together: thirty calls of
+    // about 20 M gas each (MSTORE at 3,200,000) run while they fit, and
+    // the rest are the node's (421), not a call thread's for seconds more.
+    let burn = json!({PROBE: {"code": "0x5f6230d4005200"}});
+    let batch: Vec<Value> = (0..30u32)
+        .map(|i| {
+            json!({"jsonrpc": "2.0", "id": i, "method": "eth_call",
+                "params": [{"to": PROBE, "from": format!("0x{:040x}", 0x9000 + i)}, "latest", burn]})
+        })
+        .collect();
+    let (status, bytes) = client
+        .post(serde_json::to_string(&batch).unwrap().into())
+        .await
+        .unwrap();
+    let answers: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+    let ran = answers.iter().filter(|a| a["result"].is_string()).count();
+    assert_eq!(status.as_u16(), 421, "{ran} of 30 ran");
+    assert!((20..30).contains(&ran), "{ran} of 30 ran");
+    assert!(answers[ran..].iter().all(|a| a["result"].is_null()));
+
     // 42.15: a call that burns gas and then misses (BLOCKHASH of a block
     // below the store's floor) is charged: counted in the calls' gas, and
     // its client is over a budget it never got an answer for.
@@ -292,6 +343,52 @@ async fn the_call_paths_bounds_hold_and_its_answers_are_geths() {
     assert!(
         format!("{refused:?}").contains("status: 429"),
         "the missed call's gas was not charged: {refused:?}"
+    );
+    // A client that hangs up while its heavy call runs (an endless loop,
+    // out of gas at the 50 M cap: 10,000 units) has paid for it all the
+    // same: charged as the gas is spent, not when the answer is written.
+    let heavy = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_call",
+        "params": [{"to": PROBE}, "latest", {PROBE: {"code": "0x5b5f56"}}]});
+    // How long it runs, answered (on the neve without a budget).
+    let started = Instant::now();
+    let (status, answer) = call(&client, "eth_call", &heavy["params"]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["error"]["message"], "out of gas");
+    let runs = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(11)).await; // out of debt
+    let heavy = heavy.to_string();
+    {
+        use std::io::Write;
+        let mut socket = std::net::TcpStream::connect(&charged.addr).unwrap();
+        write!(
+            socket,
+            "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{heavy}",
+            heavy.len()
+        )
+        .unwrap();
+        // Gone while it runs.
+        std::thread::sleep(runs / 2);
+    }
+    tokio::time::sleep(runs).await;
+    eprintln!("a capped call runs {runs:?}; its client left halfway");
+    let refused = charged_client
+        .post(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"})
+                .to_string()
+                .into(),
+        )
+        .await;
+    assert!(
+        format!("{refused:?}").contains("status: 429"),
+        "a call whose client hung up was not charged: {refused:?}; gas counted {}; log {}",
+        metric(&charged, "neve_call_gas_total"),
+        charged
+            .log()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 

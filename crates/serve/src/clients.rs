@@ -71,8 +71,6 @@ pub(crate) struct Spent {
     pub(crate) bytes: u64,
     /// The connection's first request.
     pub(crate) new_connection: bool,
-    /// Gas the request's calls used.
-    pub(crate) gas: u64,
 }
 
 impl Spent {
@@ -83,7 +81,6 @@ impl Spent {
         self.calls.max(1) as f64
             + self.bytes as f64 / BYTES_PER_UNIT as f64
             + self.errors as f64 * ERROR_UNITS
-            + self.gas as f64 / GAS_PER_UNIT as f64
             + if self.new_connection {
                 NEW_CONNECTION_UNITS
             } else {
@@ -96,10 +93,6 @@ impl Spent {
 /// [`Spent::errors`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Errors(pub(crate) usize);
-
-/// Marks an answer with the gas its calls used, for [`Spent::gas`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Gas(pub(crate) u64);
 
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
@@ -165,6 +158,15 @@ impl ClientBudget {
             Ok(())
         } else {
             Err(Duration::from_secs_f64(-bucket.tokens / self.rate))
+        }
+    }
+
+    /// Charges `client` for `gas` of executed calls ([`GAS_PER_UNIT`]),
+    /// as it is spent: on the call threads, whether or not the client is
+    /// still there to take the answer.
+    pub(crate) fn charge_gas(&self, client: IpAddr, gas: u64, now: Instant) {
+        if gas > 0 {
+            self.charge(client, gas as f64 / GAS_PER_UNIT as f64, now);
         }
     }
 
@@ -299,16 +301,16 @@ mod tests {
             errors: 1,
             bytes: 4096 * 3,
             new_connection: true,
-            gas: 0,
         };
         assert_eq!(refused_batch.units(), 1000.0 + 3.0 + 10.0 + 4.0);
-        // A call is charged by the gas it used: one at the cap costs
-        // thousands of small calls.
-        let heavy = Spent {
-            calls: 1,
-            gas: 50_000_000,
-            ..Spent::default()
-        };
-        assert_eq!(heavy.units(), 1.0 + 10_000.0);
+        // A call is charged by the gas it used, as it is used: one at the
+        // cap costs thousands of small calls.
+        let budget = ClientBudget::new(100).unwrap();
+        let client: IpAddr = [127, 0, 0, 9].into();
+        let now = Instant::now();
+        budget.charge_gas(client, 50_000_000, now);
+        let wait = budget.admit(client, now).unwrap_err();
+        // 10,000 units at 100 a second: in debt to the cap of ten seconds.
+        assert_eq!(wait, Duration::from_secs_f64(MAX_DEBT_SECONDS), "{wait:?}");
     }
 }

@@ -171,13 +171,11 @@ impl Metrics {
         self.call_gas.fetch_add(gas, Ordering::Relaxed);
     }
 
-    /// Executed calls so far, however they ended: what the heap watcher
-    /// reads a burst of calls by.
-    pub(crate) fn calls_executed(&self) -> u64 {
-        self.call_ends
-            .iter()
-            .map(|end| end.load(Ordering::Relaxed))
-            .sum()
+    /// Gas spent on the call threads so far (calls' runs, and the fee
+    /// methods' blocks read, as gas): what the heap watcher reads a burst
+    /// of work there by.
+    pub(crate) fn call_gas_total(&self) -> u64 {
+        self.call_gas.load(Ordering::Relaxed)
     }
 
     /// Appends the calls' metrics: executed ones by how they ended, their

@@ -114,11 +114,14 @@ impl Context {
     /// a pool of full nodes behind a balancer differs by for longer).
     pub(crate) fn latest(&self) -> Option<u64> {
         let max = self.reader.stats().max_contiguous_height?;
-        // Unknown until ingest has read it: then `latest` is not ours to say.
-        let head = self.chain.upstream_head()?;
+        // Following first, then the head: a contact seen here comes with
+        // the head heard with it (ingest stores the head, then the contact),
+        // never with the head of before a silence.
         if !self.chain.following() {
             return None;
         }
+        // Unknown until ingest has read it: then `latest` is not ours to say.
+        let head = self.chain.upstream_head()?;
         let lag = self.config.latest_lag;
         let in_grace = head == max + lag + 1
             && self

@@ -133,7 +133,7 @@ impl Server {
                 self.read_body(request.into_body(), limit, &mut received),
             );
             match read.await {
-                Ok(Ok(body)) => self.respond(&body).await,
+                Ok(Ok(body)) => super::CLIENT.scope(client, self.respond(&body)).await,
                 Ok(Err(BodyError::TooLarge)) => self.too_large(),
                 Ok(Err(BodyError::Refused(refusal))) => {
                     if matches!(refusal, prescan::Refusal::TooManyElements(_)) {
@@ -177,7 +177,6 @@ impl Server {
                 errors,
                 bytes: received.bytes as u64 + answer_bytes,
                 new_connection,
-                gas: answer.extensions().get::<clients::Gas>().map_or(0, |g| g.0),
             };
             self.charge(client, spent, prepaid);
         }

@@ -68,7 +68,6 @@ impl Server {
         let mut scans = Vec::new();
         let mut colds = Vec::new();
         let mut executes = Vec::new();
-        let mut gas = 0;
         let mut budget = self.ctx.logs_budget();
         // Bytes of the answers built so far: every one counts as it is
         // built, deferred ones (a log scan, a state fetch; their sizes not
@@ -107,7 +106,7 @@ impl Server {
                 FirstPass::Execute(call, started) => {
                     deferred = true;
                     answers.push((Vec::new(), Outcome::Miss));
-                    executes.push((i, call, started, answered));
+                    executes.push((i, call, started));
                 }
                 FirstPass::Cold(call, started) => {
                     deferred = true;
@@ -129,15 +128,25 @@ impl Server {
             }
         }
         if !executes.is_empty() {
+            // Each call with the bytes of every answer before it in the
+            // batch made so far (the cold reads' included): the executed
+            // answers are counted against the cap after those.
+            let mut before = 0;
+            let mut next = 0;
             let owned = executes
                 .iter()
-                .map(|(_, call, _, before)| (call.to_owned_call(), *before))
+                .map(|(at, call, _)| {
+                    for answer in &answers[next..*at] {
+                        before += answer_len(&answer.0);
+                    }
+                    next = *at;
+                    (call.to_owned_call(), before)
+                })
                 .collect();
-            let (replies, used) = self
+            let replies = self
                 .execute_calls(owned, self.ctx.config.max_batch_answer_bytes, latest)
                 .await;
-            gas = used;
-            for ((i, call, started, _), reply) in executes.into_iter().zip(replies) {
+            for ((i, call, started), reply) in executes.into_iter().zip(replies) {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }
@@ -223,7 +232,6 @@ impl Server {
         };
         let mut answer = json_response(status, chunks);
         self.mark_errors(&mut answer, errors);
-        self.mark_gas(&mut answer, gas);
         answer
     }
 

@@ -36,29 +36,41 @@ pub(super) fn call_pool() -> neve_store::background::Pool {
     neve_store::background::Pool::serving("neve-call", cores)
 }
 
+/// Gas one request's executed calls may spend together (a batch's, the
+/// runs of its estimates and access lists, every round included): ten
+/// calls at the gas cap, some seconds of a call thread. Past it the rest
+/// of the request's calls are not run but answered 421, so the node, not
+/// a call thread of neve, answers a batch of a thousand capped calls.
+/// Default is 500,000,000.
+pub(crate) const MAX_REQUEST_CALL_GAS: u64 = 500_000_000;
+
 impl Server {
     /// Executes `calls` in order on the call threads, with the rounds of
-    /// fetches their misses need; one reply per call, and the gas of
-    /// their runs (every run, however it ended: a call's, every probe of
-    /// an estimate's search, every run of an access list's making).
+    /// fetches their misses need; one reply per call. Every run's gas
+    /// (however it ended: a call's, every probe of an estimate's search,
+    /// every run of an access list's making) is charged to the request's
+    /// client and counted as it is spent, on the call threads.
     ///
     /// Each call comes with the bytes of the answers before it in its
-    /// batch; once those and the answers executed before it pass `cap`
-    /// it is not run but answered "response too large", as the batch's
-    /// cut will answer it: a batch of calls whose answers are large holds
-    /// at most its cap (and one answer), however many it asks.
+    /// batch that are made already; with the answers of the calls before
+    /// it here, once they pass `cap` it is not run but answered "response
+    /// too large", as the batch's cut will answer it: a batch of calls
+    /// whose answers are large holds at most its cap (and one answer),
+    /// however many it asks. Past [`MAX_REQUEST_CALL_GAS`] the calls left
+    /// are misses.
     pub(super) async fn execute_calls(
         &self,
         calls: Vec<(OwnedCall, usize)>,
         cap: usize,
         latest: Option<u64>,
-    ) -> (Vec<Reply>, u64) {
+    ) -> Vec<Reply> {
         let started = Instant::now();
-        let mut gas = 0;
-        // Bytes of the answers executed so far, across rounds.
-        let mut made = 0usize;
-        // Each call's reply, and whether it fetched before it.
+        let mut gas = 0u64;
+        // Bytes of each call's answer once made, in the calls' order.
+        let mut made = vec![0usize; calls.len()];
+        // Each call's reply, whether it fetched before it, whether it ran.
         let mut replies: Vec<Option<(Reply, bool)>> = (0..calls.len()).map(|_| None).collect();
+        let mut ran = vec![false; calls.len()];
         let mut pending: Vec<usize> = (0..calls.len()).collect();
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
@@ -66,12 +78,16 @@ impl Server {
             let mut again = Vec::new();
             for i in pending {
                 let ((method, params), before) = &calls[i];
-                let reply = if before.saturating_add(made) > cap {
+                let earlier: usize = made[..i].iter().sum();
+                let reply = if before.saturating_add(earlier) > cap {
                     Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into())
+                } else if gas >= MAX_REQUEST_CALL_GAS {
+                    Reply::Miss
                 } else {
                     let (reply, used) = self.run_call(method, params.clone(), latest).await;
-                    gas += used;
-                    made = made.saturating_add(reply_len(&reply));
+                    gas = gas.saturating_add(used);
+                    ran[i] = true;
+                    made[i] = reply_len(&reply);
                     reply
                 };
                 match reply {
@@ -115,12 +131,14 @@ impl Server {
             pending = again;
         }
         let elapsed = started.elapsed();
-        let replies = calls
+        calls
             .iter()
             .zip(replies)
-            .map(|(((method, _), _), reply)| {
+            .zip(ran)
+            .map(|((((method, _), _), reply), ran)| {
                 let (reply, fetched) = reply.unwrap_or((Reply::Miss, true));
-                if crate::methods::is_executed(method) {
+                // Counted as executed only if it ran.
+                if ran && crate::methods::is_executed(method) {
                     let end = match (&reply, fetched) {
                         (Reply::Miss, _) => CallEnd::Miss,
                         (_, true) => CallEnd::Fetched,
@@ -130,15 +148,17 @@ impl Server {
                 }
                 reply
             })
-            .collect();
-        self.metrics.record_call_gas(gas);
-        (replies, gas)
+            .collect()
     }
 
     /// One run of one call on the call threads, and the gas it used: a
     /// place in the queue is one call's work (one run of a call, the
     /// probes of one estimate, the runs of one access list), never a
-    /// batch's.
+    /// batch's. Its gas is charged to the request's client ([`CLIENT`])
+    /// and counted on the call thread as soon as it ran, so a client that
+    /// leaves before its answer has paid for it all the same.
+    ///
+    /// [`CLIENT`]: super::CLIENT
     async fn run_call(
         &self,
         method: &str,
@@ -155,6 +175,11 @@ impl Server {
         };
         let ctx = self.ctx.clone();
         let method = method.to_owned();
+        let charge = self
+            .clients
+            .clone()
+            .zip(super::CLIENT.try_with(|client| *client).ok());
+        let metrics = self.metrics.clone();
         let gas = Arc::new(AtomicU64::new(0));
         let used = gas.clone();
         let reply = self
@@ -165,6 +190,10 @@ impl Server {
                 move || {
                     let reads = Reads::from_disk(latest);
                     let (reply, gas) = ctx.execute(&method, params.as_deref(), reads);
+                    metrics.record_call_gas(gas);
+                    if let Some((clients, client)) = &charge {
+                        clients.charge_gas(*client, gas, std::time::Instant::now());
+                    }
                     used.store(gas, Ordering::Relaxed);
                     vec![reply]
                 },

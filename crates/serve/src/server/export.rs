@@ -95,7 +95,7 @@ mod tests {
         let (server, _dir) = server();
         let mut server = server;
         // One unit a second: a few KiB of export puts the client in debt.
-        server.clients = clients::ClientBudget::new(1);
+        server.clients = clients::ClientBudget::new(1).map(std::sync::Arc::new);
         let server = Arc::new(server);
         let runtime = runtime();
         let client: std::net::IpAddr = "127.0.0.7".parse().unwrap();

@@ -79,7 +79,7 @@ pub async fn serve(
         io.clone(),
     ));
     let fetch = state.as_ref().and_then(|s| s.fetch.clone());
-    let clients = clients::ClientBudget::new(config.client_rate);
+    let clients = clients::ClientBudget::new(config.client_rate).map(Arc::new);
     let state_answers = state.is_some() && fetch.is_some() && config.state_fetch_timeout.is_some();
     // Connections and sessions close when this turns true: after the
     // drain delay, not at the signal.

@@ -76,11 +76,20 @@ pub(crate) struct Server {
     stopping: tokio::sync::watch::Receiver<bool>,
     fallback: Option<Fallback>,
     fetch: Option<Arc<dyn neve_state::Fetch>>,
-    /// Per-address work budgets, when `--client-rate` is set.
-    clients: Option<ClientBudget>,
+    /// Per-address work budgets, when `--client-rate` is set (shared with
+    /// the call threads, which charge gas as it is spent).
+    clients: Option<Arc<ClientBudget>>,
     /// Places for `/blocks` exports in flight ([`export::MAX_EXPORTS`]).
     exports: Arc<tokio::sync::Semaphore>,
     started: Instant,
+}
+
+tokio::task_local! {
+    /// The address a request being answered came from: what the call
+    /// threads charge the gas of its runs to, as they spend it
+    /// (`execute.rs`), so a client that hangs up mid-batch has paid for
+    /// what ran.
+    pub(super) static CLIENT: std::net::IpAddr;
 }
 
 /// Returns once `stop` is true (or its sender is gone).
@@ -121,13 +130,6 @@ impl Server {
         let mut answer = json_response(StatusCode::OK, chunks);
         self.mark_errors(&mut answer, errors);
         answer
-    }
-
-    /// Marks `answer` with the gas its calls used, for `--client-rate`.
-    fn mark_gas(&self, answer: &mut Response<Chunks>, gas: u64) {
-        if self.clients.is_some() && gas > 0 {
-            answer.extensions_mut().insert(clients::Gas(gas));
-        }
     }
 
     /// Marks `answer` with its error elements, for `--client-rate` (not

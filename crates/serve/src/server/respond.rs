@@ -34,12 +34,12 @@ impl Server {
         let Ok(raw) = serde_json::from_slice::<&RawValue>(body) else {
             return self.failed(error_element(ErrorCode::ParseError, "parse error"), 1);
         };
-        let (chunks, outcome, gas) = self.element(raw, over_ws).await;
+        let (chunks, outcome) = self.element(raw, over_ws).await;
         if chunks.is_empty() {
             // A notification: geth answers 200 with an empty body.
             return response(StatusCode::OK, "application/json", Chunks::empty());
         }
-        let mut answer = if outcome == Outcome::Miss {
+        if outcome == Outcome::Miss {
             let forwarded = match &self.fallback {
                 Some(fallback) if fallback.allows_request(raw) => {
                     fallback.forward(body.clone()).await
@@ -54,16 +54,11 @@ impl Server {
             self.failed(chunks, 1)
         } else {
             json_response(StatusCode::OK, chunks)
-        };
-        // Charged whatever the outcome: a call that ran and then missed
-        // cost its work all the same.
-        self.mark_gas(&mut answer, gas);
-        answer
+        }
     }
 
-    /// Answers one element; returns its chunks, its outcome and the gas
-    /// it used, if it was a call.
-    async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome, u64) {
+    /// Answers one element; returns its chunks and its outcome.
+    async fn element(&self, raw: &RawValue, over_ws: bool) -> (Vec<Bytes>, Outcome) {
         let mut budget = self.ctx.logs_budget();
         let latest = self.ctx.latest();
         let (chunks, outcome) = match self.first_pass(raw, over_ws, &mut budget, latest) {
@@ -82,12 +77,12 @@ impl Server {
                     .await
             }
             FirstPass::Execute(call, started) => {
-                let (mut replies, gas) = self
+                let reply = self
                     .execute_calls(vec![(call.to_owned_call(), 0)], usize::MAX, latest)
-                    .await;
-                let reply = replies.pop().expect("one reply per call");
-                let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
-                return (chunks, outcome, gas);
+                    .await
+                    .pop()
+                    .expect("one reply per call");
+                self.finish(&call, reply, started, over_ws, false)
             }
             FirstPass::Cold(call, started) => {
                 let reply = self
@@ -98,7 +93,7 @@ impl Server {
                 self.finish(&call, reply, started, over_ws, false)
             }
         };
-        (chunks, outcome, 0)
+        (chunks, outcome)
     }
 
     /// Fetches what a state read needs (waiting up to the deadline, or not

@@ -158,17 +158,20 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 };
                 let had_subscriptions = !subscriptions.is_empty();
                 let received = text.len();
-                let (answer, errors, gas) = match subscription_call(&text, &mut subscriptions, &mut next_id) {
-                    Some(answer) => (answer, 0, 0),
+                let (answer, errors) = match subscription_call(&text, &mut subscriptions, &mut next_id) {
+                    Some(answer) => (answer, 0),
                     None => {
-                        let response = server.respond_over(&Bytes::from(text), true).await;
+                        // Its calls' gas is charged to `client` as it is
+                        // spent, on the call threads.
+                        let response = super::CLIENT
+                            .scope(client, server.respond_over(&Bytes::from(text), true))
+                            .await;
                         let errors = response
                             .extensions()
                             .get::<clients::Errors>()
                             .map_or(0, |e| e.0);
-                        let gas = response.extensions().get::<clients::Gas>().map_or(0, |g| g.0);
                         let bytes = response.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-                        (String::from_utf8_lossy(&bytes).into_owned(), errors, gas)
+                        (String::from_utf8_lossy(&bytes).into_owned(), errors)
                     }
                 };
                 let spent = clients::Spent {
@@ -176,8 +179,10 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                     errors,
                     bytes: (received + answer.len()) as u64,
                     new_connection: false,
-                    gas,
                 };
+                // Charged before it is sent: a peer that stops reading
+                // has spent it all the same.
+                let debt = server.charge(client, spent, 0.0);
                 // A notification is answered with nothing.
                 if !answer.is_empty() {
                     let sent = tokio::time::timeout(SEND_TIMEOUT, ws.send(Message::Text(answer.into()))).await;
@@ -192,7 +197,7 @@ pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAdd
                 }
                 // Over `--client-rate`, the next message is read only after
                 // the debt is paid or a refusal's hold has passed.
-                if let Some(wait) = server.charge(client, spent, 0.0) {
+                if let Some(wait) = debt {
                     tokio::time::sleep(wait.min(clients::REFUSAL_HOLD)).await;
                 }
             }
