@@ -50,6 +50,13 @@ impl CallError {
                     None => insufficient_past_256_bits(args),
                 }
             }
+            // revm's payment is 128 bits wide: past that, geth's answer is
+            // its 256-bit check's, or (within 256 bits) a run revm will
+            // not make: the node's.
+            Invalid::OverflowPaymentInTransaction => match args.balance_needed(gas, fee_cap) {
+                None => insufficient_past_256_bits(args),
+                Some(_) => return CallError::Unsupported,
+            },
             Invalid::CallGasCostMoreThanGasLimit {
                 initial_gas,
                 gas_limit,

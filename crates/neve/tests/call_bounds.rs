@@ -171,6 +171,16 @@ async fn the_call_paths_bounds_hold_and_its_answers_are_geths() {
     )
     .await;
     assert_eq!(status, 421, "{answer}");
+    // A balance check past 256 bits, and a blob hash of the wrong
+    // version with it (geth's pre-checks come first), in geth's words.
+    let max = format!("0x{}", "f".repeat(64));
+    for args in [
+        json!({"from": neve_devnet::GETH_DEV_ADDRESS, "to": PROBE, "maxFeePerGas": max}),
+        json!({"from": neve_devnet::GETH_DEV_ADDRESS, "to": PROBE, "gasPrice": max}),
+        json!({"from": neve_devnet::GETH_DEV_ADDRESS, "to": PROBE, "maxFeePerGas": max, "blobVersionedHashes": [format!("0x{}", "00".repeat(32))]}),
+    ] {
+        same(&client, &geth, "eth_call", json!([args, "latest"])).await;
+    }
     // 42.9: an estimate's allowance net of the blob fee, and a sender too
     // poor for its floor, as geth words them.
     let poor = json!({STRANGER: {"balance": "0x2386f26fc10000"}});
