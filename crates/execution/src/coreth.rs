@@ -157,7 +157,7 @@ impl<CTX: ContextTr> PrecompileProvider<CTX> for ChainPrecompiles {
 /// asks for (overrides included, as coreth applies it: `state` as given,
 /// `stateDiff` by the rule), noting a run that asked for both keys of one
 /// cell. Under Ethereum's rule it passes every read through.
-pub(crate) struct KeyedDb<'a, DB> {
+pub struct KeyedDb<'a, DB> {
     inner: DB,
     coreth: bool,
     /// Each cell's key as the run first asked it.

@@ -7,7 +7,7 @@
 //! Each reads up to dozens of full blocks and their receipts (fee history
 //! up to [`MAX_FEE_HISTORY_BLOCKS`] headers, or blocks and receipts with
 //! reward percentiles), so it never runs on an async worker: there it
-//! answers [`Reply::Execute`] and is answered again on the call threads.
+//! answers [`Reply::LongRead`] and is answered again on the call threads.
 //! What a block's fees are is read once per block and cached by height and
 //! hash (fee history's heads apart from its rewards, `fees::HistoryCache`),
 //! and fee history charges its client by the blocks it read ([`charge`]).
@@ -21,7 +21,7 @@ use neve_execution::fees::{self, BlobParams, HistoryBlock, HistoryReads};
 
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
 use crate::rpc::charge::charge;
-use crate::rpc::{Context, Method, Pages, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply, Waits};
 
 pub(crate) const METHODS: &[Method] = &[
     Method::new("eth_gasPrice", (0, 0), gas_price),
@@ -76,13 +76,13 @@ fn quantity(value: u128) -> String {
 fn at_head(
     ctx: &Context,
     reads: Reads,
-    answer: impl FnOnce(u64) -> Result<Reply, Stop>,
-) -> Result<Reply, Stop> {
+    answer: impl FnOnce(u64) -> Result<Reply, NoReply>,
+) -> Result<Reply, NoReply> {
     if !ctx.fees_are_geths() {
         return Ok(Reply::Miss);
     }
-    if reads.pages == Pages::InMemory {
-        return Ok(Reply::Execute);
+    if reads.waits == Waits::Never {
+        return Ok(Reply::LongRead);
     }
     // The oracle answers for the request's `latest`.
     match reads.latest {
@@ -91,7 +91,7 @@ fn at_head(
     }
 }
 
-fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     at_head(ctx, reads, |head| {
         let (Some(tip), Some(block)) = (
             ctx.suggested_tip(head, reads)?,
@@ -103,7 +103,7 @@ fn gas_price(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop>
     })
 }
 
-fn max_priority_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn max_priority_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     at_head(ctx, reads, |head| {
         Ok(match ctx.suggested_tip(head, reads)? {
             Some(tip) => Reply::json(quantity(tip)),
@@ -126,7 +126,7 @@ fn blob_params(ctx: &Context, timestamp: u64) -> Option<(BlobParams, u64, bool)>
     ))
 }
 
-fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     at_head(ctx, reads, |head| {
         let Some(block) = ctx.block_fees(head, reads)? else {
             return Ok(Reply::Miss);
@@ -144,7 +144,7 @@ fn blob_base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, S
     })
 }
 
-fn base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn base_fee(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     at_head(ctx, reads, |head| {
         let Some(block) = ctx.block_fees(head, reads)? else {
             return Ok(Reply::Miss);
@@ -198,7 +198,7 @@ impl fees::StoredBlock for Stored {
     }
 }
 
-fn fee_history(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn fee_history(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let count = block_count(p)?;
     let newest = p.block_tag(1)?;
     // geth decodes a null `[]float64` as nil: no percentiles.
@@ -210,8 +210,8 @@ fn fee_history(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Sto
     if !ctx.fees_are_geths() {
         return Ok(Reply::Miss);
     }
-    if reads.pages == Pages::InMemory {
-        return Ok(Reply::Execute);
+    if reads.waits == Waits::Never {
+        return Ok(Reply::LongRead);
     }
     if count == 0 {
         return Ok(Reply::json(r#"{"oldestBlock":"0x0","gasUsedRatio":null}"#));
