@@ -347,6 +347,62 @@ mod tests {
         assert!(!view.following());
     }
 
+    /// What `/metrics` showed of ingest when its text was written by hand
+    /// (upstream head 12, seven blocks appended, a follower running).
+    const BEFORE: &str = r#"# HELP neve_ingest_upstream_head The upstream's head at the last sync.
+# TYPE neve_ingest_upstream_head gauge
+neve_ingest_upstream_head 12
+# HELP neve_ingest_appended_blocks_total Blocks stored since start.
+# TYPE neve_ingest_appended_blocks_total counter
+neve_ingest_appended_blocks_total 7
+# HELP neve_ingest_refused_blocks_total Blocks that failed verification and were not stored.
+# TYPE neve_ingest_refused_blocks_total counter
+neve_ingest_refused_blocks_total 0
+# HELP neve_ingest_reorgs_total Reorgs followed by a rollback.
+# TYPE neve_ingest_reorgs_total counter
+neve_ingest_reorgs_total 0
+# HELP neve_ingest_follower_restarts_total Followers restarted after one died (a panic); each is logged.
+# TYPE neve_ingest_follower_restarts_total counter
+neve_ingest_follower_restarts_total 0
+# HELP neve_ingest_follower_up 1 while a follower runs; 0 after one died until its successor runs.
+# TYPE neve_ingest_follower_up gauge
+neve_ingest_follower_up 1
+# HELP neve_ingest_upstream_connected 1 when the last exchange with the upstream succeeded.
+# TYPE neve_ingest_upstream_connected gauge
+neve_ingest_upstream_connected 0
+# HELP neve_upstream_requests_total HTTP requests sent to the upstream (JSON-RPC, /blocks, /health).
+# TYPE neve_upstream_requests_total counter
+neve_upstream_requests_total 0
+# HELP neve_upstream_refusals_total 429 and 503 answers from the upstream; each pauses every request.
+# TYPE neve_upstream_refusals_total counter
+neve_upstream_refusals_total 0
+# HELP neve_upstream_wait_seconds_total Seconds requests to the upstream waited for the budget or a refusal's pause, summed.
+# TYPE neve_upstream_wait_seconds_total counter
+neve_upstream_wait_seconds_total 0
+# HELP neve_upstream_paused 1 while a refusal's pause (Retry-After or backoff) holds every request.
+# TYPE neve_upstream_paused gauge
+neve_upstream_paused 0
+# HELP neve_upstream_budget_requests_per_second --upstream-rps (0: no budget).
+# TYPE neve_upstream_budget_requests_per_second gauge
+neve_upstream_budget_requests_per_second 0
+# HELP neve_upstream_max_batch Most calls per batch sent to the upstream: --upstream-max-batch, or fewer learnt from refusals.
+# TYPE neve_upstream_max_batch gauge
+neve_upstream_max_batch 1000
+"#;
+
+    /// The families as Prometheus text are the hand-written text of
+    /// before: the same names, types, help and values.
+    #[test]
+    fn the_metrics_are_every_counter_and_gauge_of_ingest_and_the_upstream_client() {
+        let (view, status) = view(DEFAULT_MAX_UPSTREAM_SILENCE);
+        status.appended_blocks.store(7, Ordering::Relaxed);
+        status.upstream_head.store(12, Ordering::Relaxed);
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&view.metric_families())
+            .unwrap();
+        assert_eq!(text, BEFORE);
+    }
+
     fn heard_ago(status: &IngestStatus, ms: u64) {
         status
             .last_contact_unix_ms

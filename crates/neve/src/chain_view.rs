@@ -80,3 +80,26 @@ fn build_info() -> Vec<MetricFamily> {
     gauge.set(1.0);
     gauge.collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_info_is_one_gauge_labelled_with_the_build() {
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&build_info())
+            .unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "# HELP neve_build_info The running build: version, commit and build date.\n\
+                 # TYPE neve_build_info gauge\n\
+                 neve_build_info{{built=\"{}\",commit=\"{}\",version=\"{}\"}} 1\n",
+                crate::build::DATE,
+                crate::build::COMMIT,
+                crate::build::VERSION
+            )
+        );
+    }
+}
