@@ -15,6 +15,13 @@ pub(crate) const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
 
 /// `/metrics`' text: `families` in Prometheus' text format, empty ones
 /// (a method never called yet) left out, as the encoder refuses them.
+///
+/// tikv's `prometheus` rather than `prometheus-client`: its encoder writes
+/// the classic text format with names as given, where the OpenMetrics one
+/// appends `_total` and `# EOF`, which would rename series the dashboard
+/// and the alerts query. Either way the families are filled from neve's
+/// own atomics at scrape time, so recording stays one relaxed add
+/// (`prometheus-client`'s histogram locks on each observation).
 pub(crate) fn encode(families: Vec<MetricFamily>) -> String {
     let families: Vec<MetricFamily> = families
         .into_iter()
