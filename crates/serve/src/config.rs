@@ -23,8 +23,12 @@ pub trait ChainView: Send + Sync + 'static {
     fn finalized(&self) -> Option<u64>;
     /// The upstream as `/health` shows it.
     fn upstream_health(&self) -> UpstreamHealth;
-    /// Extra Prometheus text (ingest counters) appended to `/metrics`.
-    fn render_metrics(&self, _out: &mut String) {}
+    /// Prometheus families `/metrics` adds to serving's (the build's,
+    /// ingest's counters), read now; the library's types, so that one
+    /// encoder writes the whole page.
+    fn metric_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        Vec::new()
+    }
     /// Notified whenever the store's tip changes (append or rollback), so
     /// subscribers hear of a block at once; without it the tip is polled.
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
