@@ -277,28 +277,7 @@ where
     if reached_warp || aliased.get() || db.unsure() {
         return Err(CallError::Unsupported);
     }
-    let result = match result {
-        // revm's checks passed (geth's pre-checks before `buyGas`): geth's
-        // balance check past 256 bits refuses it now.
-        Ok(_) if setup.fees.past_256_bits => {
-            return Err(CallError::PreCheck(format!(
-                "err: {} (supplied gas {})",
-                crate::error::insufficient_past_256_bits(&request.args),
-                setup.gas_limit
-            )));
-        }
-        Ok(done) => done.result,
-        Err(EVMError::Transaction(invalid)) => {
-            return Err(CallError::invalid(
-                &invalid,
-                &request.args,
-                setup.fees.wide_fee_cap,
-                setup.gas_limit,
-            ));
-        }
-        Err(EVMError::Database(never)) => match never {},
-        Err(other) => return Err(CallError::Internal(other.to_string())),
-    };
+    let result = executed(result, request, &setup)?;
     let precompile_words = precompile_words(&result, request, &setup)?;
     // geth names the opcode (and the stack) a halt stopped at; revm's
     // reason does not, so a halt that needs them runs once more, watched.
@@ -324,6 +303,35 @@ where
         detail.as_ref(),
         read,
     )))
+}
+
+/// What revm's run came to, or geth's refusal of it before it executed.
+fn executed(
+    result: Result<
+        revm::context::result::ExecResultAndState<ExecutionResult, revm::state::EvmState>,
+        EVMError<crate::db::Never>,
+    >,
+    request: &Request,
+    setup: &Setup,
+) -> Result<ExecutionResult, CallError> {
+    match result {
+        // revm's checks passed (geth's pre-checks before `buyGas`): geth's
+        // balance check past 256 bits refuses it now.
+        Ok(_) if setup.fees.past_256_bits => Err(CallError::PreCheck(format!(
+            "err: {} (supplied gas {})",
+            crate::error::insufficient_past_256_bits(&request.args),
+            setup.gas_limit
+        ))),
+        Ok(done) => Ok(done.result),
+        Err(EVMError::Transaction(invalid)) => Err(CallError::invalid(
+            &invalid,
+            &request.args,
+            setup.fees.wide_fee_cap,
+            setup.gas_limit,
+        )),
+        Err(EVMError::Database(never)) => match never {},
+        Err(other) => Err(CallError::Internal(other.to_string())),
+    }
 }
 
 /// The transaction, block and configuration of a run of `request`, after

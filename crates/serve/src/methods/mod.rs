@@ -101,7 +101,7 @@ impl Context {
             Runs::Held(answer) => answer(self, &params, reads),
             Runs::Executed(executed) => {
                 let gas = &Default::default();
-                self.executed(method.name, max, executed, &params, reads, gas)
+                self.run_pinned(method.name, max, executed, &params, reads, gas)
             }
         };
         reply_of(answered)
@@ -129,7 +129,7 @@ impl Context {
         let gas = std::cell::Cell::new(0);
         let answered = Params::new(params).map_err(NoReply::from).and_then(|p| {
             p.arity(required, most)?;
-            self.executed(method.name, most, executed, &p, reads, &gas)
+            self.run_pinned(method.name, most, executed, &p, reads, &gas)
         });
         let reply = match answered {
             Err(NoReply::Cold | NoReply::Damaged) => Reply::Miss,

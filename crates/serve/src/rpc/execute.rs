@@ -30,7 +30,7 @@ pub(crate) trait Job {
 pub(crate) type Parse = fn(&Params<'_>) -> Result<Box<dyn Job>, ParamError>;
 
 /// How an executed method runs, as its family declares it.
-pub(crate) struct Executed {
+pub(crate) struct PinnedRun {
     /// Which parameter names the block it runs at (`latest` when absent).
     pub(crate) block_param: usize,
     pub(crate) parse: Parse,
@@ -54,11 +54,11 @@ impl Context {
     /// Answers an executed method: on an async worker ([`Waits::Never`]) a
     /// kept answer or [`Reply::Execute`]; on the call threads, its run at
     /// the pinned block, every run's gas added to `gas`.
-    pub(crate) fn executed(
+    pub(crate) fn run_pinned(
         &self,
         name: &str,
         most: usize,
-        executed: &Executed,
+        executed: &PinnedRun,
         p: &Params<'_>,
         reads: Reads,
         gas: &Cell<u64>,

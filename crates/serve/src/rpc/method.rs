@@ -5,7 +5,7 @@
 use crate::params::Params;
 
 use super::context::{Context, Reads};
-use super::execute::Executed;
+use super::execute::PinnedRun;
 use super::reply::{NoReply, Reply};
 
 /// A method's handler: answers from `Context` as [`Reads`] allows, or says
@@ -24,7 +24,7 @@ pub(crate) enum Runs {
     /// pinning, the chain's rules there, the rounds of fetches, the answer
     /// memo, the gas charge and the calls' metrics are the server's and
     /// `rpc/execute.rs`'s, the same for every executed method.
-    Executed(Executed),
+    Executed(PinnedRun),
 }
 
 /// A served method, as its family declares it.
@@ -70,7 +70,7 @@ impl Method {
     pub(crate) const fn executed(
         name: &'static str,
         arity: (usize, usize),
-        executed: Executed,
+        executed: PinnedRun,
     ) -> Self {
         Method {
             name,

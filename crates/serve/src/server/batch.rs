@@ -9,6 +9,7 @@
 //! way: it is a batch of one, with no cap (`answer_elements`).
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
@@ -200,29 +201,8 @@ impl Server {
             }
         }
         if !executes.is_empty() {
-            // Each call with the bytes of every answer before it in the
-            // batch made so far (the cold reads' included): the executed
-            // answers are counted against the cap after those.
-            let mut before = 0;
-            let mut next = 0;
-            let owned = executes
-                .iter()
-                .map(|(at, call, _, evm)| {
-                    for answer in &answers[next..*at] {
-                        before += answer_len(&answer.0);
-                    }
-                    next = *at;
-                    DeferredCall {
-                        call: call.to_owned_call(),
-                        before,
-                        evm: *evm,
-                    }
-                })
-                .collect();
-            let replies = self.execute_calls(owned, cap, latest).await;
-            for ((i, call, started, _), reply) in executes.into_iter().zip(replies) {
-                answers[i] = self.finish(&call, reply, started, over_ws, false);
-            }
+            self.execute_deferred(executes, &mut answers, cap, latest, over_ws)
+                .await;
         }
         if !scans.is_empty() {
             let (targets, plans): (Vec<_>, Vec<_>) = scans
@@ -236,23 +216,71 @@ impl Server {
         }
         futures_util::future::join_all(fetches).await;
         if !fetched.is_empty() {
-            let mut bytes = 0;
-            let mut fetched = fetched.into_iter().peekable();
-            for (i, raw) in elements.iter().enumerate() {
-                if let Some((_, call, started)) = fetched.next_if(|(at, ..)| *at == i) {
-                    answers[i] = if bytes > cap {
-                        response_too_large(raw)
-                    } else {
-                        let reply = self.fetched_reply(&call, latest);
-                        self.finish(&call, reply, started, over_ws, true)
-                    };
-                }
-                if bytes <= cap {
-                    bytes += answer_len(&answers[i].0);
-                }
-            }
+            self.answer_fetched(elements, fetched, &mut answers, cap, latest, over_ws);
         }
         (answers, deferred)
+    }
+
+    /// Executes a request's deferred calls on the call threads, each with
+    /// the bytes of every answer before it made so far (the cold reads'
+    /// included): the executed answers are counted against `cap` after
+    /// those.
+    async fn execute_deferred(
+        &self,
+        executes: Vec<(usize, Call<'_>, Instant, bool)>,
+        answers: &mut [(Vec<Bytes>, Outcome)],
+        cap: usize,
+        latest: Option<u64>,
+        over_ws: bool,
+    ) {
+        let mut before = 0;
+        let mut next = 0;
+        let owned = executes
+            .iter()
+            .map(|(at, call, _, evm)| {
+                for answer in &answers[next..*at] {
+                    before += answer_len(&answer.0);
+                }
+                next = *at;
+                DeferredCall {
+                    call: call.to_owned_call(),
+                    before,
+                    evm: *evm,
+                }
+            })
+            .collect();
+        let replies = self.execute_calls(owned, cap, latest).await;
+        for ((i, call, started, _), reply) in executes.into_iter().zip(replies) {
+            answers[i] = self.finish(&call, reply, started, over_ws, false);
+        }
+    }
+
+    /// Answers the state reads whose fetches are done, in order, each
+    /// counted against `cap` with every answer before it first.
+    fn answer_fetched(
+        &self,
+        elements: &[&RawValue],
+        fetched: Vec<(usize, Call<'_>, Instant)>,
+        answers: &mut [(Vec<Bytes>, Outcome)],
+        cap: usize,
+        latest: Option<u64>,
+        over_ws: bool,
+    ) {
+        let mut bytes = 0;
+        let mut fetched = fetched.into_iter().peekable();
+        for (i, raw) in elements.iter().enumerate() {
+            if let Some((_, call, started)) = fetched.next_if(|(at, ..)| *at == i) {
+                answers[i] = if bytes > cap {
+                    response_too_large(raw)
+                } else {
+                    let reply = self.fetched_reply(&call, latest);
+                    self.finish(&call, reply, started, over_ws, true)
+                };
+            }
+            if bytes <= cap {
+                bytes += answer_len(&answers[i].0);
+            }
+        }
     }
 
     /// Answers calls that need stored pages not in memory on the I/O
