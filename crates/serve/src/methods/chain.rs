@@ -118,11 +118,11 @@ mod tests {
         let fresh = Duration::from_millis(100);
         let stale = Duration::from_secs(2);
         for (upstream, age, grace, answered) in [
-            (10, fresh, crate::DEFAULT_LATEST_GRACE, true),
-            (10, stale, crate::DEFAULT_LATEST_GRACE, false),
+            (10, fresh, crate::config::DEFAULT_LATEST_GRACE, true),
+            (10, stale, crate::config::DEFAULT_LATEST_GRACE, false),
             (10, fresh, Duration::ZERO, false),
-            (11, fresh, crate::DEFAULT_LATEST_GRACE, false),
-            (9, stale, crate::DEFAULT_LATEST_GRACE, true),
+            (11, fresh, crate::config::DEFAULT_LATEST_GRACE, false),
+            (9, stale, crate::config::DEFAULT_LATEST_GRACE, true),
         ] {
             let (server, _dir) = server_configured(Arc::new(Announced(upstream, age)), |config| {
                 config.latest_grace = grace;
