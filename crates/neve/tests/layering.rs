@@ -1188,15 +1188,17 @@ impl Library {
                 Some(module) if module.is_empty() => "defined in lib.rs".to_string(),
                 Some(module) => format!("import it from crate::{}", module.join("::")),
             };
-            found.insert(format!(
+            let text = format!(
                 "{}: {}:{} {} names the crate's top ({hint})",
                 self.name,
                 self.files[reference.file].rel,
                 reference.line,
                 reference.written()
-            ));
+            );
+            // by file, then line: the order a reader fixes them in
+            found.insert((reference.file, reference.line, text));
         }
-        found.into_iter().collect()
+        found.into_iter().map(|(_, _, text)| text).collect()
     }
 }
 
