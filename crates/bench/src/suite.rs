@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use neve_devnet::{Avalanchego, GethDev, GethDevOptions, NodeProcess, free_ports};
 use neve_upstream::RpcClient;
 
+use crate::config::BenchConfig;
+use crate::error::BenchError;
 use crate::report::Results;
 use crate::target::{Target, TargetKind, block_number, client_version};
-use crate::{BenchConfig, BenchError};
 
 /// What the suite builds and runs.
 #[derive(Clone, Debug)]
@@ -40,7 +41,7 @@ pub async fn run(
     config: SuiteConfig,
     mut progress: impl FnMut(&str),
 ) -> Result<(String, Vec<String>), BenchError> {
-    std::fs::create_dir_all(&config.out).map_err(crate::BenchError::io(&config.out))?;
+    std::fs::create_dir_all(&config.out).map_err(BenchError::io(&config.out))?;
     let started = Instant::now();
     let mut summary = String::from("# neve bench --suite headline\n\n");
     let mut flagged = Vec::new();
@@ -105,7 +106,7 @@ pub async fn run(
         ("neve".into(), "static".into()),
     ];
     bench.out = Some(config.out.join("geth"));
-    let geth_results = crate::run(&bench, &mut progress).await?;
+    let geth_results = crate::run::run(&bench, &mut progress).await?;
     flagged.extend(pair_flags("geth", &geth_results));
     let version = title_version(geth.http_url()).await;
     section(
@@ -143,7 +144,7 @@ pub async fn run(
         ];
         bench.compare = vec![("neve".into(), "avalanchego".into())];
         bench.out = Some(config.out.join("avalanchego"));
-        let ava_results = crate::run(&bench, &mut progress).await?;
+        let ava_results = crate::run::run(&bench, &mut progress).await?;
         flagged.extend(pair_flags("avalanchego", &ava_results));
         let version = title_version(&rpc).await;
         section(
@@ -159,7 +160,7 @@ pub async fn run(
         started.elapsed().as_secs_f64()
     );
     let path = config.out.join("summary.md");
-    std::fs::write(&path, &summary).map_err(crate::BenchError::io(&path))?;
+    std::fs::write(&path, &summary).map_err(BenchError::io(&path))?;
     Ok((summary, flagged))
 }
 
@@ -333,7 +334,7 @@ impl Nginx {
                 root = root.display()
             );
             let conf = dir.path().join("nginx.conf");
-            std::fs::write(&conf, config).map_err(crate::BenchError::io(&conf))?;
+            std::fs::write(&conf, config).map_err(BenchError::io(&conf))?;
             let args = vec![
                 "-e".to_owned(),
                 format!("{d}/error.log"),

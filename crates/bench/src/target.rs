@@ -12,8 +12,8 @@ use bytes::Bytes;
 use hyper::Uri;
 use neve_upstream::{RpcClient, parse_quantity, quantity};
 
-use crate::BenchError;
 use crate::classify::{Outcome, classify};
+use crate::error::BenchError;
 
 /// What kind of server a target is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -14,8 +14,8 @@ use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use serde::Deserialize;
 
-use crate::BenchError;
 use crate::corpus::Corpus;
+use crate::error::BenchError;
 
 /// The seeds' read mix: what a public endpoint sees.
 pub const SEEDS_READ_MIX: &str = include_str!("../mixes/seeds-read.toml");
