@@ -46,6 +46,30 @@ pub async fn run(
     let mut summary = String::from("# neve bench --suite headline\n\n");
     let mut flagged = Vec::new();
 
+    geth_pair(&config, &mut summary, &mut flagged, &mut progress).await?;
+
+    if config.avalanchego_seconds > 0 {
+        avalanchego_pair(&config, &mut summary, &mut flagged, &mut progress).await?;
+    }
+
+    let _ = writeln!(
+        summary,
+        "suite time: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let path = config.out.join("summary.md");
+    std::fs::write(&path, &summary).map_err(BenchError::io(&path))?;
+    Ok((summary, flagged))
+}
+
+/// geth, grown and mirrored by neve, swept against neve and an nginx
+/// ceiling; its section added to `summary`.
+async fn geth_pair(
+    config: &SuiteConfig,
+    summary: &mut String,
+    flagged: &mut Vec<String>,
+    progress: &mut impl FnMut(&str),
+) -> Result<(), BenchError> {
     progress("starting geth (archive dev chain, --dev.period 0) on 127.0.0.1");
     let geth = GethDev::start(GethDevOptions {
         period: 0,
@@ -57,7 +81,7 @@ pub async fn run(
         geth.http_url(),
         config.geth_blocks,
         config.block_txs,
-        &mut progress,
+        progress,
     )
     .await?;
     progress(&format!("geth chain: {head} blocks"));
@@ -106,62 +130,62 @@ pub async fn run(
         ("neve".into(), "static".into()),
     ];
     bench.out = Some(config.out.join("geth"));
-    let geth_results = crate::run::run(&bench, &mut progress).await?;
+    let geth_results = crate::run::run(&bench, progress).await?;
     flagged.extend(pair_flags("geth", &geth_results));
     let version = title_version(geth.http_url()).await;
     section(
-        &mut summary,
+        summary,
         &format!("neve vs {version} vs nginx (static ceiling)"),
         &geth_results,
     );
     drop(neve_geth);
     drop(nginx);
     drop(geth);
+    Ok(())
+}
 
-    if config.avalanchego_seconds > 0 {
-        progress("starting avalanchego (local network, single node) on 127.0.0.1");
-        let ava = Avalanchego::start()
-            .await
-            .map_err(|e| setup("starting avalanchego", e))?;
-        let rpc = ava.c_chain_rpc_url();
-        let head = feed(&rpc, config.avalanchego_seconds, &mut progress).await?;
-        progress(&format!("avalanchego C-chain: {head} blocks"));
-        let neve_ava = Mirror::start(
-            &config.neve,
-            &[
-                "--upstream-kind",
-                "avalanchego",
-                "--upstream",
-                ava.base_url(),
-            ],
-            head,
-        )
-        .await?;
-        let mut bench = config.bench.clone();
-        bench.targets = vec![
-            local("neve", &neve_ava.url, TargetKind::Rpc, [&neve_ava.process])?,
-            local("avalanchego", &rpc, TargetKind::Rpc, [ava.process()])?,
-        ];
-        bench.compare = vec![("neve".into(), "avalanchego".into())];
-        bench.out = Some(config.out.join("avalanchego"));
-        let ava_results = crate::run::run(&bench, &mut progress).await?;
-        flagged.extend(pair_flags("avalanchego", &ava_results));
-        let version = title_version(&rpc).await;
-        section(
-            &mut summary,
-            &format!("neve vs {version} (avalanchego C-chain)"),
-            &ava_results,
-        );
-    }
-
-    let _ = writeln!(
+/// avalanchego, fed and mirrored by neve, swept against neve; its section
+/// added to `summary`.
+async fn avalanchego_pair(
+    config: &SuiteConfig,
+    summary: &mut String,
+    flagged: &mut Vec<String>,
+    progress: &mut impl FnMut(&str),
+) -> Result<(), BenchError> {
+    progress("starting avalanchego (local network, single node) on 127.0.0.1");
+    let ava = Avalanchego::start()
+        .await
+        .map_err(|e| setup("starting avalanchego", e))?;
+    let rpc = ava.c_chain_rpc_url();
+    let head = feed(&rpc, config.avalanchego_seconds, progress).await?;
+    progress(&format!("avalanchego C-chain: {head} blocks"));
+    let neve_ava = Mirror::start(
+        &config.neve,
+        &[
+            "--upstream-kind",
+            "avalanchego",
+            "--upstream",
+            ava.base_url(),
+        ],
+        head,
+    )
+    .await?;
+    let mut bench = config.bench.clone();
+    bench.targets = vec![
+        local("neve", &neve_ava.url, TargetKind::Rpc, [&neve_ava.process])?,
+        local("avalanchego", &rpc, TargetKind::Rpc, [ava.process()])?,
+    ];
+    bench.compare = vec![("neve".into(), "avalanchego".into())];
+    bench.out = Some(config.out.join("avalanchego"));
+    let ava_results = crate::run::run(&bench, progress).await?;
+    flagged.extend(pair_flags("avalanchego", &ava_results));
+    let version = title_version(&rpc).await;
+    section(
         summary,
-        "suite time: {:.0} s",
-        started.elapsed().as_secs_f64()
+        &format!("neve vs {version} (avalanchego C-chain)"),
+        &ava_results,
     );
-    let path = config.out.join("summary.md");
-    std::fs::write(&path, &summary).map_err(BenchError::io(&path))?;
-    Ok((summary, flagged))
+    Ok(())
 }
 
 /// What the node says it is (`web3_clientVersion`), or its URL, for the
