@@ -49,9 +49,7 @@ pub const DEV_GENESIS: &str = include_str!("../dev-genesis.json");
 /// txpool limits raised so the traffic generator can keep thousands pending.
 #[derive(Debug)]
 pub struct GethDev {
-    node: NodeProcess,
-    http_url: String,
-    ws_url: String,
+    node: GethNode,
 }
 
 impl GethDev {
@@ -137,36 +135,15 @@ impl GethDev {
             ]
             .map(String::from),
         );
-        let node = NodeProcess::spawn("geth-dev", &geth, &args, data)?;
-        let http_url = format!("http://127.0.0.1:{http}");
-        wait_ready(&node, &http_url, STARTUP_TIMEOUT).await?;
-        Ok(GethDev {
-            node,
-            http_url,
-            ws_url: format!("ws://127.0.0.1:{ws}"),
-        })
-    }
-
-    /// The HTTP JSON-RPC URL.
-    pub fn http_url(&self) -> &str {
-        &self.http_url
-    }
-
-    /// The WebSocket JSON-RPC URL.
-    pub fn ws_url(&self) -> &str {
-        &self.ws_url
-    }
-
-    /// The running process (pid, data dir, log).
-    pub fn process(&self) -> &NodeProcess {
-        &self.node
+        let node = GethNode::spawn("geth-dev", &geth, &args, data, http, ws).await?;
+        Ok(GethDev { node })
     }
 
     /// Kills geth (SIGKILL) and starts it again on the same chain and
     /// ports; returns once its HTTP RPC answers.
     pub async fn kill_and_restart(&self) -> Result<(), DevnetError> {
-        self.node.kill_and_restart()?;
-        wait_ready(&self.node, &self.http_url, STARTUP_TIMEOUT).await
+        self.node.node.kill_and_restart()?;
+        wait_ready(&self.node.node, &self.node.http_url, STARTUP_TIMEOUT).await
     }
 }
 
@@ -175,9 +152,7 @@ impl GethDev {
 /// that `safe` and `finalized` resolve.
 #[derive(Debug)]
 pub struct GethConformance {
-    node: NodeProcess,
-    http_url: String,
-    ws_url: String,
+    node: GethNode,
 }
 
 impl GethConformance {
@@ -228,14 +203,39 @@ impl GethConformance {
         .map(String::from)
         .to_vec();
         args.extend(rpc_flags(http, ws, auth));
-        let node = NodeProcess::spawn("geth-conformance", &geth, &args, data)?;
-        let http_url = format!("http://127.0.0.1:{http}");
-        wait_ready(&node, &http_url, STARTUP_TIMEOUT).await?;
+        let node = GethNode::spawn("geth-conformance", &geth, &args, data, http, ws).await?;
 
         let fcu = std::fs::read(fixtures.join("headfcu.json"))
             .map_err(io_error("reading headfcu.json"))?;
         engine::send_forkchoice(&format!("http://127.0.0.1:{auth}"), &secret, fcu).await?;
-        Ok(GethConformance {
+        Ok(GethConformance { node })
+    }
+}
+
+/// A running geth and its loopback URLs: what [`GethDev`] and
+/// [`GethConformance`] both are once started (reached through them).
+#[derive(Debug)]
+pub struct GethNode {
+    node: NodeProcess,
+    http_url: String,
+    ws_url: String,
+}
+
+impl GethNode {
+    /// Spawns geth as `name` with `args`, HTTP on `http` and WS on `ws`, and
+    /// waits until its HTTP RPC answers.
+    async fn spawn(
+        name: &str,
+        geth: &Path,
+        args: &[String],
+        data: tempfile::TempDir,
+        http: u16,
+        ws: u16,
+    ) -> Result<GethNode, DevnetError> {
+        let node = NodeProcess::spawn(name, geth, args, data)?;
+        let http_url = format!("http://127.0.0.1:{http}");
+        wait_ready(&node, &http_url, STARTUP_TIMEOUT).await?;
+        Ok(GethNode {
             node,
             http_url,
             ws_url: format!("ws://127.0.0.1:{ws}"),
@@ -254,6 +254,22 @@ impl GethConformance {
 
     /// The running process (pid, data dir, log).
     pub fn process(&self) -> &NodeProcess {
+        &self.node
+    }
+}
+
+impl std::ops::Deref for GethDev {
+    type Target = GethNode;
+
+    fn deref(&self) -> &GethNode {
+        &self.node
+    }
+}
+
+impl std::ops::Deref for GethConformance {
+    type Target = GethNode;
+
+    fn deref(&self) -> &GethNode {
         &self.node
     }
 }

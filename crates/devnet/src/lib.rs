@@ -26,7 +26,7 @@ pub use avalanchego::{AVALANCHEGO_LOCAL_CHAIN_ID, AVALANCHEGO_PREFUNDED_KEY, Ava
 pub use error::DevnetError;
 pub use geth::{
     DEV_GENESIS, GETH_DEV_ADDRESS, GETH_DEV_GAS_LIMIT, GETH_DEV_KEY, GethConformance, GethDev,
-    GethDevOptions,
+    GethDevOptions, GethNode,
 };
 pub use process::NodeProcess;
 pub use startup::{STARTUP_TIMEOUT, free_ports};
