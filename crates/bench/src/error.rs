@@ -2,8 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::target::Target;
-
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -28,11 +26,6 @@ pub enum BenchError {
 }
 
 impl BenchError {
-    /// A target that could not be read, and why.
-    pub(crate) fn target(target: &Target, error: impl std::fmt::Display) -> BenchError {
-        BenchError::Target(target.name.clone(), error.to_string())
-    }
-
     /// Wraps a failed write of `path`.
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
         move |e| BenchError::Io(path.to_owned(), e)

@@ -40,7 +40,7 @@ impl From<Malformed> for ProofError {
 }
 
 /// Nodes proven to lie on a path from a trusted root; the only thing
-/// [`crate::state::State::insert`] takes.
+/// `State::insert` takes.
 #[derive(Debug, Default)]
 pub struct Verified {
     pub(crate) entries: Vec<(Hash, Bytes)>,
