@@ -26,7 +26,6 @@
 //!
 //! Start at [`Store::open`], [`Store::append`] and [`Reader`].
 
-pub mod background;
 mod block;
 mod damage;
 mod format;
