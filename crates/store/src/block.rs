@@ -17,26 +17,26 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use crate::Hash;
 use crate::damage::Damage;
 use crate::format::{
     self, CHUNK_CRC_LEN, CHUNK_LEN, LOG_ENTRY_LEN, Layout, RECORD_HEADER_LEN, RUN_ENTRY_LEN,
     RecordHeader, Section, body,
 };
+use crate::types::Hash;
 
 /// Why a part of a block was not read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unread {
     /// Its pages are not in memory and the read may not wait for the disk:
-    /// read it again where it may ([`crate::Reader::from_disk`]).
+    /// read it again where it may ([`crate::reader::Reader::from_disk`]).
     Cold,
     /// Its bytes fail their checksum or do not fit their record: counted
-    /// in [`crate::Stats::corrupt_reads`], logged, and answered as a miss.
+    /// in [`crate::reader::Stats::corrupt_reads`], logged, and answered as a miss.
     Damaged,
 }
 
-impl From<crate::Cold> for Unread {
-    fn from(_: crate::Cold) -> Self {
+impl From<crate::reader::Cold> for Unread {
+    fn from(_: crate::reader::Cold) -> Self {
         Unread::Cold
     }
 }

@@ -2,12 +2,12 @@
 //! the constants here are its widths and offsets, and the tests at the bottom
 //! pin them so a moved field fails loudly. All integers are little-endian.
 
-use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
+use crate::types::{Hash, LogEntry, NewBlock, Span, TxEntry};
 
 /// The store format this build writes and reads. Version 4 checks a
 /// record in 4 KiB chunks, each with a CRC of its own, so a read checks
 /// the bytes it returns rather than the whole record; stores of versions 1
-/// to 3 (one CRC a record) are refused with [`crate::StoreError::FormatVersion`]
+/// to 3 (one CRC a record) are refused with [`crate::error::StoreError::FormatVersion`]
 /// and re-ingested (docs/store-format.md, "Upgrading").
 pub const FORMAT_VERSION: u32 = 4;
 
@@ -633,7 +633,7 @@ fn runs_agree(body: &[u8], table: usize, log_count: u64, run_count: u64) -> bool
 }
 
 /// Encodes the META file.
-pub(crate) fn encode_meta(meta: &crate::Meta) -> [u8; META_LEN] {
+pub(crate) fn encode_meta(meta: &crate::types::Meta) -> [u8; META_LEN] {
     let mut out = [0u8; META_LEN];
     out[0..8].copy_from_slice(&META_MAGIC);
     out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -648,7 +648,7 @@ pub(crate) fn encode_meta(meta: &crate::Meta) -> [u8; META_LEN] {
 
 /// What a META file says, or why it says nothing usable.
 pub(crate) enum MetaRead {
-    Ok(crate::Meta),
+    Ok(crate::types::Meta),
     Corrupt,
     Version(u32),
 }
@@ -664,9 +664,9 @@ pub(crate) fn decode_meta(bytes: &[u8]) -> MetaRead {
     if !readable(version) {
         return MetaRead::Version(version);
     }
-    MetaRead::Ok(crate::Meta {
+    MetaRead::Ok(crate::types::Meta {
         segment_blocks: u32_at(bytes, 12),
-        identity: crate::Identity {
+        identity: crate::types::Identity {
             chain_id: u64_at(bytes, 16),
             genesis_hash: hash_at(bytes, 24),
         },
@@ -823,7 +823,7 @@ mod tests {
         encode_block(&b, &mut record).unwrap();
         let h = read_header(&record).unwrap();
         assert!(verify_record(&record, &h));
-        let block = crate::Block::from_record(7, &record);
+        let block = crate::block::Block::from_record(7, &record);
         let logs: Vec<_> = block.logs().unwrap().into_iter().map(|l| l.bytes).collect();
         assert_eq!(logs, [&b"{\"l\":0}"[..], b"{\"l\":1}", b"{\"l\":2}"]);
         let table = block.log_table().unwrap();
@@ -845,7 +845,10 @@ mod tests {
             b",{\"l\":0},{\"l\":1},{\"l\":2}"
         );
         // A slice past the log section is refused, not a panic.
-        assert_eq!(block.log_slice(0, 1_000), Err(crate::Unread::Damaged));
+        assert_eq!(
+            block.log_slice(0, 1_000),
+            Err(crate::block::Unread::Damaged)
+        );
     }
 
     /// Logs of a few addresses and first topics, with 0 to 4 topics each,
@@ -893,7 +896,7 @@ mod tests {
             encode_block(&b, &mut record).unwrap();
             let h = read_header(&record).unwrap();
             proptest::prop_assert!(verify_record(&record, &h));
-            let block = crate::Block::from_record(7, &record);
+            let block = crate::block::Block::from_record(7, &record);
             let runs = block.emitter_runs().unwrap();
             let runs: Vec<_> = runs.iter().collect();
             let mut next = 0;
@@ -1044,10 +1047,10 @@ mod tests {
 
     #[test]
     fn meta_round_trips_and_detects_other_versions() {
-        let meta = crate::Meta {
+        let meta = crate::types::Meta {
             segment_blocks: 1024,
             segment_bytes: 1 << 30,
-            identity: crate::Identity {
+            identity: crate::types::Identity {
                 chain_id: 43112,
                 genesis_hash: [4; 32],
             },

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::block::{Block, Unread};
 use crate::damage::Damage;
+use crate::hashes;
 use crate::segment::{Pages, Segment};
-use crate::{Block, Hash, Unread, hashes};
+use crate::types::Hash;
 
 /// Store counters, each O(1) to read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

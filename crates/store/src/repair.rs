@@ -6,8 +6,12 @@
 use std::fs::OpenOptions;
 use std::sync::Arc;
 
+use crate::error::{StoreError, io_error, sync_error};
+use crate::format;
+use crate::io;
 use crate::segment;
-use crate::{NewBlock, Store, StoreError, format, io, io_error, sync_error};
+use crate::store::Store;
+use crate::types::NewBlock;
 
 /// What [`Store::repair`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +32,7 @@ pub enum Repair {
 impl Store {
     /// Stored heights remembered as damaged (found by reads, or at open by
     /// a scan that rebuilt a lost index), lowest first, at most
-    /// [`crate::MAX_DAMAGED_HEIGHTS`]: the blocks to fetch again for
+    /// [`crate::damage::MAX_DAMAGED_HEIGHTS`]: the blocks to fetch again for
     /// [`Store::repair`].
     pub fn damaged_heights(&self) -> Vec<u64> {
         let state = self.shared.state.load();
@@ -103,7 +107,7 @@ impl Store {
                 "its record differs from the stored one where that one is intact",
             ));
         }
-        let journal = self.config.crash_journal.clone();
+        let journal = self.config.crash_hook.clone();
         let at = span.start as u64;
         let writing = |file: &io::StoreFile| -> Result<(), StoreError> {
             file.write_all_at(&self.scratch, at)
@@ -164,8 +168,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::config::{Durability, StoreConfig};
+    use crate::segment::segment_file_name;
     use crate::testing::SyntheticBlock;
-    use crate::{Durability, Identity, StoreConfig, segment_file_name};
+    use crate::types::Identity;
 
     const CHAIN: Identity = Identity {
         chain_id: 1337,
@@ -213,7 +219,7 @@ mod tests {
         bytes[at] ^= 0x40;
         std::fs::write(&path, bytes).unwrap();
         // Its index lost too: open must rebuild it from the records.
-        std::fs::remove_file(dir.join(crate::index_file_name(4))).unwrap();
+        std::fs::remove_file(dir.join(crate::segment::index_file_name(4))).unwrap();
     }
 
     fn served(store: &Store) -> Vec<u64> {

@@ -13,12 +13,14 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use memmap2::Mmap;
 
+use crate::block::Block;
 use crate::block::{Origin, Source, Unread};
 use crate::damage::Damage;
+use crate::error::{StoreError, io_error, sync_error};
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
+use crate::io::CrashHook;
 use crate::io::StoreFile;
-use crate::testing::CrashJournal;
-use crate::{Block, Hash, StoreError, io_error, sync_error};
+use crate::types::Hash;
 
 /// Whether a read may wait for the disk, and how it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,7 +313,7 @@ impl Segment {
         dir: &Path,
         count: usize,
         data_len: u64,
-        journal: Option<&CrashJournal>,
+        journal: Option<&dyn CrashHook>,
     ) -> Result<(), StoreError> {
         let mut blocks = Vec::with_capacity(count);
         let mut txs = Vec::new();
@@ -726,7 +728,7 @@ pub(crate) fn write_atomically(
     dir: &Path,
     name: &str,
     bytes: &[u8],
-    journal: Option<&CrashJournal>,
+    journal: Option<&dyn CrashHook>,
 ) -> Result<(), StoreError> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut file = File::create(&tmp).map_err(io_error(&tmp, "creating"))?;
@@ -741,7 +743,7 @@ pub(crate) fn write_atomically(
 pub(crate) fn rename(
     from: &Path,
     to: &Path,
-    journal: Option<&CrashJournal>,
+    journal: Option<&dyn CrashHook>,
 ) -> Result<(), StoreError> {
     if let Some(journal) = journal {
         journal
@@ -753,7 +755,7 @@ pub(crate) fn rename(
 
 /// Unlinks `path`, which may already be gone (told to a crash journal
 /// first).
-pub(crate) fn unlink(path: &Path, journal: Option<&CrashJournal>) -> Result<(), StoreError> {
+pub(crate) fn unlink(path: &Path, journal: Option<&dyn CrashHook>) -> Result<(), StoreError> {
     if let Some(journal) = journal {
         journal
             .before_unlink(path)
@@ -767,7 +769,7 @@ pub(crate) fn unlink(path: &Path, journal: Option<&CrashJournal>) -> Result<(), 
 }
 
 /// Makes renames, creations and deletions in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path, journal: Option<&CrashJournal>) -> Result<(), StoreError> {
+pub(crate) fn sync_dir(dir: &Path, journal: Option<&dyn CrashHook>) -> Result<(), StoreError> {
     if let Some(journal) = journal {
         journal
             .before_sync()
@@ -804,7 +806,7 @@ pub(crate) fn open_for_writing(
     path: &Path,
     first_height: u64,
     capacity: u64,
-    journal: Option<Arc<crate::testing::CrashJournal>>,
+    journal: Option<Arc<dyn CrashHook>>,
 ) -> Result<StoreFile, StoreError> {
     let file = OpenOptions::new()
         .read(true)

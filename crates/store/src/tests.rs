@@ -4,7 +4,18 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use crate::block::{Block, Unread};
+use crate::config::{Durability, StoreConfig};
+use crate::error::StoreError;
+use crate::format::{self, FORMAT_VERSION};
+use crate::hashes;
+use crate::reader::{Cold, Reader, Stats};
+use crate::segment::{self, Segment, index_file_name};
+use crate::store::Store;
+use crate::testing;
+use crate::types::{Hash, Identity, Span};
 use testing::{CrashJournal, SyntheticBlock, block_hash};
 
 const CHAIN: Identity = Identity {
@@ -680,7 +691,7 @@ proptest! {
         let config = StoreConfig {
             durability: Durability::Fsync,
             segment_bytes: 256 << 10,
-            crash_journal: Some(journal.clone()),
+            crash_hook: Some(journal.clone()),
             ..config(4)
         };
         let mut store = Store::open(dir.path(), CHAIN, config.clone()).unwrap();
@@ -722,7 +733,7 @@ proptest! {
         }
         journal.power_loss().unwrap();
         drop(store);
-        let reopened = Store::open(dir.path(), CHAIN, StoreConfig { crash_journal: None, ..config }).unwrap();
+        let reopened = Store::open(dir.path(), CHAIN, StoreConfig { crash_hook: None, ..config }).unwrap();
         let stats = reopened.stats();
         let reader = reopened.reader();
         let acknowledged_max = model.keys().next_back().copied();
@@ -757,7 +768,7 @@ fn the_crash_journal_undoes_exactly_what_was_never_synced() {
         let config = StoreConfig {
             durability,
             segment_bytes: 256 << 10,
-            crash_journal: Some(journal.clone()),
+            crash_hook: Some(journal.clone()),
             ..config(4)
         };
         let mut store = Store::open(dir.path(), CHAIN, config.clone()).unwrap();
@@ -983,7 +994,7 @@ fn a_crash_anywhere_in_a_deep_rollback_keeps_every_block_below_it() {
         let config = StoreConfig {
             durability: Durability::Fsync,
             segment_bytes: 256 << 10,
-            crash_journal: Some(journal.clone()),
+            crash_hook: Some(journal.clone()),
             ..config(4)
         };
         let mut store = Store::open(dir.path(), CHAIN, config.clone()).unwrap();
@@ -996,7 +1007,7 @@ fn a_crash_anywhere_in_a_deep_rollback_keeps_every_block_below_it() {
             dir.path(),
             CHAIN,
             StoreConfig {
-                crash_journal: None,
+                crash_hook: None,
                 ..config
             },
         )
@@ -1027,7 +1038,7 @@ fn a_single_failure_anywhere_loses_no_block_and_no_lookup() {
         let config = StoreConfig {
             durability: Durability::Fsync,
             segment_bytes: 256 << 10,
-            crash_journal: Some(journal.clone()),
+            crash_hook: Some(journal.clone()),
             ..config(4)
         };
         // Opening fails on the failed operation too: it is tried again.
@@ -1107,7 +1118,7 @@ fn a_single_failure_anywhere_loses_no_block_and_no_lookup() {
                 dir,
                 CHAIN,
                 StoreConfig {
-                    crash_journal: None,
+                    crash_hook: None,
                     ..config
                 },
             )
@@ -1317,7 +1328,7 @@ fn a_failed_sync_while_a_rollback_reopens_a_sealed_segment_stops_the_writer() {
         let journal = CrashJournal::new();
         let config = StoreConfig {
             durability: Durability::Fsync,
-            crash_journal: Some(journal.clone()),
+            crash_hook: Some(journal.clone()),
             ..config(4)
         };
         let mut store = Store::open(dir.path(), CHAIN, config).unwrap();
