@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format;
 use crate::io;
-use crate::segment;
+use crate::sealing::reseal;
 use crate::store::Store;
 use crate::types::NewBlock;
 
@@ -133,21 +133,14 @@ impl Store {
         if let Some(count) = segment.sealed_count() {
             // Its index lacks the block's hashes: write it again, and have
             // the store-wide table take the segment's entries once more.
-            segment.write_index(&self.dir, count, end, journal.as_deref())?;
-            let reopened = segment::Segment::open_sealed(
+            let reopened = reseal(
                 &self.dir,
-                segment.first_height,
-                self.meta.segment_blocks as usize,
-                segment.damage(),
-            )?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "index of {} unreadable right after writing",
-                    segment.path.display()
-                ))
-            })?;
-            reopened.inherit_verified(&segment);
-            let reopened = Arc::new(reopened);
+                &self.meta,
+                &segment,
+                count,
+                end,
+                journal.as_deref(),
+            )?;
             self.publish(|state| {
                 if let Some(slot) = state.segments.iter_mut().find(|s| Arc::ptr_eq(s, &segment)) {
                     *slot = reopened;

@@ -101,6 +101,22 @@ pub(crate) fn seal(
         .map_err(io_error(&segment.path, "trimming"))?;
     file.sync_all()
         .map_err(sync_error(&segment.path, "syncing"))?;
+    reseal(dir, meta, segment, count, end, journal)
+}
+
+/// Writes `segment`'s index (its first `count` records, its data ending at
+/// `end`) and opens it again as sealed, keeping what its reads verified:
+/// the segment readers should see. For a segment being sealed, and for a
+/// sealed one whose record a repair rewrote (its index lacked the block's
+/// hashes).
+pub(crate) fn reseal(
+    dir: &Path,
+    meta: &Meta,
+    segment: &Segment,
+    count: usize,
+    end: u64,
+    journal: Option<&dyn CrashHook>,
+) -> Result<Arc<Segment>, StoreError> {
     segment.write_index(dir, count, end, journal)?;
     let sealed = Segment::open_sealed(
         dir,
