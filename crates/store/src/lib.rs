@@ -36,7 +36,9 @@ mod format;
 mod hashes;
 mod io;
 mod meta;
+mod miss;
 mod open;
+mod origin;
 mod reader;
 mod repair;
 mod resident;
@@ -53,7 +55,7 @@ mod types;
 
 pub use bytes::Bytes;
 
-pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs, Unread};
+pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs};
 pub use config::{
     DEFAULT_RETAIN_BLOCKS, DEFAULT_SEGMENT_BLOCKS, DEFAULT_SEGMENT_BYTES, Durability, StoreConfig,
 };
@@ -62,7 +64,8 @@ pub use error::StoreError;
 pub use format::FORMAT_VERSION;
 pub use io::CrashHook;
 pub use meta::stored_identity;
-pub use reader::{Cold, FromDisk, InMemory, Reader, Residency, Stats};
+pub use miss::{Cold, Unread};
+pub use reader::{FromDisk, InMemory, Reader, Residency, Stats};
 pub use repair::Repair;
 pub use store::Store;
 pub use types::{Hash, Identity, LogEntry, NewBlock, Span, TxEntry};

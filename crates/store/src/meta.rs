@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::config::StoreConfig;
 use crate::directory::list_segments;
 use crate::error::{StoreError, io_error};
-use crate::format::{self, FORMAT_VERSION};
+use crate::format::{FORMAT_VERSION, META_LEN, META_MAGIC, hash_at, readable, u32_at, u64_at};
 use crate::segment;
 use crate::types::{Identity, Meta};
 
@@ -15,8 +15,8 @@ const META_FILE: &str = "META";
 /// lets a store be opened while the upstream that would name the chain
 /// cannot be reached.
 pub fn stored_identity(dir: &Path) -> Option<Identity> {
-    match format::decode_meta(&std::fs::read(dir.join(META_FILE)).ok()?) {
-        format::MetaRead::Ok(meta) => Some(meta.identity),
+    match decode_meta(&std::fs::read(dir.join(META_FILE)).ok()?) {
+        MetaRead::Ok(meta) => Some(meta.identity),
         _ => None,
     }
 }
@@ -25,7 +25,7 @@ fn write_meta(dir: &Path, meta: &Meta, config: &StoreConfig) -> Result<(), Store
     segment::write_atomically(
         dir,
         META_FILE,
-        &format::encode_meta(meta),
+        &encode_meta(meta),
         config.crash_hook.as_deref(),
     )
 }
@@ -37,21 +37,21 @@ pub(crate) fn open_meta(
 ) -> Result<Meta, StoreError> {
     let path = dir.join(META_FILE);
     match std::fs::read(&path) {
-        Ok(bytes) => match format::decode_meta(&bytes) {
-            format::MetaRead::Ok(meta) if meta.identity == identity => Ok(meta),
-            format::MetaRead::Ok(meta) => Err(StoreError::WrongChain {
+        Ok(bytes) => match decode_meta(&bytes) {
+            MetaRead::Ok(meta) if meta.identity == identity => Ok(meta),
+            MetaRead::Ok(meta) => Err(StoreError::WrongChain {
                 dir: dir.to_path_buf(),
                 stored: meta.identity.chain_id,
                 stored_genesis: hex(&meta.identity.genesis_hash),
                 wanted: identity.chain_id,
                 wanted_genesis: hex(&identity.genesis_hash),
             }),
-            format::MetaRead::Version(found) => Err(StoreError::FormatVersion {
+            MetaRead::Version(found) => Err(StoreError::FormatVersion {
                 dir: dir.to_path_buf(),
                 found,
                 expected: FORMAT_VERSION,
             }),
-            format::MetaRead::Corrupt => Err(StoreError::Corrupt(format!(
+            MetaRead::Corrupt => Err(StoreError::Corrupt(format!(
                 "{} is damaged",
                 path.display()
             ))),
@@ -84,4 +84,47 @@ fn hex(bytes: &[u8]) -> String {
         out.push_str(&format!("{b:02x}"));
     }
     out
+}
+
+/// Encodes the META file.
+pub(crate) fn encode_meta(meta: &Meta) -> [u8; META_LEN] {
+    let mut out = [0u8; META_LEN];
+    out[0..8].copy_from_slice(&META_MAGIC);
+    out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out[12..16].copy_from_slice(&meta.segment_blocks.to_le_bytes());
+    out[16..24].copy_from_slice(&meta.identity.chain_id.to_le_bytes());
+    out[24..56].copy_from_slice(&meta.identity.genesis_hash);
+    out[56..64].copy_from_slice(&meta.segment_bytes.to_le_bytes());
+    let crc = crc32c::crc32c(&out[..68]);
+    out[68..72].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// What a META file says, or why it says nothing usable.
+pub(crate) enum MetaRead {
+    Ok(Meta),
+    Corrupt,
+    Version(u32),
+}
+
+/// Reads a META file.
+pub(crate) fn decode_meta(bytes: &[u8]) -> MetaRead {
+    if bytes.len() != META_LEN || bytes[0..8] != META_MAGIC {
+        return MetaRead::Corrupt;
+    }
+    if u32_at(bytes, 68) != crc32c::crc32c(&bytes[..68]) {
+        return MetaRead::Corrupt;
+    }
+    let version = u32_at(bytes, 8);
+    if !readable(version) {
+        return MetaRead::Version(version);
+    }
+    MetaRead::Ok(Meta {
+        segment_blocks: u32_at(bytes, 12),
+        identity: Identity {
+            chain_id: u64_at(bytes, 16),
+            genesis_hash: hash_at(bytes, 24),
+        },
+        segment_bytes: u64_at(bytes, 56),
+    })
 }

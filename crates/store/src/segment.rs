@@ -14,12 +14,13 @@ use bytes::Bytes;
 use memmap2::Mmap;
 
 use crate::block::Block;
-use crate::block::{Origin, Source, Unread};
 use crate::damage::Damage;
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
 use crate::io::CrashHook;
 use crate::io::StoreFile;
+use crate::miss::Unread;
+use crate::origin::{Origin, Source};
 use crate::types::Hash;
 
 /// Whether a read may wait for the disk, and how it reads.

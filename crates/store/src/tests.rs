@@ -6,12 +6,14 @@ use proptest::prelude::*;
 
 use std::path::{Path, PathBuf};
 
-use crate::block::{Block, Unread};
+use crate::block::Block;
 use crate::config::{Durability, StoreConfig};
 use crate::error::StoreError;
 use crate::format::{self, FORMAT_VERSION};
 use crate::hashes;
-use crate::reader::{Cold, Reader, Stats};
+use crate::miss::Cold;
+use crate::miss::Unread;
+use crate::reader::{Reader, Stats};
 use crate::segment::{self, Segment, index_file_name};
 use crate::store::Store;
 use crate::testing;
