@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use crate::config::Durability;
+use crate::directory::{self, segment_file_name};
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format;
 use crate::hashes;
 use crate::sealing::seal;
-use crate::segment::{self, Segment, segment_file_name};
+use crate::segment::Segment;
 use crate::store::{Active, Store};
 use crate::types::NewBlock;
 
@@ -139,13 +140,13 @@ impl Store {
             self.cover_sealed();
         }
         let path = self.dir.join(segment_file_name(first_height));
-        let file = segment::open_for_writing(
+        let file = directory::open_for_writing(
             &path,
             first_height,
             self.meta.segment_bytes,
             self.config.crash_hook.clone(),
         )?;
-        segment::sync_dir(&self.dir, self.config.crash_hook.as_deref())?;
+        directory::sync_dir(&self.dir, self.config.crash_hook.as_deref())?;
         let segment = Arc::new(Segment::active(
             path,
             file.file(),

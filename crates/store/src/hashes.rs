@@ -33,11 +33,12 @@ use std::sync::Arc;
 use memmap2::{Mmap, MmapMut};
 
 use crate::config::Durability;
+use crate::directory;
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format::{self, u32_at, u64_at};
 use crate::io::CrashHook;
 use crate::io::StoreFile;
-use crate::segment::{self, Segment};
+use crate::segment::Segment;
 use crate::types::Hash;
 
 pub(crate) const HASHES_FILE: &str = "HASHES";
@@ -431,8 +432,8 @@ fn build(
     }
     result?;
     let path = dir.join(HASHES_FILE);
-    segment::rename(&tmp, &path, journal)?;
-    segment::sync_dir(dir, journal)
+    directory::rename(&tmp, &path, journal)?;
+    directory::sync_dir(dir, journal)
 }
 
 fn write_table(

@@ -44,6 +44,7 @@ mod repair;
 mod resident;
 mod retention;
 mod rollback;
+mod scan;
 mod sealing;
 mod segment;
 mod store;

@@ -3,10 +3,9 @@
 use std::path::Path;
 
 use crate::config::StoreConfig;
-use crate::directory::list_segments;
+use crate::directory::{self, list_segments};
 use crate::error::{StoreError, io_error};
 use crate::format::{FORMAT_VERSION, META_LEN, META_MAGIC, hash_at, readable, u32_at, u64_at};
-use crate::segment;
 use crate::types::{Identity, Meta};
 
 const META_FILE: &str = "META";
@@ -22,7 +21,7 @@ pub fn stored_identity(dir: &Path) -> Option<Identity> {
 }
 
 fn write_meta(dir: &Path, meta: &Meta, config: &StoreConfig) -> Result<(), StoreError> {
-    segment::write_atomically(
+    directory::write_atomically(
         dir,
         META_FILE,
         &encode_meta(meta),

@@ -9,13 +9,14 @@ use arc_swap::ArcSwap;
 
 use crate::config::StoreConfig;
 use crate::damage::Damage;
-use crate::directory::{list_segments, remove_segment};
+use crate::directory::index_file_name;
+use crate::directory::{self, list_segments, remove_segment};
 use crate::error::{StoreError, io_error};
 use crate::hashes;
 use crate::meta::open_meta;
 use crate::reader::{Shared, State};
 use crate::sealing::{Recover, reopen_for_writing, seal};
-use crate::segment::{self, Segment, index_file_name};
+use crate::segment::Segment;
 use crate::store::{Active, Store};
 use crate::types::Identity;
 
@@ -54,7 +55,7 @@ impl Store {
             }
             // The last segment is reopened for writing; an earlier one whose
             // sealing a crash cut short is rebuilt from its records.
-            segment::unlink(&dir.join(index_file_name(first_height)), journal)?;
+            directory::unlink(&dir.join(index_file_name(first_height)), journal)?;
             let Some((file, segment, scan)) = reopen_for_writing(
                 dir,
                 &meta,

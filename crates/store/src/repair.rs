@@ -162,7 +162,7 @@ mod tests {
 
     use super::*;
     use crate::config::{Durability, StoreConfig};
-    use crate::segment::segment_file_name;
+    use crate::directory::segment_file_name;
     use crate::testing::SyntheticBlock;
     use crate::types::Identity;
 
@@ -212,7 +212,7 @@ mod tests {
         bytes[at] ^= 0x40;
         std::fs::write(&path, bytes).unwrap();
         // Its index lost too: open must rebuild it from the records.
-        std::fs::remove_file(dir.join(crate::segment::index_file_name(4))).unwrap();
+        std::fs::remove_file(dir.join(crate::directory::index_file_name(4))).unwrap();
     }
 
     fn served(store: &Store) -> Vec<u64> {

@@ -3,11 +3,12 @@
 
 use crate::config::Durability;
 use crate::directory::remove_segment;
+use crate::directory::{self, index_file_name};
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format;
 use crate::reader::State;
 use crate::sealing::{Recover, reopen_for_writing};
-use crate::segment::{self, index_file_name};
+use crate::segment;
 use crate::store::{Active, Store};
 
 impl Store {
@@ -96,8 +97,8 @@ impl Store {
             let first = keep_segment.first_height;
             let journal = self.config.crash_hook.clone();
             // An index a failed seal never wrote is already gone.
-            segment::unlink(&self.dir.join(index_file_name(first)), journal.as_deref())?;
-            segment::sync_dir(&self.dir, journal.as_deref())?;
+            directory::unlink(&self.dir.join(index_file_name(first)), journal.as_deref())?;
+            directory::sync_dir(&self.dir, journal.as_deref())?;
             let (file, segment, scan) = reopen_for_writing(
                 &self.dir,
                 &self.meta,

@@ -6,9 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::damage::Damage;
+use crate::directory::{self, segment_file_name};
 use crate::error::{StoreError, io_error, sync_error};
 use crate::io::{self, CrashHook};
-use crate::segment::{self, Segment, segment_file_name};
+use crate::scan::Scan;
+use crate::segment::Segment;
 use crate::types::Meta;
 
 /// What a scan that rebuilds a segment's index does at a damaged record.
@@ -34,9 +36,9 @@ pub(crate) fn reopen_for_writing(
     journal: Option<Arc<dyn CrashHook>>,
     damage: &Arc<Damage>,
     recover: Recover,
-) -> Result<Option<(io::StoreFile, Arc<Segment>, segment::Scan)>, StoreError> {
+) -> Result<Option<(io::StoreFile, Arc<Segment>, Scan)>, StoreError> {
     let path = dir.join(segment_file_name(first_height));
-    let file = segment::open_for_writing(&path, first_height, meta.segment_bytes, journal)?;
+    let file = directory::open_for_writing(&path, first_height, meta.segment_bytes, journal)?;
     let blocks = meta.segment_blocks as usize;
     let heights = match recover {
         Recover::PastDamage => Some(first_height..first_height + blocks as u64),
@@ -68,7 +70,7 @@ pub(crate) fn reopen_for_writing(
     }
     // Readers may map this file (a rollback unsealing it): zero the tail,
     // never shorten the file under them.
-    segment::zero_tail(&file, scan.end, meta.segment_bytes)?;
+    directory::zero_tail(&file, scan.end, meta.segment_bytes)?;
     file.sync_data()
         .map_err(sync_error(&path, "syncing the cut tail of"))?;
     let segment = Segment::active(

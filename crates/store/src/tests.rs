@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 
 use crate::block::Block;
 use crate::config::{Durability, StoreConfig};
+use crate::directory::{self, index_file_name};
 use crate::error::StoreError;
 use crate::format::{self, FORMAT_VERSION};
 use crate::hashes;
 use crate::miss::Cold;
 use crate::miss::Unread;
 use crate::reader::{Reader, Stats};
-use crate::segment::{self, Segment, index_file_name};
+use crate::segment::{self, Segment};
 use crate::store::Store;
 use crate::testing;
 use crate::types::{Hash, Identity, Span};
@@ -558,7 +559,7 @@ fn a_rollback_into_a_sealed_segment_never_shrinks_its_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
     append_range(&mut store, 0, 0..=9);
-    let first = dir.path().join(segment::segment_file_name(0));
+    let first = dir.path().join(directory::segment_file_name(0));
     // Garbage after the sealed segment's last record: what a crash during
     // a write that was then sealed over could leave, or a crafted file.
     {
@@ -802,9 +803,9 @@ fn fuzz_store_records_on_open() {
     let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
     append_range(&mut store, 0, 0..=5);
     store.rollback(4).unwrap();
-    let sealed = std::fs::read(dir.path().join(segment::segment_file_name(0))).unwrap();
-    let active = std::fs::read(dir.path().join(segment::segment_file_name(4))).unwrap();
-    let index = std::fs::read(dir.path().join(segment::index_file_name(0))).unwrap();
+    let sealed = std::fs::read(dir.path().join(directory::segment_file_name(0))).unwrap();
+    let active = std::fs::read(dir.path().join(directory::segment_file_name(4))).unwrap();
+    let index = std::fs::read(dir.path().join(directory::index_file_name(0))).unwrap();
     let trimmed = |bytes: &[u8]| bytes[..Segment::scan(bytes).end as usize].to_vec();
     let seeds = vec![trimmed(&sealed), trimmed(&active), index];
     let dictionary: [&[u8]; 4] = [b"NVRC", &[0xff; 4], &[0; 8], b"NEVEIDX\0"];
@@ -1162,7 +1163,12 @@ fn directory_input(dir: &std::path::Path, names: &[String]) -> Vec<u8> {
 fn fuzz_store_directories_on_open() {
     let names: Vec<String> = [0u64, 4, 8]
         .iter()
-        .flat_map(|h| [segment::segment_file_name(*h), segment::index_file_name(*h)])
+        .flat_map(|h| {
+            [
+                directory::segment_file_name(*h),
+                directory::index_file_name(*h),
+            ]
+        })
         .chain([
             "META".to_owned(),
             hashes::HASHES_FILE.to_owned(),
@@ -1294,7 +1300,7 @@ fn a_damaged_chunk_is_a_counted_miss_for_the_parts_in_it_only() {
     let receipt = stored.receipt(399).unwrap().unwrap();
     // Find the receipt's bytes in the segment file and flip one.
     use std::os::unix::fs::FileExt;
-    let path = dir.path().join(segment::segment_file_name(0));
+    let path = dir.path().join(directory::segment_file_name(0));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
