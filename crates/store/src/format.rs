@@ -206,6 +206,7 @@ pub(crate) enum EncodeError {
 }
 
 /// Encodes a whole block record (header and body) onto `out`.
+// Long: one pass lays out the record's parts in the spec's order.
 pub(crate) fn encode_block(block: &NewBlock<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let sections: [&[u8]; SECTIONS] = [
         block.full,

@@ -36,8 +36,7 @@ use crate::config::Durability;
 use crate::directory;
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format::{self, u32_at, u64_at};
-use crate::io::CrashHook;
-use crate::io::StoreFile;
+use crate::io::{CrashHook, StoreFile};
 use crate::segment::Segment;
 use crate::types::Hash;
 

@@ -1,14 +1,15 @@
 //! Rollbacks: tombstone records, so bytes a reader may hold are never
 //! overwritten.
 
+use std::sync::Arc;
+
 use crate::config::Durability;
-use crate::directory::remove_segment;
-use crate::directory::{self, index_file_name};
+use crate::directory::{self, index_file_name, remove_segment};
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format;
 use crate::reader::State;
 use crate::sealing::{Recover, reopen_for_writing};
-use crate::segment;
+use crate::segment::{self, Segment};
 use crate::store::{Active, Store};
 
 impl Store {
@@ -36,24 +37,7 @@ impl Store {
             .uncover_from(changed_from, self.config.durability)?;
         self.publish_hashes();
         if keep_up_to < min {
-            self.active = None;
-            self.tip = None;
-            self.publish(|state| {
-                *state = State {
-                    high_water: state.high_water,
-                    hashes: state.hashes.clone(),
-                    covered_end: state.covered_end,
-                    ..State::default()
-                };
-            });
-            for segment in state.segments.iter().rev() {
-                remove_segment(
-                    &self.dir,
-                    segment.first_height,
-                    self.config.crash_hook.as_deref(),
-                )?;
-            }
-            return Ok(());
+            return self.remove_every_segment(&state.segments);
         }
         // The kept block's hash becomes the tip new blocks must link to; a
         // rollback to a block that cannot be read is refused before anything
@@ -94,30 +78,7 @@ impl Store {
             .as_ref()
             .is_none_or(|a| a.segment.first_height != keep_segment.first_height)
         {
-            let first = keep_segment.first_height;
-            let journal = self.config.crash_hook.clone();
-            // An index a failed seal never wrote is already gone.
-            directory::unlink(&self.dir.join(index_file_name(first)), journal.as_deref())?;
-            directory::sync_dir(&self.dir, journal.as_deref())?;
-            let (file, segment, scan) = reopen_for_writing(
-                &self.dir,
-                &self.meta,
-                first,
-                self.config.crash_hook.clone(),
-                &self.shared.damage,
-                // It was sealed: every record in it was acknowledged.
-                Recover::PastDamage,
-            )?
-            .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
-            self.active = Some(Active {
-                file,
-                segment: segment.clone(),
-                end: scan.end,
-                count: scan.offsets.len(),
-            });
-            self.publish(|state| {
-                *state.segments.last_mut().expect("kept segment listed") = segment
-            });
+            self.reopen_sealed_for_writing(keep_segment.first_height)?;
         }
         let active = self.active.as_mut().expect("reopened above");
         let keep = (keep_up_to + 1 - active.segment.first_height) as usize;
@@ -142,6 +103,55 @@ impl Store {
         active.count = keep;
         self.tip = Some((keep_up_to, kept_hash));
         self.publish(|state| state.max = Some(keep_up_to));
+        Ok(())
+    }
+
+    /// Makes the sealed segment starting at `first` (the last listed) the
+    /// one being written again, so a rollback can write its tombstone there.
+    fn reopen_sealed_for_writing(&mut self, first: u64) -> Result<(), StoreError> {
+        let journal = self.config.crash_hook.clone();
+        // An index a failed seal never wrote is already gone.
+        directory::unlink(&self.dir.join(index_file_name(first)), journal.as_deref())?;
+        directory::sync_dir(&self.dir, journal.as_deref())?;
+        let (file, segment, scan) = reopen_for_writing(
+            &self.dir,
+            &self.meta,
+            first,
+            self.config.crash_hook.clone(),
+            &self.shared.damage,
+            // It was sealed: every record in it was acknowledged.
+            Recover::PastDamage,
+        )?
+        .ok_or_else(|| StoreError::Corrupt(format!("segment {first} lost its records")))?;
+        self.active = Some(Active {
+            file,
+            segment: segment.clone(),
+            end: scan.end,
+            count: scan.offsets.len(),
+        });
+        self.publish(|state| *state.segments.last_mut().expect("kept segment listed") = segment);
+        Ok(())
+    }
+
+    /// Removes every block: a rollback below the lowest stored height.
+    fn remove_every_segment(&mut self, segments: &[Arc<Segment>]) -> Result<(), StoreError> {
+        self.active = None;
+        self.tip = None;
+        self.publish(|state| {
+            *state = State {
+                high_water: state.high_water,
+                hashes: state.hashes.clone(),
+                covered_end: state.covered_end,
+                ..State::default()
+            };
+        });
+        for segment in segments.iter().rev() {
+            remove_segment(
+                &self.dir,
+                segment.first_height,
+                self.config.crash_hook.as_deref(),
+            )?;
+        }
         Ok(())
     }
 }

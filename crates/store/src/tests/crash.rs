@@ -186,6 +186,7 @@ fn a_crash_anywhere_in_a_deep_rollback_keeps_every_block_below_it() {
 /// and in the end every block is there and found by height and by hash,
 /// before and after reopening.
 #[test]
+// Long: one scenario, run with a failure at each of its operations.
 fn a_single_failure_anywhere_loses_no_block_and_no_lookup() {
     fn run(dir: &std::path::Path, journal: &std::sync::Arc<CrashJournal>) {
         let config = StoreConfig {
