@@ -18,6 +18,7 @@ use crate::format::{
     self, CHUNK_CRC_LEN, CHUNK_LEN, LOG_ENTRY_LEN, Layout, RECORD_HEADER_LEN, RUN_ENTRY_LEN,
     RecordHeader, Section, body,
 };
+use crate::integrity;
 use crate::miss::Unread;
 use crate::origin::{Origin, Source};
 use crate::types::Hash;
@@ -153,7 +154,7 @@ impl Block {
                     }
                 }
                 if self.origin.verified_groups(self.height) & touched != touched {
-                    if !format::chunks_match(entries, bytes) {
+                    if !integrity::chunks_match(entries, bytes) {
                         return Err(self.damaged("checksum mismatch"));
                     }
                     let whole_first = first.div_ceil(per_group);
@@ -187,7 +188,7 @@ impl Block {
                         )?,
                     )
                 };
-                if !format::chunks_match(&entries, &bytes) {
+                if !integrity::chunks_match(&entries, &bytes) {
                     return Err(self.damaged("checksum mismatch"));
                 }
                 Ok(bytes.slice(skip..skip + range.len()))

@@ -34,6 +34,7 @@ mod directory;
 mod error;
 mod format;
 mod hashes;
+mod integrity;
 mod io;
 mod meta;
 mod miss;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{StoreError, io_error, sync_error};
 use crate::format;
+use crate::integrity;
 use crate::io;
 use crate::sealing::reseal;
 use crate::store::Store;
@@ -79,7 +80,7 @@ impl Store {
         };
         let old = segment.mapped(span.clone());
         if format::read_header(old)
-            .is_some_and(|h| h.total_len() == old.len() && format::verify_record(old, &h))
+            .is_some_and(|h| h.total_len() == old.len() && integrity::verify_record(old, &h))
         {
             self.shared.damage.forget(height);
             return Ok(Repair::NotDamaged);
@@ -102,7 +103,7 @@ impl Store {
             height,
             reason: format!("{e:?}"),
         })?;
-        if !format::replaces_only_damage(old, &self.scratch) {
+        if !integrity::replaces_only_damage(old, &self.scratch) {
             return Ok(Repair::Refused(
                 "its record differs from the stored one where that one is intact",
             ));

@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use crate::format::{self, KIND_ROLLBACK};
+use crate::integrity;
 use crate::segment::Segment;
 use crate::types::Hash;
 
@@ -33,7 +34,7 @@ fn resume_after(data: &[u8], at: usize, next: u64, until: u64) -> Option<(usize,
         let header = format::read_header(&data[p..])?;
         (format::is_block(header.kind)
             && (next + 1..until).contains(&header.height)
-            && format::verify_record(&data[p..], &header))
+            && integrity::verify_record(&data[p..], &header))
         .then_some((p, header.height))
     })
 }
@@ -75,7 +76,7 @@ impl Segment {
                 .map(|first| first + scan.offsets.len() as u64);
             let continues = |at: usize, hashes: &[Option<Hash>]| {
                 let header = format::read_header(&data[at.min(data.len())..])?;
-                if !format::verify_record(&data[at..], &header) {
+                if !integrity::verify_record(&data[at..], &header) {
                     return None;
                 }
                 if format::is_block(header.kind) {

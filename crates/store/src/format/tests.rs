@@ -1,6 +1,7 @@
 //! Pins of the byte layouts: a moved field fails here.
 
 use super::*;
+use crate::integrity::verify_record;
 use crate::meta::{MetaRead, decode_meta, encode_meta};
 
 fn sample() -> (Vec<u8>, Vec<u8>) {
