@@ -1,7 +1,7 @@
 //! Ingest's CPU and disk work (preparing blocks, verifying hashes and
 //! roots, recovering signers, store writes) runs on its own threads, one per
 //! background core, at a lower scheduling priority than serving
-//! ([`neve_store::background`]): a backfill at full speed then uses whatever
+//! ([`neve_pool`]): a backfill at full speed then uses whatever
 //! CPU serving leaves, instead of taking half of it.
 //!
 //! The tip is the exception. While the follower is within [`TIP_BLOCKS`] of
@@ -17,7 +17,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use neve_store::background::Pool;
+use neve_pool::Pool;
 
 /// Blocks still to fetch at or under which the follower is at the tip and
 /// its work is urgent: the new head, and one more for a head that moved
@@ -30,12 +30,7 @@ pub const TIP_THREADS: usize = 2;
 
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        Pool::new(
-            "neve-ingest-cpu",
-            neve_store::background::background_threads(),
-        )
-    })
+    POOL.get_or_init(|| Pool::new("neve-ingest-cpu", neve_pool::background_threads()))
 }
 
 static TIP_POOL: OnceLock<Pool> = OnceLock::new();
@@ -59,7 +54,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("neve-ingest")
-        .on_thread_start(neve_store::background::lower_priority)
+        .on_thread_start(neve_pool::lower_priority)
         .enable_all()
         .build()
 }
@@ -103,7 +98,7 @@ mod tests {
         set_at_tip(TIP_BLOCKS + 1);
         assert_eq!(
             run(priority).await,
-            (neve_store::background::BACKGROUND_NICE, libc::SCHED_BATCH)
+            (neve_pool::BACKGROUND_NICE, libc::SCHED_BATCH)
         );
     }
 }

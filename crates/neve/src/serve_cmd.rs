@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use neve_ingest::supervise::StartError;
 use neve_ingest::{Floor, IngestConfig, IngestView};
+use neve_pool::CpuSet;
 use neve_serve::{Origins, ServeConfig};
-use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
 use neve_upstream::{Endpoint, Pacing, RpcClient};
 
@@ -362,7 +362,7 @@ pub fn place_threads(args: &ServeArgs, runtime: &mut tokio::runtime::Builder) ->
             .with_context(|| {
                 format!("--ingest-cpus {cpus}: no CPU of the list is open to this process")
             })?;
-        let _ = neve_store::background::set_background_cpus(got);
+        let _ = neve_pool::set_background_cpus(got);
     }
     if let Some(cpus) = &args.serve_cpus {
         let got = cpus.pin_current_thread().with_context(|| {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use neve_store::background::Pool;
+use neve_pool::Pool;
 use neve_store::{Block, Reader};
 use tokio::sync::broadcast;
 

@@ -1,7 +1,7 @@
 //! What the store knows of damaged records: a count of reads answered as
 //! misses because a record failed its checks, and the heights they were at,
 //! so the writer's owner can fetch those blocks again and
-//! [`crate::Store::repair`] them in place. Shared by every segment's blocks.
+//! [`crate::store::Store::repair`] them in place. Shared by every segment's blocks.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;

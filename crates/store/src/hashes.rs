@@ -32,11 +32,13 @@ use std::sync::Arc;
 
 use memmap2::{Mmap, MmapMut};
 
+use crate::config::Durability;
+use crate::directory;
+use crate::error::{StoreError, io_error, sync_error};
 use crate::format::{self, u32_at, u64_at};
-use crate::io::StoreFile;
-use crate::segment::{self, Segment};
-use crate::testing::CrashJournal;
-use crate::{Durability, Hash, StoreError, io_error, sync_error};
+use crate::io::{CrashHook, StoreFile};
+use crate::segment::Segment;
+use crate::types::Hash;
 
 pub(crate) const HASHES_FILE: &str = "HASHES";
 const MAGIC: [u8; 8] = *b"NEVEHASH";
@@ -141,7 +143,7 @@ pub(crate) struct HashWriter {
     /// to build one): nothing is covered and the next cover builds it.
     open: Option<OpenTable>,
     covered_end: u64,
-    journal: Option<Arc<CrashJournal>>,
+    journal: Option<Arc<dyn CrashHook>>,
 }
 
 struct OpenTable {
@@ -217,7 +219,7 @@ impl HashWriter {
     pub(crate) fn open(
         dir: &Path,
         sealed_end: u64,
-        journal: Option<Arc<CrashJournal>>,
+        journal: Option<Arc<dyn CrashHook>>,
     ) -> Result<HashWriter, StoreError> {
         let _ = std::fs::remove_file(dir.join(format!("{HASHES_FILE}.tmp")));
         let mut writer = HashWriter {
@@ -420,7 +422,7 @@ fn build(
     dir: &Path,
     header: &Header,
     entries: impl Iterator<Item = (u64, u64)>,
-    journal: Option<&CrashJournal>,
+    journal: Option<&dyn CrashHook>,
 ) -> Result<(), StoreError> {
     let tmp = dir.join(format!("{HASHES_FILE}.tmp"));
     let result = write_table(&tmp, header, entries);
@@ -429,8 +431,8 @@ fn build(
     }
     result?;
     let path = dir.join(HASHES_FILE);
-    segment::rename(&tmp, &path, journal)?;
-    segment::sync_dir(dir, journal)
+    directory::rename(&tmp, &path, journal)?;
+    directory::sync_dir(dir, journal)
 }
 
 fn write_table(

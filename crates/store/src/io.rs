@@ -1,5 +1,5 @@
 //! Writes to segment files, through one seam. In production a segment file
-//! is a plain file. In crash tests it also tells a [`CrashJournal`] what
+//! is a plain file. In crash tests it also tells a [`CrashHook`] what
 //! each write replaced, until a sync makes it durable, so a simulated power
 //! loss can undo every write the disk had not been told to keep — the
 //! failure a SIGKILL never shows, since the page cache survives it. Reads go
@@ -13,18 +13,38 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::testing::CrashJournal;
+/// What a crash test watches of the store's writes (set as
+/// [`StoreConfig::crash_hook`](crate::config::StoreConfig::crash_hook)): each write,
+/// resize and sync of a segment file, each unlink and rename in the store's
+/// directory and each sync of it, told before it happens. An `Err` fails
+/// the operation, as a full disk or lost power would.
+pub trait CrashHook: Send + Sync + std::fmt::Debug {
+    /// `len` bytes at `offset` of `file` (at `path`) are about to be written.
+    fn before_write(&self, file: &File, path: &Path, offset: u64, len: usize) -> io::Result<()>;
+    /// `file` (at `path`) is about to be resized to `len` bytes.
+    fn before_resize(&self, file: &File, path: &Path, len: u64) -> io::Result<()>;
+    /// A file or directory is about to be synced.
+    fn before_sync(&self) -> io::Result<()>;
+    /// The file at `path` was synced: its writes are durable.
+    fn synced(&self, path: &Path);
+    /// `path` is about to be unlinked.
+    fn before_unlink(&self, path: &Path) -> io::Result<()>;
+    /// A file is about to be renamed over `path`.
+    fn before_rename(&self, path: &Path) -> io::Result<()>;
+    /// The directory was synced: its unlinks and renames are durable.
+    fn dir_synced(&self);
+}
 
 /// A segment file open for writing.
 #[derive(Debug)]
 pub(crate) struct StoreFile {
     file: File,
     path: PathBuf,
-    journal: Option<Arc<CrashJournal>>,
+    journal: Option<Arc<dyn CrashHook>>,
 }
 
 impl StoreFile {
-    pub(crate) fn new(file: File, path: PathBuf, journal: Option<Arc<CrashJournal>>) -> Self {
+    pub(crate) fn new(file: File, path: PathBuf, journal: Option<Arc<dyn CrashHook>>) -> Self {
         StoreFile {
             file,
             path,

@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::block::Block;
 use crate::damage::Damage;
+use crate::hashes;
+use crate::miss::{Cold, Unread};
 use crate::segment::{Pages, Segment};
-use crate::{Block, Hash, Unread, hashes};
+use crate::types::Hash;
 
 /// Store counters, each O(1) to read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -289,11 +292,6 @@ impl Reader {
         })
     }
 }
-
-/// A read that would have touched a page not in memory, and so was not
-/// done: do it where waiting for the disk is allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cold;
 
 /// [`Reader`]'s reads that never wait for the disk ([`Reader::in_memory`]).
 pub struct InMemory<'r>(&'r Reader);

@@ -6,8 +6,13 @@
 use std::fs::OpenOptions;
 use std::sync::Arc;
 
-use crate::segment;
-use crate::{NewBlock, Store, StoreError, format, io, io_error, sync_error};
+use crate::error::{StoreError, io_error, sync_error};
+use crate::format;
+use crate::integrity;
+use crate::io;
+use crate::sealing::reseal;
+use crate::store::Store;
+use crate::types::NewBlock;
 
 /// What [`Store::repair`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +33,7 @@ pub enum Repair {
 impl Store {
     /// Stored heights remembered as damaged (found by reads, or at open by
     /// a scan that rebuilt a lost index), lowest first, at most
-    /// [`crate::MAX_DAMAGED_HEIGHTS`]: the blocks to fetch again for
+    /// [`crate::damage::MAX_DAMAGED_HEIGHTS`]: the blocks to fetch again for
     /// [`Store::repair`].
     pub fn damaged_heights(&self) -> Vec<u64> {
         let state = self.shared.state.load();
@@ -75,7 +80,7 @@ impl Store {
         };
         let old = segment.mapped(span.clone());
         if format::read_header(old)
-            .is_some_and(|h| h.total_len() == old.len() && format::verify_record(old, &h))
+            .is_some_and(|h| h.total_len() == old.len() && integrity::verify_record(old, &h))
         {
             self.shared.damage.forget(height);
             return Ok(Repair::NotDamaged);
@@ -98,12 +103,12 @@ impl Store {
             height,
             reason: format!("{e:?}"),
         })?;
-        if !format::replaces_only_damage(old, &self.scratch) {
+        if !integrity::replaces_only_damage(old, &self.scratch) {
             return Ok(Repair::Refused(
                 "its record differs from the stored one where that one is intact",
             ));
         }
-        let journal = self.config.crash_journal.clone();
+        let journal = self.config.crash_hook.clone();
         let at = span.start as u64;
         let writing = |file: &io::StoreFile| -> Result<(), StoreError> {
             file.write_all_at(&self.scratch, at)
@@ -129,21 +134,14 @@ impl Store {
         if let Some(count) = segment.sealed_count() {
             // Its index lacks the block's hashes: write it again, and have
             // the store-wide table take the segment's entries once more.
-            segment.write_index(&self.dir, count, end, journal.as_deref())?;
-            let reopened = segment::Segment::open_sealed(
+            let reopened = reseal(
                 &self.dir,
-                segment.first_height,
-                self.meta.segment_blocks as usize,
-                segment.damage(),
-            )?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "index of {} unreadable right after writing",
-                    segment.path.display()
-                ))
-            })?;
-            reopened.inherit_verified(&segment);
-            let reopened = Arc::new(reopened);
+                &self.meta,
+                &segment,
+                count,
+                end,
+                journal.as_deref(),
+            )?;
             self.publish(|state| {
                 if let Some(slot) = state.segments.iter_mut().find(|s| Arc::ptr_eq(s, &segment)) {
                     *slot = reopened;
@@ -164,8 +162,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::config::{Durability, StoreConfig};
+    use crate::directory::segment_file_name;
     use crate::testing::SyntheticBlock;
-    use crate::{Durability, Identity, StoreConfig, segment_file_name};
+    use crate::types::Identity;
 
     const CHAIN: Identity = Identity {
         chain_id: 1337,
@@ -213,7 +213,7 @@ mod tests {
         bytes[at] ^= 0x40;
         std::fs::write(&path, bytes).unwrap();
         // Its index lost too: open must rebuild it from the records.
-        std::fs::remove_file(dir.join(crate::index_file_name(4))).unwrap();
+        std::fs::remove_file(dir.join(crate::directory::index_file_name(4))).unwrap();
     }
 
     fn served(store: &Store) -> Vec<u64> {

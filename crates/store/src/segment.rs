@@ -3,8 +3,7 @@
 //! `.idx` file once sealed.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +12,15 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use memmap2::Mmap;
 
-use crate::block::{Origin, Source, Unread};
+use crate::block::Block;
 use crate::damage::Damage;
-use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC, KIND_ROLLBACK};
-use crate::io::StoreFile;
-use crate::testing::CrashJournal;
-use crate::{Block, Hash, StoreError, io_error, sync_error};
+use crate::directory::{index_file_name, segment_file_name, write_atomically};
+use crate::error::{StoreError, io_error};
+use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC};
+use crate::io::CrashHook;
+use crate::miss::Unread;
+use crate::origin::{Origin, Source};
+use crate::types::Hash;
 
 /// Whether a read may wait for the disk, and how it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,15 +31,6 @@ pub(crate) enum Pages {
     InMemory,
     /// Into memory of its own with `pread`.
     FromDisk,
-}
-
-pub(crate) fn segment_file_name(first_height: u64) -> String {
-    format!("{first_height:020}.seg")
-}
-
-/// File name of the index of the segment starting at `first_height`.
-pub(crate) fn index_file_name(first_height: u64) -> String {
-    format!("{first_height:020}.idx")
 }
 
 /// A segment as readers see it.
@@ -72,37 +65,6 @@ pub(crate) struct ActiveHashes {
     txs: HashMap<Hash, (u64, u32)>,
 }
 
-/// What a scan of a segment file found.
-pub(crate) struct Scan {
-    /// Offsets of the live records, first height first.
-    pub(crate) offsets: Vec<u64>,
-    pub(crate) first_height: Option<u64>,
-    /// Where valid records end; anything after is a torn or stale tail.
-    pub(crate) end: u64,
-    /// Heights kept although their record is damaged (only when scanning
-    /// with recovery), lowest first.
-    pub(crate) damaged: Vec<u64>,
-}
-
-/// Where, after a damaged record at `at` that should have held `next`, an
-/// intact block record of a height in `next + 1..until` starts, and that
-/// height: the first such record found at any byte (a damaged header leaves
-/// its length unknown), looking only where the record magic is. Costs a
-/// pass over the rest of the file, once, at open, and only for a segment
-/// found damaged.
-fn resume_after(data: &[u8], at: usize, next: u64, until: u64) -> Option<(usize, u64)> {
-    let magic = format::RECORD_MAGIC.to_le_bytes();
-    let from = (at + 1).min(data.len());
-    memchr::memmem::find_iter(&data[from..], &magic).find_map(|found| {
-        let p = from + found;
-        let header = format::read_header(&data[p..])?;
-        (format::is_block(header.kind)
-            && (next + 1..until).contains(&header.height)
-            && format::verify_record(&data[p..], &header))
-        .then_some((p, header.height))
-    })
-}
-
 /// Maps `file` read-only (shared, so writes through the file are visible).
 fn map(file: &File, path: &Path) -> Result<Bytes, StoreError> {
     // SAFETY: the store owns these files and never truncates a mapped region
@@ -114,104 +76,6 @@ fn map(file: &File, path: &Path) -> Result<Bytes, StoreError> {
 }
 
 impl Segment {
-    /// Scans the records of a segment file from the start. Stops at the
-    /// first record that is not intact or does not continue the chain
-    /// (height + 1, parent hash); a rollback tombstone drops what it covers.
-    #[cfg(test)]
-    pub(crate) fn scan(data: &[u8]) -> Scan {
-        Segment::scan_recovering(data, None)
-    }
-
-    /// [`Segment::scan`], except that with `recover: Some(heights)` (the
-    /// heights the file should hold from its start), a damaged record does
-    /// not end the scan: the scan looks past it for
-    /// the next intact record that continues the heights, and keeps the
-    /// damaged heights (listed in [`Scan::damaged`], at the damaged
-    /// record's offset, where reads find the damage and answer a miss) so
-    /// that one bad record costs itself, not every block after it. For
-    /// segments whose records were all acknowledged long ago (a sealed one
-    /// that lost its index); the segment being written is never scanned so,
-    /// since a damaged record at its end is a torn write to cut.
-    pub(crate) fn scan_recovering(data: &[u8], recover: Option<Range<u64>>) -> Scan {
-        let mut scan = Scan {
-            offsets: Vec::new(),
-            first_height: None,
-            end: format::SEGMENT_HEADER_LEN as u64,
-            damaged: Vec::new(),
-        };
-        // Per kept height its hash, `None` for a damaged one (whose
-        // successor's parent hash cannot be checked against it).
-        let mut hashes: Vec<Option<Hash>> = Vec::new();
-        let mut at = format::SEGMENT_HEADER_LEN;
-        loop {
-            let next_height = scan
-                .first_height
-                .or(recover.as_ref().map(|r| r.start))
-                .map(|first| first + scan.offsets.len() as u64);
-            let continues = |at: usize, hashes: &[Option<Hash>]| {
-                let header = format::read_header(&data[at.min(data.len())..])?;
-                if !format::verify_record(&data[at..], &header) {
-                    return None;
-                }
-                if format::is_block(header.kind) {
-                    let body = &data[at + header.body_offset()..];
-                    let linked = hashes.last().is_none_or(|last| {
-                        last.is_none_or(|h| h == format::hash_at(body, format::body::PARENT_HASH))
-                    });
-                    if next_height.is_some_and(|next| next != header.height) || !linked {
-                        return None;
-                    }
-                }
-                Some(header)
-            };
-            let header = match continues(at, &hashes) {
-                Some(header) => header,
-                None => {
-                    // A damaged record at `next`: find where the heights go on.
-                    let (Some(next), Some(until)) = (next_height, recover.as_ref().map(|r| r.end))
-                    else {
-                        break;
-                    };
-                    let Some((resumed, height)) = resume_after(data, at, next, until) else {
-                        break;
-                    };
-                    scan.first_height.get_or_insert(next);
-                    for damaged in next..height {
-                        scan.offsets.push(at as u64);
-                        scan.damaged.push(damaged);
-                        hashes.push(None);
-                    }
-                    at = resumed;
-                    continue;
-                }
-            };
-            match header.kind {
-                kind if format::is_block(kind) => {
-                    let body = &data[at + header.body_offset()..];
-                    scan.first_height.get_or_insert(header.height);
-                    scan.offsets.push(at as u64);
-                    hashes.push(Some(format::hash_at(body, format::body::HASH)));
-                }
-                KIND_ROLLBACK => {
-                    let Some(first) = scan.first_height else {
-                        break;
-                    };
-                    let keep = header.height.saturating_add(1).saturating_sub(first) as usize;
-                    if header.height < first || keep > scan.offsets.len() {
-                        break;
-                    }
-                    scan.offsets.truncate(keep);
-                    hashes.truncate(keep);
-                    scan.damaged.retain(|h| *h <= header.height);
-                }
-                _ => break,
-            }
-            at += header.total_len();
-            scan.end = at as u64;
-        }
-        scan
-    }
-
     /// An active segment over a mapped file, indexed from a scan's
     /// `offsets` (its `damaged` heights indexed, never taken as checked).
     pub(crate) fn active(
@@ -311,7 +175,7 @@ impl Segment {
         dir: &Path,
         count: usize,
         data_len: u64,
-        journal: Option<&CrashJournal>,
+        journal: Option<&dyn CrashHook>,
     ) -> Result<(), StoreError> {
         let mut blocks = Vec::with_capacity(count);
         let mut txs = Vec::new();
@@ -719,114 +583,4 @@ pub(crate) fn check_index_header(
         && index.len() == expected
         && count > 0;
     consistent.then_some((count, tx_count))
-}
-
-/// Writes `name` in `dir` so that it either exists whole or not at all.
-pub(crate) fn write_atomically(
-    dir: &Path,
-    name: &str,
-    bytes: &[u8],
-    journal: Option<&CrashJournal>,
-) -> Result<(), StoreError> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut file = File::create(&tmp).map_err(io_error(&tmp, "creating"))?;
-    file.write_all(bytes).map_err(io_error(&tmp, "writing"))?;
-    file.sync_all().map_err(sync_error(&tmp, "syncing"))?;
-    let path = dir.join(name);
-    rename(&tmp, &path, journal)?;
-    sync_dir(dir, journal)
-}
-
-/// Renames `from` over `to` (told to a crash journal first).
-pub(crate) fn rename(
-    from: &Path,
-    to: &Path,
-    journal: Option<&CrashJournal>,
-) -> Result<(), StoreError> {
-    if let Some(journal) = journal {
-        journal
-            .before_rename(to)
-            .map_err(io_error(to, "renaming into place"))?;
-    }
-    std::fs::rename(from, to).map_err(io_error(to, "renaming into place"))
-}
-
-/// Unlinks `path`, which may already be gone (told to a crash journal
-/// first).
-pub(crate) fn unlink(path: &Path, journal: Option<&CrashJournal>) -> Result<(), StoreError> {
-    if let Some(journal) = journal {
-        journal
-            .before_unlink(path)
-            .map_err(io_error(path, "removing"))?;
-    }
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_error(path, "removing")(e)),
-    }
-}
-
-/// Makes renames, creations and deletions in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path, journal: Option<&CrashJournal>) -> Result<(), StoreError> {
-    if let Some(journal) = journal {
-        journal
-            .before_sync()
-            .map_err(sync_error(dir, "syncing directory"))?;
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(sync_error(dir, "syncing directory"))?;
-    if let Some(journal) = journal {
-        journal.dir_synced();
-    }
-    Ok(())
-}
-
-/// Makes bytes `from..` of `file` read as zeros without ever making the
-/// file shorter: readers may have it mapped, and touching a mapped page
-/// past the end of a file kills the process (SIGBUS). Then grows the file
-/// to at least `len`.
-pub(crate) fn zero_tail(file: &StoreFile, from: u64, len: u64) -> Result<(), StoreError> {
-    let path = file.path().to_path_buf();
-    let current = file.len().map_err(io_error(&path, "reading the size"))?;
-    file.zero(from, current)
-        .map_err(io_error(&path, "zeroing the tail"))?;
-    if current < len {
-        file.set_len(len).map_err(io_error(&path, "sizing"))?;
-    }
-    Ok(())
-}
-
-/// Opens (creating if needed) a segment file for writing, sized to
-/// `capacity` so the whole mapping is backed by the file (sparse, so the
-/// unused part costs no disk).
-pub(crate) fn open_for_writing(
-    path: &Path,
-    first_height: u64,
-    capacity: u64,
-    journal: Option<Arc<crate::testing::CrashJournal>>,
-) -> Result<StoreFile, StoreError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(io_error(path, "opening for writing"))?;
-    let file = StoreFile::new(file, path.to_path_buf(), journal);
-    let len = file.len().map_err(io_error(path, "reading the size"))?;
-    // Written unless whole: a write cut short by a full disk leaves a
-    // shorter file, and the next attempt completes it.
-    if len < format::SEGMENT_HEADER_LEN as u64 {
-        let mut header = [0u8; format::SEGMENT_HEADER_LEN];
-        header[..8].copy_from_slice(&format::SEGMENT_MAGIC);
-        header[8..16].copy_from_slice(&first_height.to_le_bytes());
-        file.write_all_at(&header, 0)
-            .map_err(io_error(path, "writing header"))?;
-    }
-    // Grown, never shrunk: see [`zero_tail`].
-    if len < capacity {
-        file.set_len(capacity).map_err(io_error(path, "sizing"))?;
-    }
-    Ok(file)
 }

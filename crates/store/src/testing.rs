@@ -2,12 +2,13 @@
 //! sections of a chosen size with real spans, hashes derived from
 //! (fork, height) so any height's content can be regenerated and compared.
 
-use crate::{Hash, LogEntry, NewBlock, Span, TxEntry};
+use crate::io::CrashHook;
+use crate::types::{Hash, LogEntry, NewBlock, Span, TxEntry};
 
 /// Drops every record `reader` can read from memory, as memory pressure
 /// would, so the next read of each waits for the disk; whether the kernel
 /// did (it needs Linux 5.4's `MADV_PAGEOUT`).
-pub fn page_out(reader: &crate::Reader) -> bool {
+pub fn page_out(reader: &crate::reader::Reader) -> bool {
     reader.page_out()
 }
 
@@ -159,7 +160,7 @@ impl SyntheticBlock {
 }
 
 /// Simulated power loss for crash tests (set as
-/// [`StoreConfig::crash_journal`](crate::StoreConfig::crash_journal)): it
+/// [`StoreConfig::crash_hook`](crate::config::StoreConfig::crash_hook)): it
 /// remembers what each segment-file write replaced until a sync makes it
 /// durable, and each unlink and rename in the store's directory until the
 /// directory is synced; can make every write, sync, unlink and rename from
@@ -290,7 +291,17 @@ impl CrashJournal {
         Ok(())
     }
 
-    pub(crate) fn before_write(
+    /// A hard link keeping `path`'s file alive, named so no listing of the
+    /// store takes it for one of its files.
+    fn backup_of(state: &JournalState, path: &std::path::Path) -> std::path::PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".journal-{}", state.ops));
+        name.into()
+    }
+}
+
+impl CrashHook for CrashJournal {
+    fn before_write(
         &self,
         file: &std::fs::File,
         path: &std::path::Path,
@@ -313,7 +324,7 @@ impl CrashJournal {
         Ok(())
     }
 
-    pub(crate) fn before_resize(
+    fn before_resize(
         &self,
         file: &std::fs::File,
         path: &std::path::Path,
@@ -335,27 +346,19 @@ impl CrashJournal {
         Ok(())
     }
 
-    pub(crate) fn before_sync(&self) -> std::io::Result<()> {
+    fn before_sync(&self) -> std::io::Result<()> {
         Self::count(&mut self.state.lock().unwrap())
     }
 
-    pub(crate) fn synced(&self, path: &std::path::Path) {
+    fn synced(&self, path: &std::path::Path) {
         self.state.lock().unwrap().undo.retain(|(p, undo)| {
             p != path || matches!(undo, Undo::Unlink { .. } | Undo::Replace { .. })
         });
     }
 
-    /// A hard link keeping `path`'s file alive, named so no listing of the
-    /// store takes it for one of its files.
-    fn backup_of(state: &JournalState, path: &std::path::Path) -> std::path::PathBuf {
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!(".journal-{}", state.ops));
-        name.into()
-    }
-
     /// `path` is about to be unlinked: until the directory is synced, power
     /// loss brings it back.
-    pub(crate) fn before_unlink(&self, path: &std::path::Path) -> std::io::Result<()> {
+    fn before_unlink(&self, path: &std::path::Path) -> std::io::Result<()> {
         let mut state = self.state.lock().unwrap();
         Self::count(&mut state)?;
         if path.exists() {
@@ -370,7 +373,7 @@ impl CrashJournal {
 
     /// A file is about to be renamed over `path`: until the directory is
     /// synced, power loss brings back what was there (or nothing).
-    pub(crate) fn before_rename(&self, path: &std::path::Path) -> std::io::Result<()> {
+    fn before_rename(&self, path: &std::path::Path) -> std::io::Result<()> {
         let mut state = self.state.lock().unwrap();
         Self::count(&mut state)?;
         let backup = if path.exists() {
@@ -387,7 +390,7 @@ impl CrashJournal {
     }
 
     /// The directory was synced: its unlinks and renames are durable.
-    pub(crate) fn dir_synced(&self) {
+    fn dir_synced(&self) {
         let mut state = self.state.lock().unwrap();
         state.undo.retain(|(_, undo)| match undo {
             Undo::Unlink { backup }

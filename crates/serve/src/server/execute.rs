@@ -31,9 +31,9 @@ pub(crate) const MAX_CALL_ROUNDS: usize = 8;
 
 /// The call threads: one per core, since a call is CPU work; at the
 /// priority of the threads that answer.
-pub(super) fn call_pool() -> neve_store::background::Pool {
+pub(super) fn call_pool() -> neve_pool::Pool {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    neve_store::background::Pool::serving("neve-call", cores)
+    neve_pool::Pool::serving("neve-call", cores)
 }
 
 /// Gas one request's executed calls may spend together (a batch's, the

@@ -64,11 +64,11 @@ pub(crate) struct Server {
     pub(crate) ctx: Arc<Context>,
     /// Threads for long `eth_getLogs` scans (see [`offload::scan_pool`]); more
     /// wait their turn rather than crowd out serving.
-    scans: neve_store::background::Pool,
+    scans: neve_pool::Pool,
     /// Reads of stored pages not in memory ([`offload::IO_THREADS`]).
-    io: Arc<neve_store::background::Pool>,
+    io: Arc<neve_pool::Pool>,
     /// Calls executing ([`execute::call_pool`]).
-    calls: neve_store::background::Pool,
+    calls: neve_pool::Pool,
     events: tokio::sync::broadcast::Sender<Event>,
     metrics: Arc<Metrics>,
     shutting_down: AtomicBool,

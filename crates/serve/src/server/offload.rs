@@ -75,23 +75,23 @@ pub(super) fn count_cold(reply: Reply, held: &Arc<AtomicU64>) -> Reply {
     )
 }
 
-pub(super) fn io_pool() -> neve_store::background::Pool {
-    neve_store::background::Pool::serving("neve-io", IO_THREADS)
+pub(super) fn io_pool() -> neve_pool::Pool {
+    neve_pool::Pool::serving("neve-io", IO_THREADS)
 }
 
 /// Long log scans run on their own threads at a lower priority than the
 /// workers that answer (and on the background CPUs when they are set), so
 /// a flood of them takes only the CPU serving leaves; at most half the
 /// background cores (at least one) scan at once.
-pub(super) fn scan_pool() -> neve_store::background::Pool {
-    let cores = neve_store::background::background_threads();
-    neve_store::background::Pool::new("neve-scan", (cores / 2).max(1))
+pub(super) fn scan_pool() -> neve_pool::Pool {
+    let cores = neve_pool::background_threads();
+    neve_pool::Pool::new("neve-scan", (cores / 2).max(1))
 }
 
 /// A pool for work a request waits on off the async workers, and the
 /// gauge, counter and bound of its queue.
 pub(super) struct OffWorkers<'p> {
-    pub(super) pool: &'p neve_store::background::Pool,
+    pub(super) pool: &'p neve_pool::Pool,
     pub(super) queued: fn(&Metrics) -> &AtomicU64,
     pub(super) refused: fn(&Metrics) -> &AtomicU64,
     /// Counts the calls let in, if anything does.
