@@ -20,7 +20,7 @@ use crate::format::{
 };
 use crate::integrity;
 use crate::miss::Unread;
-use crate::origin::{Origin, Source};
+use crate::segment_file::{SegmentFile, Source};
 use crate::types::Hash;
 
 /// The chunks `range` of a body lies in: `first..last`.
@@ -45,7 +45,7 @@ pub struct Block {
     height: u64,
     header: RecordHeader,
     source: Source,
-    origin: Arc<Origin>,
+    origin: Arc<SegmentFile>,
     /// The fixed fields (hash, parent, bloom, counts, section lengths),
     /// checked when the block was opened.
     fixed: Bytes,
@@ -68,7 +68,7 @@ impl Block {
         height: u64,
         header: RecordHeader,
         source: Source,
-        origin: Arc<Origin>,
+        origin: Arc<SegmentFile>,
     ) -> Result<Block, Unread> {
         let mut block = Block {
             height,
@@ -98,7 +98,7 @@ impl Block {
     #[cfg(test)]
     pub(crate) fn from_record(height: u64, record: &[u8]) -> Block {
         let header = format::read_header(record).expect("a record header");
-        let origin = Arc::new(Origin::new(
+        let origin = Arc::new(SegmentFile::new(
             std::path::PathBuf::from("(memory)"),
             std::fs::File::open("/dev/null").expect("/dev/null"),
             Arc::default(),

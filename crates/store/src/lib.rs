@@ -39,7 +39,6 @@ mod io;
 mod meta;
 mod miss;
 mod open;
-mod origin;
 mod reader;
 mod repair;
 mod resident;
@@ -48,6 +47,7 @@ mod rollback;
 mod scan;
 mod sealing;
 mod segment;
+mod segment_file;
 mod store;
 #[doc(hidden)]
 pub mod testing;

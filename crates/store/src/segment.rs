@@ -19,7 +19,7 @@ use crate::error::{StoreError, io_error};
 use crate::format::{self, INDEX_ENTRY_LEN, INDEX_HEADER_LEN, INDEX_MAGIC};
 use crate::io::CrashHook;
 use crate::miss::Unread;
-use crate::origin::{Origin, Source};
+use crate::segment_file::{SegmentFile, Source};
 use crate::types::Hash;
 
 /// Whether a read may wait for the disk, and how it reads.
@@ -41,7 +41,7 @@ pub(crate) struct Segment {
     index: SegmentIndex,
     pub(crate) path: PathBuf,
     /// The file and the store's damage count, shared with its blocks.
-    origin: Arc<Origin>,
+    origin: Arc<SegmentFile>,
 }
 
 enum SegmentIndex {
@@ -95,7 +95,7 @@ impl Segment {
                 offsets: (0..segment_blocks).map(|_| AtomicU64::new(0)).collect(),
                 hashes: RwLock::new(ActiveHashes::default()),
             },
-            origin: Arc::new(Origin::new(
+            origin: Arc::new(SegmentFile::new(
                 path.clone(),
                 // Its own open file: the readahead advice is per open file,
                 // and the writer's stays as it was.
@@ -157,7 +157,7 @@ impl Segment {
                 count,
                 tx_count,
             },
-            origin: Arc::new(Origin::new(
+            origin: Arc::new(SegmentFile::new(
                 path.clone(),
                 file,
                 damage,

@@ -66,7 +66,7 @@ impl Drop for Aligned {
 /// What the blocks of one segment file share: the file for `pread`, its
 /// path for messages, the store's count of damaged reads, and per height
 /// what was checked already and when its head was last found in memory.
-pub(crate) struct Origin {
+pub(crate) struct SegmentFile {
     pub(crate) path: PathBuf,
     pub(crate) file: File,
     pub(crate) damage: Arc<Damage>,
@@ -93,7 +93,7 @@ pub(crate) struct Origin {
     direct: std::sync::OnceLock<Option<File>>,
 }
 
-impl Origin {
+impl SegmentFile {
     /// The origin of the blocks of the segment file `file` at `path`. Its
     /// reads are told the kernel to be random (`POSIX_FADV_RANDOM`): a
     /// part is read with one `pread` of exactly its chunks, and readahead
@@ -105,12 +105,12 @@ impl Origin {
         damage: Arc<Damage>,
         first_height: u64,
         heights: usize,
-    ) -> Origin {
+    ) -> SegmentFile {
         use std::os::fd::AsRawFd;
         // SAFETY: the descriptor is open for the call's duration; the
         // advice changes only how the kernel reads ahead.
         unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-        Origin {
+        SegmentFile {
             path,
             file,
             damage,
@@ -146,7 +146,7 @@ impl Origin {
     }
 
     /// Takes over what `other` (the same file, before sealing) checked.
-    pub(crate) fn inherit(&self, other: &Origin) {
+    pub(crate) fn inherit(&self, other: &SegmentFile) {
         for (height, groups) in (other.first_height..).zip(other.verified.iter()) {
             self.add_verified(height, groups.load(Ordering::Relaxed));
         }
