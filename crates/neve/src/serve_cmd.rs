@@ -1,14 +1,15 @@
 //! `neve serve`: follow an upstream into the store and serve it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use neve_ingest::state_fetch::TouchSource;
 use neve_ingest::supervise::StartError;
-use neve_ingest::{Floor, IngestConfig, IngestView};
+use neve_ingest::{Floor, IngestConfig, IngestSettings, LaunchError, StateSettings};
 use neve_serve::{Origins, ServeConfig};
 use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
@@ -291,10 +292,6 @@ pub struct ServeArgs {
     pub log: LogArgs,
 }
 
-/// The hot keys' file in the data directory (beside the store's own
-/// directory): what prefetch refreshes first after a restart.
-const HOT_KEYS_FILE: &str = "hot-keys";
-
 // Headings of `neve serve --help`, in the order an operator sets things up.
 const UPSTREAM: &str = "Upstream";
 const STORE: &str = "Store";
@@ -373,22 +370,89 @@ pub fn place_threads(args: &ServeArgs, runtime: &mut tokio::runtime::Builder) ->
     Ok(())
 }
 
+/// Wiring only: settings from the flags, ingest started, serving run on
+/// what ingest holds, then both stopped in order.
 pub async fn serve(args: ServeArgs) -> Result<()> {
-    let rpc_url = match (&args.mirror_from, &args.upstream, args.upstream_kind) {
-        (Some(neve), _, _) => neve.trim_end_matches('/').to_string(),
-        (None, Some(url), UpstreamKind::Evm) => url.clone(),
-        (None, Some(base), UpstreamKind::Avalanchego) => {
-            format!("{}/ext/bc/C/rpc", base.trim_end_matches('/'))
-        }
-        (None, None, _) => anyhow::bail!("--upstream or --mirror-from is required"),
-    };
-    let floor = match args.floor.as_deref() {
+    let rpc_url = rpc_url(&args)?;
+    let floor = floor(&args)?;
+    neve_upstream::tls::configure(args.ca_file.as_deref()).context("--ca-file")?;
+    let endpoint = upstream_endpoint(&rpc_url, &args)?;
+    let (client, follower_client) = upstream_clients(&endpoint, &args)?;
+    let listeners = bind_listeners(&args).await?;
+    let upstream_url = client.url().to_owned();
+    let shown = endpoint.clone();
+    let settings = ingest_settings(&args, rpc_url, endpoint, client, follower_client, floor);
+    let running = neve_ingest::start(settings, |identity| {
+        tracing::info!(
+            listen = %args.listen,
+            admin_listen = args.admin_listen.map(|a| a.to_string()),
+            chain_id = identity.chain_id,
+            upstream = %shown,
+            version = crate::build::VERSION_LINE,
+            "serving"
+        )
+    })
+    .await
+    .map_err(|error| launch_error(error, &upstream_url, &args.data_dir))?;
+    let config = serve_config(args);
+    let neve_ingest::Running {
+        identity,
+        view,
+        reader,
+        state,
+        stopped,
+        mut handle,
+    } = running;
+    let state = state.map(|state| neve_serve::StateAccess {
+        state: state.state,
+        fetch: Some(state.fetch),
+        rules: state.rules,
+    });
+    let server = tokio::spawn(neve_serve::serve(
+        listeners,
+        reader,
+        Arc::new(IngestChain(view)),
+        identity,
+        config,
+        state,
+        stopped,
+    ));
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    handle.stop_following().await;
+    server.await.context("server task")?.context("server")?;
+    handle.close();
+    Ok(())
+}
+
+/// The upstream's JSON-RPC URL: a mirror's source, a node's URL, or the
+/// C-chain's under an avalanchego's base.
+fn rpc_url(args: &ServeArgs) -> Result<String> {
+    Ok(
+        match (&args.mirror_from, &args.upstream, args.upstream_kind) {
+            (Some(neve), _, _) => neve.trim_end_matches('/').to_string(),
+            (None, Some(url), UpstreamKind::Evm) => url.clone(),
+            (None, Some(base), UpstreamKind::Avalanchego) => {
+                format!("{}/ext/bc/C/rpc", base.trim_end_matches('/'))
+            }
+            (None, None, _) => anyhow::bail!("--upstream or --mirror-from is required"),
+        },
+    )
+}
+
+/// Where an empty store starts, from --floor.
+fn floor(args: &ServeArgs) -> Result<Floor> {
+    Ok(match args.floor.as_deref() {
         None => Floor::Retention,
         Some("tip") => Floor::Tip,
         Some(height) => Floor::Height(height.parse().context("--floor takes a height or `tip`")?),
-    };
-    neve_upstream::tls::configure(args.ca_file.as_deref()).context("--ca-file")?;
-    let endpoint = upstream_endpoint(&rpc_url, &args)?;
+    })
+}
+
+/// The client shared with serving, and the follower's own: each runtime
+/// gets a pool of its own; the budget and what is learnt of the endpoint's
+/// batch limit are shared.
+fn upstream_clients(endpoint: &Endpoint, args: &ServeArgs) -> Result<(RpcClient, RpcClient)> {
     let client = RpcClient::for_endpoint(endpoint.clone())
         .context("--upstream")?
         .with_timeout(Duration::from_millis(
@@ -397,36 +461,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .with_max_response_bytes(args.upstream_max_body_bytes.usize())
         .with_pacing(Arc::new(Pacing::new(args.upstream_rps)))
         .with_max_batch(args.upstream_max_batch);
-    // Each runtime gets a pool of its own; the budget and what is learnt of
-    // the endpoint's batch limit are shared.
-    let new_client = || -> Result<RpcClient> {
-        Ok(RpcClient::for_endpoint(endpoint.clone())
-            .context("--upstream")?
-            .with_timeout(client.timeout())
-            .with_max_response_bytes(args.upstream_max_body_bytes.usize())
-            .sharing_limits_of(&client))
-    };
-    let retain_blocks = (args.retain_blocks > 0).then_some(args.retain_blocks);
-    let store_config = StoreConfig {
-        retain_blocks,
-        retain_bytes: args.retain_bytes.map(|b| b.0),
-        durability: match args.durability {
-            DurabilityArg::Fsync => Durability::Fsync,
-            DurabilityArg::Os => Durability::OsBuffered,
-        },
-        segment_blocks: args.segment_blocks,
-        ..StoreConfig::default()
-    };
-    let ingest_config = IngestConfig {
-        floor,
-        retain_blocks,
-        max_reorg_depth: args.max_reorg_depth,
-        fetch_concurrency: args.fetch_concurrency,
-        buffer_bytes: args.ingest_buffer_bytes.usize(),
-        mirror: args.mirror_from.is_some(),
-        ..IngestConfig::default()
-    };
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let follower_client = RpcClient::for_endpoint(endpoint.clone())
+        .context("--upstream")?
+        .with_timeout(client.timeout())
+        .with_max_response_bytes(args.upstream_max_body_bytes.usize())
+        .sharing_limits_of(&client);
+    Ok((client, follower_client))
+}
+
+/// Binds --listen and --admin-listen, before ingest starts.
+async fn bind_listeners(args: &ServeArgs) -> Result<neve_serve::Listeners> {
+    let public = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let admin = match args.admin_listen {
@@ -437,145 +482,96 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ),
         None => None,
     };
-    // The tip's work runs at serving's priority: started from this thread,
-    // which has it, before ingest's runtime lowers its own.
-    neve_ingest::cpu::start_tip_threads();
-    // Ingest (fetching, verifying, storing, following heads, prefetching)
-    // runs on a runtime of its own, with a client of its own: reading
-    // megabytes of blocks from the upstream then never holds a worker that
-    // answers requests.
-    let ingest_runtime = neve_ingest::cpu::runtime().context("starting ingest's runtime")?;
-    let follower = match ingest_runtime
-        .spawn(neve_ingest::supervise::start(
-            new_client()?,
-            args.data_dir.clone(),
-            store_config,
-            ingest_config,
-        ))
-        .await
-        .context("ingest's runtime")?
-    {
-        Ok(follower) => follower,
-        Err(StartError::Opening(error)) => {
-            return Err(error).with_context(|| format!("opening {}", args.data_dir.display()));
-        }
-        Err(StartError::Connecting(error)) => {
-            // The same endpoint as ingest's own client.
-            return Err(error).with_context(|| {
-                format!(
-                    "connecting to {} and opening {}",
-                    client.url(),
-                    args.data_dir.display()
-                )
-            });
-        }
-    };
-    let identity = follower.identity();
-    let view = IngestView::new(follower.status(), endpoint.shown().clone(), client.clone())
-        .with_max_silence(args.max_upstream_silence_ms.0);
-    let reader = follower.reader();
-    tracing::info!(
-        listen = %args.listen,
-        admin_listen = args.admin_listen.map(|a| a.to_string()),
-        chain_id = identity.chain_id,
-        upstream = %endpoint,
-        version = crate::build::VERSION_LINE,
-        "serving"
-    );
+    Ok(neve_serve::Listeners { public, admin })
+}
 
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let ws_url = args
-        .ws_url
-        .clone()
-        .unwrap_or_else(|| neve_ingest::heads::derive_ws_url(&rpc_url));
-    if ws_url != "none" {
-        let (ws, credentials) = endpoint
-            .with_url(&ws_url, args.ws_credentials == WsCredentials::Always)
-            .context("--ws-url")?;
-        match credentials {
-            neve_upstream::Credentials::Withheld => tracing::warn!(
-                ws = %ws.shown(),
-                "the upstream's credentials are not sent to this WebSocket (another host, or plain text); --ws-credentials always sends them"
-            ),
-            neve_upstream::Credentials::Inherited
-                if args.ws_credentials == WsCredentials::Always =>
-            {
-                tracing::info!(
-                    ws = %ws.shown(),
-                    "the upstream's credentials are sent to this WebSocket (--ws-credentials always)"
-                )
-            }
-            _ => {}
-        }
-        ingest_runtime.spawn(neve_ingest::heads::follow_heads(
-            ws,
-            wake.clone(),
-            stopped.clone(),
-        ));
-    }
-    tokio::spawn(neve_ingest::progress::report_progress(
-        args.mirror_from.is_some(),
-        view.status().clone(),
-        reader.clone(),
-        args.progress_interval_secs.0.max(Duration::from_secs(1)),
-        stopped.clone(),
-    ));
-    let state = (args.state == Switch::On).then(|| {
-        // coreth's rule for storage keys: a C-chain by its id, or any chain
-        // behind an avalanchego.
-        let storage_keys = match args.upstream_kind {
-            UpstreamKind::Avalanchego => neve_state::StorageKeys::Coreth,
-            UpstreamKind::Evm => neve_state::StorageKeys::of_chain(identity.chain_id),
-        };
-        let state = Arc::new(
-            neve_state::State::new(args.state_cache_bytes.usize(), args.state_hot_keys)
-                .with_storage_keys(storage_keys),
-        );
-        let fetcher = neve_ingest::state_fetch::ProofFetcher::new(client.clone(), state.clone());
-        ingest_runtime.spawn(neve_ingest::state_fetch::prefetch(
-            fetcher.clone(),
-            reader.clone(),
-            args.state_prefetch_rate,
+/// The store's retention: --retain-blocks, where 0 keeps everything.
+fn retain_blocks(args: &ServeArgs) -> Option<u64> {
+    (args.retain_blocks > 0).then_some(args.retain_blocks)
+}
+
+/// What ingest is started with, from the flags.
+fn ingest_settings(
+    args: &ServeArgs,
+    rpc_url: String,
+    endpoint: Endpoint,
+    client: RpcClient,
+    follower_client: RpcClient,
+    floor: Floor,
+) -> IngestSettings {
+    let retain_blocks = retain_blocks(args);
+    let mirror = args.mirror_from.is_some();
+    IngestSettings {
+        endpoint,
+        rpc_url,
+        client,
+        follower_client,
+        data_dir: args.data_dir.clone(),
+        store: StoreConfig {
+            retain_blocks,
+            retain_bytes: args.retain_bytes.map(|b| b.0),
+            durability: match args.durability {
+                DurabilityArg::Fsync => Durability::Fsync,
+                DurabilityArg::Os => Durability::OsBuffered,
+            },
+            segment_blocks: args.segment_blocks,
+            ..StoreConfig::default()
+        },
+        ingest: IngestConfig {
+            floor,
+            retain_blocks,
+            max_reorg_depth: args.max_reorg_depth,
+            fetch_concurrency: args.fetch_concurrency,
+            buffer_bytes: args.ingest_buffer_bytes.usize(),
+            mirror,
+            ..IngestConfig::default()
+        },
+        max_upstream_silence: args.max_upstream_silence_ms.0,
+        ws_url: args.ws_url.clone(),
+        ws_credentials_always: args.ws_credentials == WsCredentials::Always,
+        progress_interval: args.progress_interval_secs.0,
+        poll: args.poll_ms.0,
+        state: (args.state == Switch::On).then(|| StateSettings {
+            cache_bytes: args.state_cache_bytes.usize(),
+            hot_keys: args.state_hot_keys,
+            coreth_upstream: matches!(args.upstream_kind, UpstreamKind::Avalanchego),
+            prefetch_rate: args.state_prefetch_rate,
             // A neve upstream says what each block touched; a node's
             // tracer is asked otherwise.
-            match (args.state_refresh, args.mirror_from.is_some()) {
+            touches: match (args.state_refresh, mirror) {
                 (StateRefresh::Key, _) => None,
-                (StateRefresh::Block, true) => Some(neve_ingest::state_fetch::TouchSource::Neve),
-                (StateRefresh::Block, false) => Some(neve_ingest::state_fetch::TouchSource::Tracer),
+                (StateRefresh::Block, true) => Some(TouchSource::Neve),
+                (StateRefresh::Block, false) => Some(TouchSource::Tracer),
             },
-            Some(args.data_dir.join(HOT_KEYS_FILE)),
-            stopped.clone(),
-        ));
-        let fetch: Arc<dyn neve_state::Fetch> = Arc::new(fetcher);
-        let rules = Arc::new(neve_execution::RulesCell::default());
-        // The rules must be of the EVM whose storage keys the state follows.
-        let dialect = match storage_keys {
-            neve_state::StorageKeys::Coreth => neve_execution::Dialect::Coreth,
-            neve_state::StorageKeys::Plain => neve_execution::Dialect::Ethereum,
-        };
-        tokio::spawn(neve_ingest::call_rules::learn(
-            client.clone(),
-            rules.clone(),
-            identity.chain_id,
-            dialect,
-            stopped.clone(),
-        ));
-        neve_serve::StateAccess {
-            state,
-            fetch: Some(fetch),
-            rules,
+        }),
+    }
+}
+
+/// Why ingest did not start, with what it was doing.
+fn launch_error(error: LaunchError, upstream_url: &str, data_dir: &Path) -> anyhow::Error {
+    match error {
+        LaunchError::Runtime(error) => {
+            anyhow::Error::new(error).context("starting ingest's runtime")
         }
-    });
-    // Kept to save the hot keys once serving stopped.
-    let kept_state = state.as_ref().map(|access| access.state.clone());
-    let ingest = ingest_runtime.spawn(neve_ingest::supervise::supervise(
-        follower,
-        wake,
-        args.poll_ms.0,
-        stopped.clone(),
-    ));
-    let config = ServeConfig {
+        LaunchError::Task(error) => anyhow::Error::new(error).context("ingest's runtime"),
+        LaunchError::Start(StartError::Opening(error)) => {
+            anyhow::Error::new(error).context(format!("opening {}", data_dir.display()))
+        }
+        // The same endpoint as ingest's own client.
+        LaunchError::Start(StartError::Connecting(error)) => {
+            anyhow::Error::new(error).context(format!(
+                "connecting to {} and opening {}",
+                upstream_url,
+                data_dir.display()
+            ))
+        }
+        LaunchError::WsUrl(error) => anyhow::Error::new(error).context("--ws-url"),
+    }
+}
+
+/// Serving's settings, from the flags.
+fn serve_config(args: ServeArgs) -> ServeConfig {
+    ServeConfig {
         max_body_bytes: args.max_body_bytes.usize(),
         max_batch: args.max_batch,
         max_batch_answer_bytes: args.max_batch_answer_bytes.usize(),
@@ -591,11 +587,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         latest_grace: args.latest_grace_ms.0,
         max_behind: args.max_behind,
         shed_when_behind: args.shed_when_behind == Switch::On,
-        retain_blocks,
+        retain_blocks: retain_blocks(&args),
         retain_bytes: args.retain_bytes.map(|b| b.0),
-        fallback: args.fallback,
-        fallback_methods: args.fallback_methods,
-        fallback_in_flight: args.fallback_in_flight,
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then_some(args.state_fetch_timeout_ms.0),
         call_memo_bytes: args.call_memo_bytes.0,
@@ -604,37 +597,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ws_origins: Origins::from_list(args.ws_origins.as_ref().unwrap_or(&args.cors_origins)),
         client_version: format!("neve/v{}-{}", crate::build::VERSION, crate::build::COMMIT),
         coreth_upstream: matches!(args.upstream_kind, UpstreamKind::Avalanchego),
+        fallback: args.fallback,
+        fallback_methods: args.fallback_methods,
+        fallback_in_flight: args.fallback_in_flight,
         ..ServeConfig::default()
-    };
-    let server = tokio::spawn(neve_serve::serve(
-        neve_serve::Listeners {
-            public: listener,
-            admin,
-        },
-        reader,
-        Arc::new(IngestChain(view)),
-        identity,
-        config,
-        state,
-        stopped,
-    ));
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    let _ = stop.send(true);
-    if let Err(error) = ingest.await {
-        tracing::error!(%error, "the follower's supervisor ended abnormally");
     }
-    server.await.context("server task")?.context("server")?;
-    // The hot keys, for a warm start; written here, before ingest's
-    // runtime is dropped, so a stop never races the write.
-    if let Some(state) = &kept_state
-        && let Err(error) =
-            neve_ingest::state_fetch::save_hot_keys(&args.data_dir.join(HOT_KEYS_FILE), state)
-    {
-        tracing::warn!(%error, "could not save the hot keys");
-    }
-    ingest_runtime.shutdown_background();
-    Ok(())
 }
 
 async fn shutdown_signal() {
