@@ -61,9 +61,9 @@ impl ChainView for IngestChain {
             "# HELP neve_build_info The running build: version, commit and build date.\n\
              # TYPE neve_build_info gauge\n\
              neve_build_info{{version=\"{}\",commit=\"{}\",built=\"{}\"}} 1\n",
-            crate::build::VERSION,
-            crate::build::COMMIT,
-            crate::build::DATE
+            crate::version::VERSION,
+            crate::version::COMMIT,
+            crate::version::DATE
         ));
         self.0.render_metrics(out);
     }

@@ -85,7 +85,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             admin_listen = args.admin_listen.map(|a| a.to_string()),
             chain_id = identity.chain_id,
             upstream = %shown,
-            version = crate::build::VERSION_LINE,
+            version = crate::version::VERSION_LINE,
             "serving"
         )
     })
@@ -292,7 +292,11 @@ fn serve_config(args: ServeArgs) -> ServeConfig {
         client_rate: args.client_rate,
         cors_origins: Origins::from_list(&args.cors_origins),
         ws_origins: Origins::from_list(args.ws_origins.as_ref().unwrap_or(&args.cors_origins)),
-        client_version: format!("neve/v{}-{}", crate::build::VERSION, crate::build::COMMIT),
+        client_version: format!(
+            "neve/v{}-{}",
+            crate::version::VERSION,
+            crate::version::COMMIT
+        ),
         coreth_upstream: matches!(args.upstream_kind, UpstreamKind::Avalanchego),
         fallback: args.fallback,
         fallback_methods: args.fallback_methods,

@@ -313,4 +313,3 @@ pub enum DurabilityArg {
     /// Written to the OS only.
     Os,
 }
-
