@@ -46,7 +46,7 @@ pub mod verify;
 pub mod view;
 
 pub use error::IngestError;
-pub use follow::{Floor, Follower, IngestConfig, SharedStore, SyncOutcome};
+pub use follow::{Follower, IngestConfig, SharedStore, StartHeight, SyncOutcome};
 pub use running::{
     IngestHandle, IngestSettings, IngestState, LaunchError, Running, StateSettings, start,
 };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use neve_ingest::state_fetch::TouchSource;
 use neve_ingest::supervise::StartError;
-use neve_ingest::{Floor, IngestConfig, IngestSettings, LaunchError, StateSettings};
+use neve_ingest::{IngestConfig, IngestSettings, LaunchError, StartHeight, StateSettings};
 use neve_serve::{Origins, ServeConfig};
 use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
@@ -138,11 +138,13 @@ fn rpc_url(args: &ServeArgs) -> Result<String> {
 }
 
 /// Where an empty store starts, from --floor.
-fn floor(args: &ServeArgs) -> Result<Floor> {
+fn floor(args: &ServeArgs) -> Result<StartHeight> {
     Ok(match args.floor.as_deref() {
-        None => Floor::Retention,
-        Some("tip") => Floor::Tip,
-        Some(height) => Floor::Height(height.parse().context("--floor takes a height or `tip`")?),
+        None => StartHeight::Retention,
+        Some("tip") => StartHeight::Tip,
+        Some(height) => {
+            StartHeight::Height(height.parse().context("--floor takes a height or `tip`")?)
+        }
     })
 }
 
@@ -194,7 +196,7 @@ fn ingest_settings(
     endpoint: Endpoint,
     client: RpcClient,
     follower_client: RpcClient,
-    floor: Floor,
+    floor: StartHeight,
 ) -> IngestSettings {
     let retain_blocks = retain_blocks(args);
     let mirror = args.mirror_from.is_some();
