@@ -53,33 +53,10 @@ impl Follower {
         result
     }
 
+    // Long: one loop keeps fetches in flight, appends in order and tells a
+    // reorg from a fetch that raced one, sharing its bounds and counters.
     async fn sync_step(&mut self) -> Result<SyncOutcome, IngestError> {
-        let head = if self.config.mirror {
-            let health = neve_health(&self.client).await?;
-            if !health.following {
-                // Its tip is not the chain's: no contact with the chain,
-                // so `latest` here turns 421 as it has there.
-                self.status.contact(false);
-                return Err(IngestError::Refused {
-                    height: 0,
-                    reason: "the neve mirrored does not follow its upstream now".into(),
-                });
-            }
-            self.status
-                .safe_plus_one
-                .store(health.safe.map_or(0, |h| h + 1), Ordering::Relaxed);
-            self.status
-                .finalized_plus_one
-                .store(health.finalized.map_or(0, |h| h + 1), Ordering::Relaxed);
-            health.max.ok_or(IngestError::Missing(0))?
-        } else {
-            let head: String = self
-                .client
-                .call("eth_blockNumber", ())
-                .await
-                .map_err(rpc("eth_blockNumber"))?;
-            parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?
-        };
+        let head = self.upstream_head().await?;
         self.status.heard_head(head);
         let diverged = self.refresh_tags(head).await;
         if diverged {
@@ -94,14 +71,7 @@ impl Follower {
         let stats = self.reader.stats();
         let mut next = match stats.max_contiguous_height {
             Some(max) => max + 1,
-            None => match self.config.floor {
-                StartHeight::Height(h) => h,
-                StartHeight::Tip => head,
-                StartHeight::Retention => self
-                    .config
-                    .retain_blocks
-                    .map_or(0, |keep| head.saturating_sub(keep.saturating_sub(1))),
-            },
+            None => self.first_height(head),
         };
         let mut outcome = SyncOutcome {
             head,
@@ -193,6 +163,50 @@ impl Follower {
         // A floor above the head waits for the chain: nothing to do yet.
         outcome.caught_up = next > head || self.reader.stats().max_contiguous_height >= Some(head);
         Ok(outcome)
+    }
+
+    /// The upstream's head: a node's `eth_blockNumber`, or a mirrored
+    /// neve's stored tip (with its safe and finalized heights) while it
+    /// follows its own upstream.
+    async fn upstream_head(&mut self) -> Result<u64, IngestError> {
+        Ok(if self.config.mirror {
+            let health = neve_health(&self.client).await?;
+            if !health.following {
+                // Its tip is not the chain's: no contact with the chain,
+                // so `latest` here turns 421 as it has there.
+                self.status.contact(false);
+                return Err(IngestError::Refused {
+                    height: 0,
+                    reason: "the neve mirrored does not follow its upstream now".into(),
+                });
+            }
+            self.status
+                .safe_plus_one
+                .store(health.safe.map_or(0, |h| h + 1), Ordering::Relaxed);
+            self.status
+                .finalized_plus_one
+                .store(health.finalized.map_or(0, |h| h + 1), Ordering::Relaxed);
+            health.max.ok_or(IngestError::Missing(0))?
+        } else {
+            let head: String = self
+                .client
+                .call("eth_blockNumber", ())
+                .await
+                .map_err(rpc("eth_blockNumber"))?;
+            parse_quantity(&head).ok_or(IngestError::Missing(u64::MAX))?
+        })
+    }
+
+    /// Where an empty store starts, with the upstream's head at `head`.
+    fn first_height(&self, head: u64) -> u64 {
+        match self.config.floor {
+            StartHeight::Height(h) => h,
+            StartHeight::Tip => head,
+            StartHeight::Retention => self
+                .config
+                .retain_blocks
+                .map_or(0, |keep| head.saturating_sub(keep.saturating_sub(1))),
+        }
     }
 
     fn tip_hash(&self) -> Option<[u8; 32]> {
@@ -288,10 +302,7 @@ impl Follower {
 
     /// Appends blocks already checked to continue the tip, and books it:
     /// counters, contact with the upstream, a wake-up for subscribers.
-    async fn store_blocks(
-        &mut self,
-        blocks: Vec<PreparedBlock>,
-    ) -> Result<u64, IngestError> {
+    async fn store_blocks(&mut self, blocks: Vec<PreparedBlock>) -> Result<u64, IngestError> {
         let count = blocks.len() as u64;
         let times: Vec<(u64, u64)> = blocks
             .iter()
