@@ -142,7 +142,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
 fn bench_against_geth(exe: &Path, url: &str, geth_url: &str, args: &DemoArgs) -> Result<()> {
     let neve_target = format!("neve={url}");
     let geth_target = format!("geth={geth_url}");
-    let status = Command::new(&exe)
+    let status = Command::new(exe)
         .args(["bench", "--target", &neve_target, "--target", &geth_target])
         .args([
             "--workload",
