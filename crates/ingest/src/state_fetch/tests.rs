@@ -13,10 +13,9 @@ use super::*;
 /// geth's `eth_getProof` answer from the execution-apis suite, as
 /// received, and a request whose verified root it hashes up to.
 fn fixture() -> (String, FetchRequest) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/conformance/rpc-compat/eth_getProof/get-account-proof-latest.io"
-    );
+    // Where the other tests find the conformance fixtures too.
+    let path =
+        neve_devnet::conformance::fixtures_dir().join("eth_getProof/get-account-proof-latest.io");
     let text = std::fs::read_to_string(path).expect("the conformance fixtures beside the project");
     let line = text.lines().find(|l| l.starts_with("<<")).unwrap();
     let answer: serde_json::Value = serde_json::from_str(&line[3..]).unwrap();
