@@ -24,8 +24,10 @@ use revm::context_interface::transaction::AuthorizationTr;
 use revm::precompile::{PrecompileSpecId, Precompiles};
 use revm::primitives::hardfork::SpecId;
 
+use crate::db::Needs;
 use crate::error::CallError;
-use crate::run::{Ended, Pinned, Request, Run, run_inspected};
+use crate::rules::Dialect;
+use crate::run::{Ended, GAS_CAP, Pinned, Request, Run, run_inspected};
 use crate::tracer::AccessListTracer;
 
 /// Most runs one access list may take. geth loops until the list stops
@@ -68,6 +70,143 @@ pub fn excluded_addresses(
         }
     }
     excluded
+}
+
+/// A request as geth's `AccessList` takes it before making the list.
+#[derive(Clone, Debug)]
+pub enum AccessListRequest {
+    /// Ready: the request with its fees defaulted, and the accounts the
+    /// list never names ([`excluded_addresses`]).
+    Ready(Box<Request>, HashSet<Address>),
+    /// Refused before anything runs, in geth's words (its -32000).
+    Refused(String),
+    /// A creation whose address needs the sender's nonce, not held: fetch
+    /// it, then again.
+    Needs(Needs),
+}
+
+/// `request` readied as geth's `AccessList` readies it at `pinned`: fee
+/// defaults filled as its `setFeeDefaults` fills them (`suggested_tip`,
+/// asked only when the request names no tip, is the price oracle's tip at
+/// the head; twice the pinned block's base fee on top), its refusals in
+/// its words, and the callee named (a creation's address from the sender's
+/// nonce). [`CallError::Unsupported`] where geth's answer is not one neve
+/// makes: coreth's chain (its fee defaults are coreth's oracle's, its
+/// tracer geth 1.13's), blob fee defaults (from the head's blob fee),
+/// before London (the oracle's price), a fee cap past 256 bits, or no
+/// suggested tip.
+pub fn access_list_request(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    suggested_tip: impl FnOnce() -> Option<U256>,
+) -> Result<AccessListRequest, CallError> {
+    if pinned.fork.dialect == Dialect::Coreth {
+        return Err(CallError::Unsupported);
+    }
+    let mut request = request.clone();
+    let args = &mut request.args;
+    if args.blob_versioned_hashes.is_some() || args.max_fee_per_blob_gas.is_some() {
+        return Err(CallError::Unsupported);
+    }
+    let refused = |message: String| Ok(AccessListRequest::Refused(message));
+    if args.gas_price.is_some()
+        && (args.max_fee_per_gas.is_some() || args.max_priority_fee_per_gas.is_some())
+    {
+        return refused(
+            "both gasPrice and (maxFeePerGas or maxPriorityFeePerGas) specified".into(),
+        );
+    }
+    if args.gas_price.is_some() && args.authorization_list.is_some() {
+        return refused("both gasPrice and authorizationList specified".into());
+    }
+    if let Err(message) = default_fees(pinned, args, suggested_tip)? {
+        return refused(message);
+    }
+    let from = args.sender();
+    let gas_limit = args.gas.map_or(GAS_CAP, |g| g.to::<u64>().min(GAS_CAP));
+    let auths = args.authorization_list.clone().unwrap_or_default();
+    if auths.len() as u64 > gas_limit / 25_000 {
+        return refused("insufficient gas to process all authorizations".into());
+    }
+    let to = match args.to {
+        Some(to) => to,
+        None => {
+            let nonce = match args.nonce {
+                Some(nonce) => nonce.to::<u64>(),
+                None => match pinned
+                    .state
+                    .account(&pinned.block.state_root.0, &from.0.0, false)
+                {
+                    neve_state::Read::Found(read) => read.account.map_or(0, |a| a.nonce),
+                    neve_state::Read::Missing => {
+                        return Ok(AccessListRequest::Needs(Needs {
+                            accounts: [(from, Default::default())].into_iter().collect(),
+                        }));
+                    }
+                },
+            };
+            from.create(nonce)
+        }
+    };
+    let excluded = excluded_addresses(from, to, pinned.fork.spec, pinned.chain_id, &auths);
+    Ok(AccessListRequest::Ready(Box::new(request), excluded))
+}
+
+/// geth's `setFeeDefaults` for `args` at `pinned`: the inner result is its
+/// refusal, in its words.
+fn default_fees(
+    pinned: &Pinned<'_>,
+    args: &mut crate::args::CallArgs,
+    suggested_tip: impl FnOnce() -> Option<U256>,
+) -> Result<Result<(), String>, CallError> {
+    let both_1559 = args.max_fee_per_gas.is_some() && args.max_priority_fee_per_gas.is_some();
+    let london = pinned.block.base_fee.is_some();
+    let tip_above_cap = |fee_cap: U256, tip: U256| {
+        format!("maxFeePerGas ({fee_cap:#x}) < maxPriorityFeePerGas ({tip:#x})")
+    };
+    if both_1559 {
+        let (fee_cap, tip) = (
+            args.max_fee_per_gas.unwrap_or_default(),
+            args.max_priority_fee_per_gas.unwrap_or_default(),
+        );
+        if fee_cap.is_zero() {
+            return Ok(Err("maxFeePerGas must be non-zero".into()));
+        }
+        if fee_cap < tip {
+            return Ok(Err(tip_above_cap(fee_cap, tip)));
+        }
+        return Ok(Ok(()));
+    }
+    if let Some(price) = args.gas_price {
+        if london && price.is_zero() {
+            return Ok(Err("gasPrice must be non-zero after london fork".into()));
+        }
+        return Ok(Ok(()));
+    }
+    let Some(base_fee) = pinned.block.base_fee else {
+        // Before London geth prices the call at the oracle's price.
+        return Err(CallError::Unsupported);
+    };
+    let tip = match args.max_priority_fee_per_gas {
+        Some(tip) => tip,
+        None => suggested_tip().ok_or(CallError::Unsupported)?,
+    };
+    let fee_cap = match args.max_fee_per_gas {
+        Some(fee_cap) => fee_cap,
+        // geth adds in big integers: past 256 bits its pre-check refuses
+        // the fee cap in words naming the transaction's hash, which neve
+        // does not make.
+        None => U256::from(base_fee)
+            .checked_mul(U256::from(2))
+            .and_then(|twice| tip.checked_add(twice))
+            .ok_or(CallError::Unsupported)?,
+    };
+    if fee_cap < tip {
+        return Ok(Err(tip_above_cap(fee_cap, tip)));
+    }
+    args.max_priority_fee_per_gas = Some(tip);
+    args.max_fee_per_gas = Some(fee_cap);
+    Ok(Ok(()))
 }
 
 /// How making an access list ended.

@@ -19,7 +19,7 @@
 //! - **Multicoin accounts.** coreth counts an account with the multicoin
 //!   flag as not empty even with no nonce, balance or code; a run that
 //!   reads such an account is not answered (none can exist since Banff).
-//! - The rest is in `run.rs` by [`Dialect`](crate::Dialect): `PREVRANDAO`
+//! - The rest is in `run.rs` by [`Dialect`](crate::rules::Dialect): `PREVRANDAO`
 //!   from the header's difficulty, no gas refunds, no chain id check.
 //!
 //! Sources: coreth v1.14.2 `params/hooks_libevm.go` (precompile sets),
@@ -157,7 +157,7 @@ impl<CTX: ContextTr> PrecompileProvider<CTX> for ChainPrecompiles {
 /// asks for (overrides included, as coreth applies it: `state` as given,
 /// `stateDiff` by the rule), noting a run that asked for both keys of one
 /// cell. Under Ethereum's rule it passes every read through.
-pub(crate) struct KeyedDb<'a, DB> {
+pub struct KeyedDb<'a, DB> {
     inner: DB,
     coreth: bool,
     /// Each cell's key as the run first asked it.

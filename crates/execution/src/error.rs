@@ -4,7 +4,7 @@
 //! JSON-RPC code in one place; a revert or a halt is an [`Outcome`]
 //! (`run.rs`), not an error here.
 //!
-//! [`Outcome`]: crate::Outcome
+//! [`Outcome`]: crate::run::Outcome
 
 use alloy_primitives::U256;
 

@@ -38,6 +38,8 @@ pub enum Estimate {
 /// Estimates `request`'s gas at `pinned`; every probe's gas is charged to
 /// [`Pinned::spent`] (a search runs the call a dozen times or more, its
 /// answer names one run's gas).
+/// Long: it follows geth's `DoEstimateGas` step by step, so the two read
+/// side by side.
 pub fn estimate(pinned: &Pinned<'_>, request: &Request) -> Result<Estimate, CallError> {
     let args = &request.args;
     let balance = match sender_balance(pinned, request)? {

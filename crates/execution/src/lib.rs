@@ -21,13 +21,19 @@ mod db;
 mod error;
 mod estimate;
 pub mod fees;
+mod halt;
+mod overrides;
 mod precompile_failure;
+mod pricing;
 mod revert;
 mod rules;
 mod run;
 mod tracer;
 
-pub use access_list::{AccessListOutcome, MAX_ROUNDS, create_access_list, excluded_addresses};
+pub use access_list::{
+    AccessListOutcome, AccessListRequest, MAX_ROUNDS, access_list_request, create_access_list,
+    excluded_addresses,
+};
 pub use args::{AccountOverride, ArgsError, BlockOverrides, CallArgs, StateOverride};
 pub use block::{BlockFacts, FACTS_CACHED, FactsCache, HeaderForks, HeightCache};
 pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};
@@ -36,5 +42,8 @@ pub use estimate::{ERROR_RATIO, Estimate, estimate};
 pub use revert::revert_message;
 pub use revm::primitives::hardfork::SpecId;
 pub use rules::{ChainRules, Dialect, Fork, RulesCell};
-pub use run::{Ended, GAS_CAP, MEMORY_LIMIT, Outcome, Pinned, Request, Run, run};
+pub use run::{
+    Ended, GAS_CAP, MEMORY_LIMIT, Outcome, Pinned, Request, Run, RunContext, RunDb, run,
+    run_inspected,
+};
 pub use tracer::AccessListTracer;

@@ -8,16 +8,12 @@
 
 use alloy_primitives::{B256, Bytes, TxKind, U256};
 use neve_state::{HotKey, State};
-use revm::bytecode::OpCode;
 use revm::context::either::Either;
 use revm::context::result::{EVMError, ExecutionResult, HaltReason};
 use revm::context::{BlockEnv, CfgEnv, TxEnv};
-use revm::context_interface::block::BlobExcessGasAndPrice;
 use revm::database::CacheDB;
-use revm::interpreter::interpreter_types::{Jumps, StackTr};
-use revm::interpreter::{Interpreter, InterpreterTypes};
+use revm::inspector::NoOpInspector;
 use revm::primitives::hardfork::SpecId;
-use revm::state::AccountInfo;
 use revm::{Context, Database, ExecuteEvm, InspectEvm, Inspector, MainBuilder, MainContext};
 
 use crate::args::{BlockOverrides, CallArgs, StateOverride};
@@ -25,6 +21,9 @@ use crate::block::BlockFacts;
 use crate::coreth::{ChainPrecompiles, KeyedDb};
 use crate::db::{Needs, VerifiedDb};
 use crate::error::CallError;
+use crate::halt::{LastStep, halt_message, needs_last_step};
+use crate::overrides::{apply_block_overrides, apply_state_overrides, block_env};
+use crate::pricing::Fees;
 use crate::rules::{ChainRules, Dialect, Fork};
 
 /// Most gas one call may use: geth's `RPCGasCap`, so a call neve answers
@@ -104,7 +103,7 @@ impl Pinned<'_> {
 
 /// The database a run reads: `db` with the request's state overrides over
 /// it, under the dialect's storage key rule.
-type RunDb<'a> = KeyedDb<'a, CacheDB<&'a VerifiedDb<'a>>>;
+pub type RunDb<'a> = KeyedDb<'a, CacheDB<&'a VerifiedDb<'a>>>;
 
 /// `db` with the request's state overrides over it; `aliased` is set if
 /// the run asks for one coreth storage cell by both its keys.
@@ -186,50 +185,167 @@ pub enum Run {
     OutsideTail,
 }
 
+/// The EVM context a run executes in: what an inspector handed to
+/// [`run_inspected`] watches.
+pub type RunContext<'a> = Context<BlockEnv, TxEnv, CfgEnv, RunDb<'a>>;
+
 /// Runs `request` at `pinned`, with `gas` instead of the request's when
 /// given (the estimator's probes).
 pub fn run(pinned: &Pinned<'_>, request: &Request, gas: Option<u64>) -> Result<Run, CallError> {
-    execute(pinned, request, gas, None)
+    execute::<NoOpInspector>(pinned, request, gas, None)
 }
 
-/// [`run`], watched by an access-list tracer (`eth_createAccessList`).
-pub(crate) fn run_inspected(
+/// [`run`], watched by `inspector` as it executes: any revm inspector (the
+/// access-list tracer, a tracer of geth's formats). A halt that needs its
+/// instruction named runs once more, watched by neve's own inspector only.
+pub fn run_inspected<I>(
     pinned: &Pinned<'_>,
     request: &Request,
     gas: Option<u64>,
-    tracer: &mut crate::tracer::AccessListTracer,
-) -> Result<Run, CallError> {
-    execute(pinned, request, gas, Some(tracer))
+    inspector: &mut I,
+) -> Result<Run, CallError>
+where
+    I: for<'a> Inspector<RunContext<'a>>,
+{
+    execute(pinned, request, gas, Some(inspector))
 }
 
-fn execute(
+/// A run's transaction and its environment, as geth sets them for a call.
+struct Setup {
+    spec: SpecId,
+    dialect: Dialect,
+    fees: Fees,
+    gas_limit: u64,
+    block: BlockEnv,
+    tx: TxEnv,
+    cfg: CfgEnv,
+}
+
+fn execute<I>(
     pinned: &Pinned<'_>,
     request: &Request,
     gas: Option<u64>,
-    tracer: Option<&mut crate::tracer::AccessListTracer>,
-) -> Result<Run, CallError> {
-    let args = &request.args;
-    let input = args.input();
+    inspector: Option<&mut I>,
+) -> Result<Run, CallError>
+where
+    I: for<'a> Inspector<RunContext<'a>>,
+{
     let dialect = pinned.fork.dialect;
-    let coreth = dialect == Dialect::Coreth;
     let spec = pinned.fork_for(request)?.spec;
-    if coreth && !coreth_follows(request) {
+    if dialect == Dialect::Coreth && !coreth_follows(request) {
         return Err(CallError::Unsupported);
     }
-    // coreth does not check a call's chain id.
-    if let Some(chain_id) = args.chain_id
-        && !coreth
-        && chain_id.to::<u64>() != pinned.chain_id
-    {
-        return Err(CallError::Args(crate::args::ArgsError::ChainId {
-            have: chain_id.to(),
-            want: pinned.chain_id,
-        }));
-    }
+    check_chain_id(pinned, &request.args)?;
     let db = pinned.database();
     let aliased = std::cell::Cell::new(false);
     let overridden = || overridden(&db, request, dialect, &aliased);
     let mut cache = overridden()?;
+    let setup = setup(pinned, request, gas, spec, &mut cache)?;
+    let context = Context::mainnet()
+        .with_db(cache)
+        .with_block(setup.block.clone())
+        .with_cfg(setup.cfg.clone());
+    let precompiles = || ChainPrecompiles::new(dialect, spec);
+    let (result, reached_warp) = match inspector {
+        None => {
+            let mut evm = context.build_mainnet().with_precompiles(precompiles());
+            (evm.transact(setup.tx.clone()), evm.precompiles.reached_warp)
+        }
+        Some(inspector) => {
+            let mut evm = context
+                .build_mainnet_with_inspector(inspector)
+                .with_precompiles(precompiles());
+            (
+                evm.inspect_tx(setup.tx.clone()),
+                evm.precompiles.reached_warp,
+            )
+        }
+    };
+    // Charged whatever comes of it: a run that then needs state not held,
+    // or is not answered here, cost its work all the same.
+    if let Ok(done) = &result {
+        pinned.charge(done.result.gas().total_gas_spent());
+    }
+    if db.outside_tail() {
+        return Ok(Run::OutsideTail);
+    }
+    let needs = db.take_needs();
+    if !needs.is_empty() {
+        return Ok(Run::Needs(needs));
+    }
+    // What coreth would answer otherwise than this run: not an answer.
+    if reached_warp || aliased.get() || db.unsure() {
+        return Err(CallError::Unsupported);
+    }
+    let result = executed(result, request, &setup)?;
+    let precompile_words = precompile_words(&result, request, &setup)?;
+    // geth names the opcode (and the stack) a halt stopped at; revm's
+    // reason does not, so a halt that needs them runs once more, watched.
+    // Halts are rare, and the run is the same (same state, same inputs).
+    let detail = match &result {
+        ExecutionResult::Halt { reason, .. } if needs_last_step(reason) => {
+            let mut watched = Context::mainnet()
+                .with_db(overridden()?)
+                .with_block(setup.block.clone())
+                .with_cfg(setup.cfg.clone())
+                .build_mainnet_with_inspector(LastStep::default())
+                .with_precompiles(precompiles());
+            let _ = watched.inspect_tx(setup.tx.clone());
+            Some(watched.inspector)
+        }
+        _ => None,
+    };
+    let read = db.take_read_keys();
+    Ok(Run::Done(outcome(
+        result,
+        &setup,
+        precompile_words,
+        detail.as_ref(),
+        read,
+    )))
+}
+
+/// What revm's run came to, or geth's refusal of it before it executed.
+fn executed(
+    result: Result<
+        revm::context::result::ExecResultAndState<ExecutionResult, revm::state::EvmState>,
+        EVMError<crate::db::Never>,
+    >,
+    request: &Request,
+    setup: &Setup,
+) -> Result<ExecutionResult, CallError> {
+    match result {
+        // revm's checks passed (geth's pre-checks before `buyGas`): geth's
+        // balance check past 256 bits refuses it now.
+        Ok(_) if setup.fees.past_256_bits => Err(CallError::PreCheck(format!(
+            "err: {} (supplied gas {})",
+            crate::error::insufficient_past_256_bits(&request.args),
+            setup.gas_limit
+        ))),
+        Ok(done) => Ok(done.result),
+        Err(EVMError::Transaction(invalid)) => Err(CallError::invalid(
+            &invalid,
+            &request.args,
+            setup.fees.wide_fee_cap,
+            setup.gas_limit,
+        )),
+        Err(EVMError::Database(never)) => match never {},
+        Err(other) => Err(CallError::Internal(other.to_string())),
+    }
+}
+
+/// The transaction, block and configuration of a run of `request`, after
+/// geth's checks that come before executing (chain id, fees, a creation
+/// that cannot be one).
+fn setup(
+    pinned: &Pinned<'_>,
+    request: &Request,
+    gas: Option<u64>,
+    spec: SpecId,
+    cache: &mut RunDb<'_>,
+) -> Result<Setup, CallError> {
+    let args = &request.args;
+    let dialect = pinned.fork.dialect;
     let sender = args.sender();
     let sender_nonce = match cache.basic(sender) {
         Ok(account) => account.map_or(0, |a| a.nonce),
@@ -242,29 +358,8 @@ fn execute(
         None => pinned.block.base_fee,
     };
     let fees = Fees::of(args, base_fee, gas_limit)?;
-    // A creation carrying blob hashes or authorizations: revm runs it,
-    // geth refuses it among its pre-checks, after the fee checks (skipped
-    // when no fee is given), blobs' before authorizations'.
-    if args.to.is_none() {
-        let refusal = if args.blob_versioned_hashes.is_some() {
-            Some("blob transaction of type create".to_string())
-        } else if args.authorization_list.is_some() {
-            Some(format!(
-                "EIP-7702 transaction cannot be used to create contract (sender {sender})"
-            ))
-        } else {
-            None
-        };
-        if let Some(refusal) = refusal {
-            if fees.fee_cap != 0 || fees.tip.is_some_and(|tip| tip != 0) {
-                return Err(CallError::Unsupported);
-            }
-            return Err(CallError::PreCheck(format!(
-                "err: {refusal} (supplied gas {gas_limit})"
-            )));
-        }
-    }
-    let mut block = block_env(pinned, args);
+    refuse_impossible_creation(args, &fees, gas_limit)?;
+    let mut block = block_env(pinned.block, &pinned.fork, args);
     if let Some(overrides) = &request.block {
         apply_block_overrides(&mut block, overrides)?;
     }
@@ -278,7 +373,7 @@ fn execute(
         gas_price: fees.fee_cap,
         kind: args.to.map_or(TxKind::Create, TxKind::Call),
         value: args.value.unwrap_or_default(),
-        data: input,
+        data: args.input(),
         nonce: sender_nonce,
         chain_id: Some(pinned.chain_id),
         access_list: args.access_list.clone().unwrap_or_default(),
@@ -304,123 +399,126 @@ fn execute(
     cfg.tx_gas_limit_cap = Some(u64::MAX);
     cfg.memory_limit = MEMORY_LIMIT;
     cfg.blob_base_fee_update_fraction = pinned.fork.blob_base_fee_update_fraction;
-    let context = Context::mainnet()
-        .with_db(cache)
-        .with_block(block.clone())
-        .with_cfg(cfg.clone());
-    let precompiles = || ChainPrecompiles::new(dialect, spec);
-    let (result, reached_warp) = match tracer {
-        None => {
-            let mut evm = context.build_mainnet().with_precompiles(precompiles());
-            (evm.transact(tx.clone()), evm.precompiles.reached_warp)
+    Ok(Setup {
+        spec,
+        dialect,
+        fees,
+        gas_limit,
+        block,
+        tx,
+        cfg,
+    })
+}
+
+/// A call's chain id, where it names one, is the chain's (coreth does not
+/// check it).
+fn check_chain_id(pinned: &Pinned<'_>, args: &CallArgs) -> Result<(), CallError> {
+    match args.chain_id {
+        Some(chain_id)
+            if pinned.fork.dialect != Dialect::Coreth
+                && chain_id.to::<u64>() != pinned.chain_id =>
+        {
+            Err(CallError::Args(crate::args::ArgsError::ChainId {
+                have: chain_id.to(),
+                want: pinned.chain_id,
+            }))
         }
-        Some(tracer) => {
-            let mut evm = context
-                .build_mainnet_with_inspector(tracer)
-                .with_precompiles(precompiles());
-            (evm.inspect_tx(tx.clone()), evm.precompiles.reached_warp)
-        }
+        _ => Ok(()),
+    }
+}
+
+/// A creation carrying blob hashes or authorizations: revm runs it, geth
+/// refuses it among its pre-checks, after the fee checks (skipped when no
+/// fee is given), blobs' before authorizations'.
+fn refuse_impossible_creation(
+    args: &CallArgs,
+    fees: &Fees,
+    gas_limit: u64,
+) -> Result<(), CallError> {
+    if args.to.is_some() {
+        return Ok(());
+    }
+    let refusal = if args.blob_versioned_hashes.is_some() {
+        "blob transaction of type create".to_string()
+    } else if args.authorization_list.is_some() {
+        format!(
+            "EIP-7702 transaction cannot be used to create contract (sender {})",
+            args.sender()
+        )
+    } else {
+        return Ok(());
     };
-    // Charged whatever comes of it: a run that then needs state not held,
-    // or is not answered here, cost its work all the same.
-    if let Ok(done) = &result {
-        pinned.charge(done.result.gas().total_gas_spent());
-    }
-    if db.outside_tail() {
-        return Ok(Run::OutsideTail);
-    }
-    let needs = db.take_needs();
-    if !needs.is_empty() {
-        return Ok(Run::Needs(needs));
-    }
-    // What coreth would answer otherwise than this run: not an answer.
-    if reached_warp || aliased.get() || db.unsure() {
+    if fees.fee_cap != 0 || fees.tip.is_some_and(|tip| tip != 0) {
         return Err(CallError::Unsupported);
     }
-    let result = match result {
-        // revm's checks passed (geth's pre-checks before `buyGas`): geth's
-        // balance check past 256 bits refuses it now.
-        Ok(_) if fees.past_256_bits => {
-            return Err(CallError::PreCheck(format!(
-                "err: {} (supplied gas {gas_limit})",
-                crate::error::insufficient_past_256_bits(args)
-            )));
-        }
-        Ok(done) => done.result,
-        Err(EVMError::Transaction(invalid)) => {
-            return Err(CallError::invalid(
-                &invalid,
-                args,
-                fees.wide_fee_cap,
-                gas_limit,
-            ));
-        }
-        Err(EVMError::Database(never)) => match never {},
-        Err(other) => return Err(CallError::Internal(other.to_string())),
-    };
-    // A call straight to a precompile that refuses its input: answered
-    // in geth's words where neve is sure of them, a miss otherwise (and
-    // always on coreth, whose precompiles word their own failures).
-    let precompile_words = match &result {
+    Err(CallError::PreCheck(format!(
+        "err: {refusal} (supplied gas {gas_limit})"
+    )))
+}
+
+/// A call straight to a precompile that refuses its input: answered in
+/// geth's words where neve is sure of them, a miss otherwise (and always
+/// on coreth, whose precompiles word their own failures).
+fn precompile_words(
+    result: &ExecutionResult,
+    request: &Request,
+    setup: &Setup,
+) -> Result<Option<&'static str>, CallError> {
+    let args = &request.args;
+    match result {
         ExecutionResult::Halt {
             reason: HaltReason::PrecompileErrorWithContext(reason),
             ..
-        } if !coreth => match crate::precompile_failure::geth_words(
+        } if setup.dialect != Dialect::Coreth => crate::precompile_failure::geth_words(
             reason,
             &crate::precompile_failure::TopCall {
                 to: args.to,
-                input: &tx.data,
-                gas_limit,
-                spec,
+                input: &setup.tx.data,
+                gas_limit: setup.gas_limit,
+                spec: setup.spec,
                 lists: args.access_list.as_ref().is_some_and(|l| !l.0.is_empty())
                     || args
                         .authorization_list
                         .as_ref()
                         .is_some_and(|l| !l.is_empty()),
             },
-        ) {
-            Some(words) => Some(words),
-            None => return Err(CallError::Unsupported),
-        },
+        )
+        .map(Some)
+        .ok_or(CallError::Unsupported),
         ExecutionResult::Halt {
             reason: HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_),
             ..
-        } => return Err(CallError::Unsupported),
-        _ => None,
-    };
-    // geth names the opcode (and the stack) a halt stopped at; revm's
-    // reason does not, so a halt that needs them runs once more, watched.
-    // Halts are rare, and the run is the same (same state, same inputs).
-    let detail = match &result {
-        ExecutionResult::Halt { reason, .. } if needs_last_step(reason) => {
-            let mut watched = Context::mainnet()
-                .with_db(overridden()?)
-                .with_block(block)
-                .with_cfg(cfg)
-                .build_mainnet_with_inspector(LastStep::default())
-                .with_precompiles(precompiles());
-            let _ = watched.inspect_tx(tx);
-            Some(watched.inspector)
-        }
-        _ => None,
-    };
-    let read = db.take_read_keys();
+        } => Err(CallError::Unsupported),
+        _ => Ok(None),
+    }
+}
+
+/// revm's result in geth's terms.
+fn outcome(
+    result: ExecutionResult,
+    setup: &Setup,
+    precompile_words: Option<&'static str>,
+    detail: Option<&LastStep>,
+    read: Vec<HotKey>,
+) -> Outcome {
     // coreth refunds no gas (since Apricot Phase 1): what a run used is
     // what it spent.
     let used = |gas: &revm::context::result::ResultGas| {
-        if coreth {
+        if setup.dialect == Dialect::Coreth {
             gas.total_gas_spent()
         } else {
             gas.tx_gas_used()
         }
     };
-    Ok(Run::Done(match result {
+    let gas_limit = setup.gas_limit;
+    let peak = |gas: &revm::context::result::ResultGas| gas.total_gas_spent().max(gas.floor_gas());
+    match result {
         ExecutionResult::Success { gas, output, .. } => Outcome {
             ended: Ended::Success,
             output: output.into_data(),
             gas_used: used(&gas),
             gas_limit,
-            peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
+            peak_gas: peak(&gas),
             read,
         },
         ExecutionResult::Revert { gas, output, .. } => Outcome {
@@ -428,328 +526,21 @@ fn execute(
             output,
             gas_used: used(&gas),
             gas_limit,
-            peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
+            peak_gas: peak(&gas),
             read,
         },
         ExecutionResult::Halt { reason, gas, .. } => Outcome {
             ended: Ended::Halt(match precompile_words {
                 Some(words) => words.to_string(),
-                None => halt_message(&reason, detail.as_ref()),
+                None => halt_message(&reason, detail),
             }),
             output: Bytes::new(),
             gas_used: used(&gas),
             gas_limit,
-            peak_gas: gas.total_gas_spent().max(gas.floor_gas()),
+            peak_gas: peak(&gas),
             read,
         },
-    }))
-}
-
-/// The fees a call pays, as geth derives them for a call.
-pub(crate) struct Fees {
-    /// The price cap revm charges against (legacy: the price).
-    pub(crate) fee_cap: u128,
-    /// The same, whole: what geth's balance check multiplies (revm's is
-    /// at most 128 bits).
-    pub(crate) wide_fee_cap: U256,
-    /// Whether geth's balance check (gas × fee cap + value + blob fees)
-    /// passes 256 bits: its `buyGas` refuses that, after every other
-    /// pre-check, where revm (its fee cap at most 128 bits) would run.
-    pub(crate) past_256_bits: bool,
-    /// EIP-1559's tip, when 1559 fields were given.
-    pub(crate) tip: Option<u128>,
-    /// The price paid (`GASPRICE`); 0 makes `BASEFEE` read 0, as in geth.
-    pub(crate) price: u128,
-}
-
-impl Fees {
-    /// geth's `CallDefaults` and `ToMessage` for a call, then its London
-    /// pre-checks (skipped when no fee is given), which neve makes itself
-    /// because revm's base-fee check is off for calls.
-    fn of(args: &CallArgs, base_fee: Option<u64>, gas: u64) -> Result<Fees, CallError> {
-        let wide = |v: U256| -> u128 { v.saturating_to() };
-        if args.gas_price.is_some()
-            && (args.max_fee_per_gas.is_some() || args.max_priority_fee_per_gas.is_some())
-        {
-            return Err(crate::args::ArgsError::BothFeeKinds.into());
-        }
-        let Some(base_fee) = base_fee else {
-            // Before London only the legacy price counts.
-            let price = args.gas_price.unwrap_or_default();
-            return Ok(Fees {
-                fee_cap: wide(price),
-                wide_fee_cap: price,
-                past_256_bits: args.balance_needed(gas, price).is_none(),
-                tip: None,
-                price: wide(price),
-            });
-        };
-        let (fee_cap, tip, legacy) = match args.gas_price {
-            Some(price) => (price, price, true),
-            None => (
-                args.max_fee_per_gas.unwrap_or_default(),
-                args.max_priority_fee_per_gas.unwrap_or_default(),
-                false,
-            ),
-        };
-        let base = U256::from(base_fee);
-        let price = if fee_cap.is_zero() && tip.is_zero() {
-            U256::ZERO
-        } else {
-            (tip.saturating_add(base)).min(fee_cap)
-        };
-        if !fee_cap.is_zero() || !tip.is_zero() {
-            let sender = args.sender();
-            let failed = |message: String| {
-                CallError::PreCheck(format!("err: {message} (supplied gas {gas})"))
-            };
-            if tip > fee_cap {
-                return Err(failed(format!(
-                    "max priority fee per gas higher than max fee per gas: address {sender}, maxPriorityFeePerGas: {tip}, maxFeePerGas: {fee_cap}"
-                )));
-            }
-            if fee_cap < base {
-                return Err(failed(format!(
-                    "max fee per gas less than block base fee: address {sender}, maxFeePerGas: {fee_cap}, baseFee: {base_fee}"
-                )));
-            }
-        }
-        Ok(Fees {
-            fee_cap: wide(fee_cap),
-            wide_fee_cap: fee_cap,
-            past_256_bits: args.balance_needed(gas, fee_cap).is_none(),
-            tip: (!legacy).then(|| wide(tip)),
-            price: wide(price),
-        })
     }
-
-    fn tx_type(&self, args: &CallArgs) -> u8 {
-        if args.authorization_list.is_some() {
-            4
-        } else if args.blob_versioned_hashes.is_some() {
-            3
-        } else if self.tip.is_some() {
-            2
-        } else if args.access_list.is_some() {
-            1
-        } else {
-            0
-        }
-    }
-}
-
-fn block_env(pinned: &Pinned<'_>, args: &CallArgs) -> BlockEnv {
-    let facts = pinned.block;
-    let merged = pinned.fork.spec.is_enabled_in(SpecId::MERGE);
-    // coreth's PREVRANDAO is the header's difficulty (1; 0 at genesis).
-    let random = match pinned.fork.dialect {
-        Dialect::Ethereum => facts.mix_hash,
-        Dialect::Coreth => B256::from(facts.difficulty.to_be_bytes()),
-    };
-    // geth reads BASEFEE as 0 when the price paid is 0 (set by the
-    // caller, after the overrides), and BLOBBASEFEE as 0 only when the
-    // blob fee cap is zero: given as zero, or left out of a call carrying
-    // blob hashes (geth's `CallDefaults` makes it zero then).
-    let zero_blob_fee = match args.max_fee_per_blob_gas {
-        Some(fee) => fee.is_zero(),
-        None => args.blob_versioned_hashes.is_some(),
-    };
-    BlockEnv {
-        number: U256::from(facts.number),
-        beneficiary: facts.beneficiary,
-        timestamp: U256::from(facts.timestamp),
-        gas_limit: facts.gas_limit,
-        basefee: facts.base_fee.unwrap_or(0),
-        difficulty: facts.difficulty,
-        prevrandao: merged.then_some(random),
-        blob_excess_gas_and_price: facts.excess_blob_gas.map(|excess| {
-            match (pinned.fork.blob_base_fee_update_fraction, zero_blob_fee) {
-                (Some(fraction), false) => BlobExcessGasAndPrice::new(excess, fraction),
-                _ => BlobExcessGasAndPrice {
-                    excess_blob_gas: excess,
-                    blob_gasprice: 0,
-                },
-            }
-        }),
-        ..Default::default()
-    }
-}
-
-fn apply_block_overrides(
-    block: &mut BlockEnv,
-    overrides: &BlockOverrides,
-) -> Result<(), CallError> {
-    if overrides.beacon_root.is_some() {
-        return Err(CallError::Override(
-            "block override \"beaconRoot\" is not supported for this RPC method".into(),
-        ));
-    }
-    if overrides.withdrawals.is_some() {
-        return Err(CallError::Override(
-            "block override \"withdrawals\" is not supported for this RPC method".into(),
-        ));
-    }
-    if let Some(number) = overrides.number {
-        block.number = number;
-    }
-    if let Some(difficulty) = overrides.difficulty {
-        block.difficulty = difficulty;
-    }
-    if let Some(time) = overrides.time {
-        block.timestamp = U256::from(time.to::<u64>());
-    }
-    if let Some(gas_limit) = overrides.gas_limit {
-        block.gas_limit = gas_limit.to();
-    }
-    if let Some(coinbase) = overrides.fee_recipient {
-        block.beneficiary = coinbase;
-    }
-    if let Some(random) = overrides.prev_randao {
-        block.prevrandao = Some(random);
-    }
-    if let Some(base_fee) = overrides.base_fee_per_gas {
-        block.basefee = base_fee.saturating_to();
-    }
-    if let Some(blob_base_fee) = overrides.blob_base_fee {
-        let excess = block
-            .blob_excess_gas_and_price
-            .map_or(0, |b| b.excess_blob_gas);
-        block.blob_excess_gas_and_price = Some(BlobExcessGasAndPrice {
-            excess_blob_gas: excess,
-            blob_gasprice: blob_base_fee.saturating_to(),
-        });
-    }
-    Ok(())
-}
-
-fn apply_state_overrides(
-    cache: &mut CacheDB<&VerifiedDb<'_>>,
-    overrides: &StateOverride,
-    dialect: Dialect,
-) -> Result<(), CallError> {
-    for (address, account) in overrides {
-        if account.state.is_some() && account.state_diff.is_some() {
-            return Err(CallError::Override(format!(
-                "account {address} has both 'state' and 'stateDiff'"
-            )));
-        }
-        if account.move_precompile_to_address.is_some() {
-            // Moving a precompile changes which addresses run native code;
-            // neve does not: the node answers it.
-            return Err(CallError::Unsupported);
-        }
-        let mut info: AccountInfo = match cache.basic(*address) {
-            Ok(info) => info.unwrap_or_default(),
-            Err(never) => match never {},
-        };
-        if let Some(nonce) = account.nonce {
-            info.nonce = nonce.to();
-        }
-        if let Some(balance) = account.balance {
-            info.balance = balance;
-        }
-        if let Some(code) = &account.code {
-            info.code_hash = alloy_primitives::keccak256(code);
-            info.code = Some(crate::db::bytecode(code.clone()));
-        }
-        cache.insert_account_info(*address, info);
-        if let Some(state) = &account.state {
-            let slots = state
-                .iter()
-                .map(|(slot, value)| (U256::from_be_bytes(slot.0), U256::from_be_bytes(value.0)));
-            cache
-                .replace_account_storage(*address, slots.collect())
-                .unwrap_or_else(|never| match never {});
-        }
-        if let Some(diff) = &account.state_diff {
-            for (slot, value) in diff {
-                // coreth keys `stateDiff` by its storage rule, and `state`
-                // as given (so a key the rule changes is never read).
-                let mut slot = U256::from_be_bytes(slot.0);
-                if dialect == Dialect::Coreth {
-                    slot = crate::coreth::cell(slot);
-                }
-                cache
-                    .insert_account_storage(*address, slot, U256::from_be_bytes(value.0))
-                    .unwrap_or_else(|never| match never {});
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The last instruction a run stepped into, and the stack it found: the
-/// instruction a top-level halt stopped at.
-#[derive(Clone, Copy, Debug, Default)]
-struct LastStep {
-    opcode: u8,
-    stack_len: usize,
-}
-
-impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for LastStep {
-    fn step(&mut self, interp: &mut Interpreter<INTR>, _: &mut CTX) {
-        self.opcode = interp.bytecode.opcode();
-        self.stack_len = interp.stack.len();
-    }
-}
-
-fn needs_last_step(reason: &HaltReason) -> bool {
-    matches!(
-        reason,
-        HaltReason::OpcodeNotFound
-            | HaltReason::NotActivated
-            | HaltReason::StackUnderflow
-            | HaltReason::StackOverflow
-    )
-}
-
-/// geth's message for a halt (`core/vm/errors.go`), with the instruction
-/// it stopped at where geth names it.
-fn halt_message(reason: &HaltReason, last: Option<&LastStep>) -> String {
-    let last = last.copied().unwrap_or_default();
-    let info = OpCode::info_by_op(last.opcode);
-    match reason {
-        HaltReason::OpcodeNotFound | HaltReason::NotActivated => {
-            return match OpCode::new(last.opcode) {
-                Some(op) => format!("invalid opcode: {}", op.as_str()),
-                None => format!("invalid opcode: opcode {:#x} not defined", last.opcode),
-            };
-        }
-        HaltReason::StackUnderflow => {
-            let required = info.map_or(0, |i| i.inputs());
-            return format!("stack underflow ({} <=> {required})", last.stack_len);
-        }
-        HaltReason::StackOverflow => {
-            let limit = info.map_or(1024, |i| 1024 + i.inputs() as usize - i.outputs() as usize);
-            return format!("stack limit reached {} ({limit})", last.stack_len);
-        }
-        _ => {}
-    }
-    match reason {
-        HaltReason::OutOfGas(_) => "out of gas",
-        HaltReason::OpcodeNotFound
-        | HaltReason::NotActivated
-        | HaltReason::StackUnderflow
-        | HaltReason::StackOverflow => unreachable!("named above"),
-        HaltReason::InvalidFEOpcode => "invalid opcode: INVALID",
-        HaltReason::InvalidJump => "invalid jump destination",
-        HaltReason::OutOfOffset => "return data out of bounds",
-        HaltReason::CreateCollision => "contract address collision",
-        HaltReason::PrecompileError | HaltReason::PrecompileErrorWithContext(_) => {
-            "precompile failed"
-        }
-        HaltReason::NonceOverflow => "nonce uint64 overflow",
-        HaltReason::CreateContractSizeLimit => "max code size exceeded",
-        HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef",
-        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded",
-        HaltReason::OverflowPayment => "gas uint64 overflow",
-        HaltReason::StateChangeDuringStaticCall | HaltReason::CallNotAllowedInsideStatic => {
-            "write protection"
-        }
-        HaltReason::OutOfFunds => "insufficient balance for transfer",
-        HaltReason::CallTooDeep => "max call depth exceeded",
-    }
-    .to_string()
 }
 
 /// The sender's balance at `pinned` after the request's overrides, or the

@@ -1,6 +1,6 @@
 //! What the rest of neve reads of ingest while it runs ([`IngestView`]):
 //! the upstream's heights, the follower's health as ages and errors, what
-//! the upstream offers, and the Prometheus lines of ingest's counters and
+//! the upstream offers, and the Prometheus families of ingest's counters and
 //! of its upstream client's pacing. Every read is of live counters.
 //!
 //! Serving sees it through its own `ChainView` trait, which the binary
@@ -12,6 +12,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use neve_upstream::{RedactedUrl, RpcClient, StateWindow};
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{Counter, Gauge, Opts};
 
 use crate::status::IngestStatus;
 
@@ -211,101 +214,100 @@ impl IngestView {
         age_seconds(since).map(Duration::from_secs_f64)
     }
 
-    /// Appends the Prometheus text of ingest's counters, then of the
-    /// upstream client's pacing.
-    pub fn render_metrics(&self, out: &mut String) {
+    /// The Prometheus families of ingest's counters, then of the upstream
+    /// client's pacing, read now.
+    pub fn metric_families(&self) -> Vec<MetricFamily> {
         let s = &self.status;
-        for (name, help, kind, value) in [
+        let read = |value: &std::sync::atomic::AtomicU64| value.load(Ordering::Relaxed) as f64;
+        let flag = |on: bool| if on { 1.0 } else { 0.0 };
+        let pacing = self.upstream.pacing().stats();
+        [
             (
                 "neve_ingest_upstream_head",
                 "The upstream's head at the last sync.",
-                "gauge",
-                s.upstream_head.load(Ordering::Relaxed),
+                read(&s.upstream_head),
             ),
             (
                 "neve_ingest_appended_blocks_total",
                 "Blocks stored since start.",
-                "counter",
-                s.appended_blocks.load(Ordering::Relaxed),
+                read(&s.appended_blocks),
             ),
             (
                 "neve_ingest_refused_blocks_total",
                 "Blocks that failed verification and were not stored.",
-                "counter",
-                s.refused_blocks.load(Ordering::Relaxed),
+                read(&s.refused_blocks),
             ),
             (
                 "neve_ingest_reorgs_total",
                 "Reorgs followed by a rollback.",
-                "counter",
-                s.reorgs.load(Ordering::Relaxed),
+                read(&s.reorgs),
             ),
             (
                 "neve_ingest_follower_restarts_total",
                 "Followers restarted after one died (a panic); each is logged.",
-                "counter",
-                s.follower_restarts.load(Ordering::Relaxed),
+                read(&s.follower_restarts),
             ),
             (
                 "neve_ingest_follower_up",
                 "1 while a follower runs; 0 after one died until its successor runs.",
-                "gauge",
-                !s.follower_down.load(Ordering::Relaxed) as u64,
+                flag(!s.follower_down.load(Ordering::Relaxed)),
             ),
             (
                 "neve_ingest_upstream_connected",
                 "1 when the last exchange with the upstream succeeded.",
-                "gauge",
-                s.connected.load(Ordering::Relaxed) as u64,
+                flag(s.connected.load(Ordering::Relaxed)),
             ),
-        ] {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
-        let pacing = self.upstream.pacing().stats();
-        for (name, help, kind, value) in [
             (
                 "neve_upstream_requests_total",
                 "HTTP requests sent to the upstream (JSON-RPC, /blocks, /health).",
-                "counter",
                 pacing.requests as f64,
             ),
             (
                 "neve_upstream_refusals_total",
                 "429 and 503 answers from the upstream; each pauses every request.",
-                "counter",
                 pacing.refusals as f64,
             ),
             (
                 "neve_upstream_wait_seconds_total",
                 "Seconds requests to the upstream waited for the budget or a refusal's pause, summed.",
-                "counter",
                 pacing.waited_seconds,
             ),
             (
                 "neve_upstream_paused",
                 "1 while a refusal's pause (Retry-After or backoff) holds every request.",
-                "gauge",
-                pacing.paused_for_seconds.is_some() as u64 as f64,
+                flag(pacing.paused_for_seconds.is_some()),
             ),
             (
                 "neve_upstream_budget_requests_per_second",
                 "--upstream-rps (0: no budget).",
-                "gauge",
                 pacing.budget_per_second,
             ),
             (
                 "neve_upstream_max_batch",
                 "Most calls per batch sent to the upstream: --upstream-max-batch, or fewer learnt from refusals.",
-                "gauge",
                 self.upstream.max_batch() as f64,
             ),
-        ] {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
+        ]
+        .into_iter()
+        .flat_map(|(name, help, value)| one_value(name, help, value))
+        .collect()
+    }
+}
+
+/// The family of one value without labels, made by the library's own
+/// metric types: a counter when its name ends in `_total` (every counter
+/// of ingest's does), a gauge otherwise.
+fn one_value(name: &str, help: &str, value: f64) -> Vec<MetricFamily> {
+    let opts = Opts::new(name, help);
+    let invalid = "ingest's metric names are valid";
+    if name.ends_with("_total") {
+        let counter = Counter::with_opts(opts).expect(invalid);
+        counter.inc_by(value);
+        counter.collect()
+    } else {
+        let gauge = Gauge::with_opts(opts).expect(invalid);
+        gauge.set(value);
+        gauge.collect()
     }
 }
 
@@ -343,6 +345,62 @@ mod tests {
         assert!(view.following());
         status.follower_down.store(true, Ordering::Relaxed);
         assert!(!view.following());
+    }
+
+    /// What `/metrics` showed of ingest when its text was written by hand
+    /// (upstream head 12, seven blocks appended, a follower running).
+    const BEFORE: &str = r#"# HELP neve_ingest_upstream_head The upstream's head at the last sync.
+# TYPE neve_ingest_upstream_head gauge
+neve_ingest_upstream_head 12
+# HELP neve_ingest_appended_blocks_total Blocks stored since start.
+# TYPE neve_ingest_appended_blocks_total counter
+neve_ingest_appended_blocks_total 7
+# HELP neve_ingest_refused_blocks_total Blocks that failed verification and were not stored.
+# TYPE neve_ingest_refused_blocks_total counter
+neve_ingest_refused_blocks_total 0
+# HELP neve_ingest_reorgs_total Reorgs followed by a rollback.
+# TYPE neve_ingest_reorgs_total counter
+neve_ingest_reorgs_total 0
+# HELP neve_ingest_follower_restarts_total Followers restarted after one died (a panic); each is logged.
+# TYPE neve_ingest_follower_restarts_total counter
+neve_ingest_follower_restarts_total 0
+# HELP neve_ingest_follower_up 1 while a follower runs; 0 after one died until its successor runs.
+# TYPE neve_ingest_follower_up gauge
+neve_ingest_follower_up 1
+# HELP neve_ingest_upstream_connected 1 when the last exchange with the upstream succeeded.
+# TYPE neve_ingest_upstream_connected gauge
+neve_ingest_upstream_connected 0
+# HELP neve_upstream_requests_total HTTP requests sent to the upstream (JSON-RPC, /blocks, /health).
+# TYPE neve_upstream_requests_total counter
+neve_upstream_requests_total 0
+# HELP neve_upstream_refusals_total 429 and 503 answers from the upstream; each pauses every request.
+# TYPE neve_upstream_refusals_total counter
+neve_upstream_refusals_total 0
+# HELP neve_upstream_wait_seconds_total Seconds requests to the upstream waited for the budget or a refusal's pause, summed.
+# TYPE neve_upstream_wait_seconds_total counter
+neve_upstream_wait_seconds_total 0
+# HELP neve_upstream_paused 1 while a refusal's pause (Retry-After or backoff) holds every request.
+# TYPE neve_upstream_paused gauge
+neve_upstream_paused 0
+# HELP neve_upstream_budget_requests_per_second --upstream-rps (0: no budget).
+# TYPE neve_upstream_budget_requests_per_second gauge
+neve_upstream_budget_requests_per_second 0
+# HELP neve_upstream_max_batch Most calls per batch sent to the upstream: --upstream-max-batch, or fewer learnt from refusals.
+# TYPE neve_upstream_max_batch gauge
+neve_upstream_max_batch 1000
+"#;
+
+    /// The families as Prometheus text are the hand-written text of
+    /// before: the same names, types, help and values.
+    #[test]
+    fn the_metrics_are_every_counter_and_gauge_of_ingest_and_the_upstream_client() {
+        let (view, status) = view(DEFAULT_MAX_UPSTREAM_SILENCE);
+        status.appended_blocks.store(7, Ordering::Relaxed);
+        status.upstream_head.store(12, Ordering::Relaxed);
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&view.metric_families())
+            .unwrap();
+        assert_eq!(text, BEFORE);
     }
 
     fn heard_ago(status: &IngestStatus, ms: u64) {

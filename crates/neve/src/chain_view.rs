@@ -2,14 +2,17 @@
 //! ([`IngestView`]): the one seam between the two crates. It lives here
 //! because neither crate may depend on the other, and a trait of one crate
 //! is implemented for a type of the other only by a type of a third. Each
-//! method hands on what ingest's view says; the one line of its own is the
-//! build's `neve_build_info`.
+//! method hands on what ingest's view says; the one metric of its own is
+//! the build's `neve_build_info`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use neve_ingest::IngestView;
 use neve_serve::{ChainView, UpstreamHealth};
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{Gauge, Opts};
 
 /// Ingest, as serving sees it.
 pub struct IngestChain(pub IngestView);
@@ -56,15 +59,47 @@ impl ChainView for IngestChain {
     fn upstream_connected(&self) -> bool {
         self.0.upstream_connected()
     }
-    fn render_metrics(&self, out: &mut String) {
-        out.push_str(&format!(
-            "# HELP neve_build_info The running build: version, commit and build date.\n\
-             # TYPE neve_build_info gauge\n\
-             neve_build_info{{version=\"{}\",commit=\"{}\",built=\"{}\"}} 1\n",
-            crate::version::VERSION,
-            crate::version::COMMIT,
-            crate::version::DATE
-        ));
-        self.0.render_metrics(out);
+    fn metric_families(&self) -> Vec<MetricFamily> {
+        let mut families = build_info();
+        families.extend(self.0.metric_families());
+        families
+    }
+}
+
+/// `neve_build_info`: 1, labelled with the running build's version,
+/// commit and build date.
+fn build_info() -> Vec<MetricFamily> {
+    let opts = Opts::new(
+        "neve_build_info",
+        "The running build: version, commit and build date.",
+    )
+    .const_label("version", crate::version::VERSION)
+    .const_label("commit", crate::version::COMMIT)
+    .const_label("built", crate::version::DATE);
+    let gauge = Gauge::with_opts(opts).expect("the build's labels are valid");
+    gauge.set(1.0);
+    gauge.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_info_is_one_gauge_labelled_with_the_build() {
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&build_info())
+            .unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "# HELP neve_build_info The running build: version, commit and build date.\n\
+                 # TYPE neve_build_info gauge\n\
+                 neve_build_info{{built=\"{}\",commit=\"{}\",version=\"{}\"}} 1\n",
+                crate::version::DATE,
+                crate::version::COMMIT,
+                crate::version::VERSION
+            )
+        );
     }
 }

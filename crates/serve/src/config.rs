@@ -8,6 +8,10 @@ use crate::clients::DEFAULT_CLIENT_RATE;
 use crate::cors::Origins;
 use crate::fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
 
+/// Default byte budget of the calls' answer memo (`rpc/call_memo.rs`):
+/// 32 MiB, some 100,000 answers of a token read with their keys.
+pub const DEFAULT_CALL_MEMO_BYTES: u64 = 32 << 20;
+
 /// What serving needs to know about the upstream, provided by whoever runs
 /// the ingest (the binary wires it); serve never talks to ingest directly.
 pub trait ChainView: Send + Sync + 'static {
@@ -19,8 +23,12 @@ pub trait ChainView: Send + Sync + 'static {
     fn finalized(&self) -> Option<u64>;
     /// The upstream as `/health` shows it.
     fn upstream_health(&self) -> UpstreamHealth;
-    /// Extra Prometheus text (ingest counters) appended to `/metrics`.
-    fn render_metrics(&self, _out: &mut String) {}
+    /// Prometheus families `/metrics` adds to serving's (the build's,
+    /// ingest's counters), read now; the library's types, so that one
+    /// encoder writes the whole page.
+    fn metric_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        Vec::new()
+    }
     /// Notified whenever the store's tip changes (append or rollback), so
     /// subscribers hear of a block at once; without it the tip is polled.
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
@@ -190,7 +198,7 @@ pub struct ServeConfig {
     /// [`DEFAULT_STATE_FETCH_TIMEOUT`].
     pub state_fetch_timeout: Option<Duration>,
     /// Bytes of calls' answers kept to serve again at the same block; 0
-    /// keeps none. See [`DEFAULT_CALL_MEMO_BYTES`](crate::DEFAULT_CALL_MEMO_BYTES).
+    /// keeps none. See [`DEFAULT_CALL_MEMO_BYTES`].
     pub call_memo_bytes: u64,
     /// Units of work per second each client address may spend; 0 is no
     /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
@@ -258,7 +266,7 @@ impl Default for ServeConfig {
             fallback_methods: DEFAULT_FALLBACK_METHODS.to_owned(),
             fallback_in_flight: DEFAULT_FALLBACK_IN_FLIGHT,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
-            call_memo_bytes: crate::DEFAULT_CALL_MEMO_BYTES,
+            call_memo_bytes: DEFAULT_CALL_MEMO_BYTES,
             client_rate: DEFAULT_CLIENT_RATE,
             cors_origins: Origins::None,
             ws_origins: Origins::None,

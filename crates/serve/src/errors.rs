@@ -29,7 +29,7 @@ pub enum ErrorCode {
     /// override that does not apply), with geth's message.
     ExecutionFailed,
     /// -32003: the rest of a batch whose answers passed
-    /// [`crate::DEFAULT_MAX_BATCH_ANSWER_BYTES`] (geth's code and message).
+    /// [`crate::config::DEFAULT_MAX_BATCH_ANSWER_BYTES`] (geth's code and message).
     ResponseTooLarge,
 }
 

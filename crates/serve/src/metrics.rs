@@ -1,12 +1,20 @@
-//! Counters and latency histograms, rendered as Prometheus text.
+//! Counters and latency histograms: plain atomics bumped with a relaxed
+//! add on every request, read into Prometheus families (`family`) only
+//! when `/metrics` is scraped, so the library costs the hot path nothing.
 
-use std::fmt::Write;
+pub(crate) mod family;
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus::proto::{Metric, MetricFamily, MetricType};
+
 use crate::methods::{SERVED_COUNT, served};
-use crate::rpc::Outcome;
+use crate::rpc::{MemoCounts, Outcome};
+use family::{family, figure, histogram_sample, sample};
 
 /// Upper bounds of the latency buckets, in seconds: fine below a
 /// millisecond, where neve's answers live, coarse above.
@@ -126,25 +134,19 @@ impl Histogram {
             .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// The histogram's lines, `labels` inside each line's braces.
-    fn render(&self, out: &mut String, metric: &str, labels: &str) {
-        let count = self.count.load(Ordering::Relaxed);
+    /// The histogram as read now, under `labels`.
+    fn sample(&self, labels: &[(&str, &str)]) -> Metric {
         let mut cumulative = 0;
-        for (b, bound) in BUCKETS.iter().enumerate() {
-            cumulative += self.buckets[b].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "{metric}_bucket{{{labels}le=\"{bound}\"}} {cumulative}"
-            );
-        }
-        let _ = writeln!(out, "{metric}_bucket{{{labels}le=\"+Inf\"}} {count}");
-        let labels = match labels.trim_end_matches(',') {
-            "" => String::new(),
-            labels => format!("{{{labels}}}"),
-        };
-        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{metric}_sum{labels} {sum}");
-        let _ = writeln!(out, "{metric}_count{labels} {count}");
+        let buckets = BUCKETS.iter().zip(&self.buckets).map(|(bound, n)| {
+            cumulative += n.load(Ordering::Relaxed);
+            (*bound, cumulative)
+        });
+        histogram_sample(
+            labels,
+            buckets,
+            self.count.load(Ordering::Relaxed),
+            self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+        )
     }
 }
 
@@ -178,179 +180,191 @@ impl Metrics {
         self.call_gas.load(Ordering::Relaxed)
     }
 
-    /// Appends the calls' metrics: executed ones by how they ended, their
-    /// gas and time, and the memo's answers (`memo`).
-    pub(crate) fn render_calls(&self, out: &mut String, memo: crate::rpc::MemoCounts) {
-        out.push_str("# HELP neve_calls_total Calls (eth_call, eth_estimateGas, eth_createAccessList) by how they were answered: memo (a kept answer at the same block, not executed), local (executed on held state), fetched (executed after fetching state), miss (421).\n");
-        out.push_str("# TYPE neve_calls_total counter\n");
-        let _ = writeln!(out, "neve_calls_total{{outcome=\"memo\"}} {}", memo.hits);
-        for (slot, end) in CALL_ENDS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "neve_calls_total{{outcome=\"{end}\"}} {}",
-                self.call_ends[slot].load(Ordering::Relaxed)
-            );
-        }
-        for (metric, help, value) in [
-            (
-                "neve_call_gas_total",
-                "Gas executed calls used: every run, however it ended (an answer, an error, a miss), a call's, every probe of an estimate's search, every run of an access list's making; and the fee methods' blocks read, as gas (what --client-rate charges).",
-                self.call_gas.load(Ordering::Relaxed),
-            ),
-            (
-                "neve_call_memo_stored_total",
-                "Calls' answers kept in the memo.",
-                memo.stored,
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {value}"
-            );
-        }
-        out.push_str("# HELP neve_call_duration_seconds Time from a call's hand-off to the call threads to its answer, fetches between runs included.\n");
-        out.push_str("# TYPE neve_call_duration_seconds histogram\n");
-        self.call_time.render(out, "neve_call_duration_seconds", "");
+    /// The serving metrics alone in Prometheus text, the memo's counts as
+    /// none: what tests of the serving side read.
+    #[cfg(test)]
+    pub(crate) fn render(&self, out: &mut String) {
+        out.push_str(&family::encode(self.families(MemoCounts::default())));
     }
 
-    /// Appends the serving metrics in Prometheus text format.
-    pub(crate) fn render(&self, out: &mut String) {
+    /// The serving metrics as Prometheus families, read now: calls by
+    /// method and outcome and their latency, the HTTP front's and the
+    /// queues' figures, then the executed calls' (`memo`: the memo's
+    /// answers).
+    pub(crate) fn families(&self, memo: MemoCounts) -> Vec<MetricFamily> {
+        let mut families = self.request_families();
+        families.extend(
+            self.figures()
+                .into_iter()
+                .map(|(name, help, value)| figure(name, help, value)),
+        );
+        families.extend(self.call_families(memo));
+        families
+    }
+
+    /// Calls by method and outcome, and the time they took, of the
+    /// methods called at least once.
+    fn request_families(&self) -> Vec<MetricFamily> {
         let names: Vec<&str> = served().chain(["other"]).collect();
-        let name = |i: usize| names[i];
-        out.push_str("# HELP neve_rpc_requests_total JSON-RPC calls by method and outcome (ok, miss = HTTP 421, error).\n");
-        out.push_str("# TYPE neve_rpc_requests_total counter\n");
-        for (i, counts) in self.calls.iter().enumerate() {
-            for (slot, outcome) in ["ok", "miss", "error"].iter().enumerate() {
-                let n = counts[slot].load(Ordering::Relaxed);
+        let mut requests = Vec::new();
+        for (method, counts) in names.iter().zip(&self.calls) {
+            for (outcome, n) in ["ok", "miss", "error"].iter().zip(counts) {
+                let n = n.load(Ordering::Relaxed);
                 if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "neve_rpc_requests_total{{method=\"{}\",outcome=\"{outcome}\"}} {n}",
-                        name(i)
-                    );
+                    let labels = [("method", *method), ("outcome", *outcome)];
+                    requests.push(sample(MetricType::COUNTER, &labels, n as f64));
                 }
             }
         }
-        out.push_str("# HELP neve_rpc_duration_seconds Time to answer one call, from parsed request to prepared response.\n");
-        out.push_str("# TYPE neve_rpc_duration_seconds histogram\n");
-        for (i, histogram) in self.latency.iter().enumerate() {
-            if histogram.count.load(Ordering::Relaxed) == 0 {
-                continue;
-            }
-            histogram.render(
-                out,
+        let latencies = names
+            .iter()
+            .zip(&self.latency)
+            .filter(|(_, histogram)| histogram.count.load(Ordering::Relaxed) > 0)
+            .map(|(method, histogram)| histogram.sample(&[("method", method)]))
+            .collect();
+        vec![
+            family(
+                "neve_rpc_requests_total",
+                "JSON-RPC calls by method and outcome (ok, miss = HTTP 421, error).",
+                MetricType::COUNTER,
+                requests,
+            ),
+            family(
                 "neve_rpc_duration_seconds",
-                &format!("method=\"{}\",", name(i)),
-            );
-        }
-        for (metric, help, kind, value) in [
+                "Time to answer one call, from parsed request to prepared response.",
+                MetricType::HISTOGRAM,
+                latencies,
+            ),
+        ]
+    }
+
+    /// (name, help, value) of the values without labels; a name ending in
+    /// `_total` is a counter, any other a gauge.
+    fn figures(&self) -> Vec<(&'static str, &'static str, f64)> {
+        let read = |value: &AtomicU64| value.load(Ordering::Relaxed) as f64;
+        vec![
             (
                 "neve_http_body_too_large_total",
                 "Requests refused with 413.",
-                "counter",
-                &self.too_large,
+                read(&self.too_large),
             ),
             (
                 "neve_http_batch_too_large_total",
                 "Batches refused for exceeding the element limit.",
-                "counter",
-                &self.batch_too_large,
+                read(&self.batch_too_large),
             ),
             (
                 "neve_http_connections_refused_total",
                 "Connections refused with 503 at the connection limit.",
-                "counter",
-                &self.refused_connections,
+                read(&self.refused_connections),
             ),
             (
                 "neve_http_rate_limited_total",
                 "Requests refused with 429: their address was over --client-rate.",
-                "counter",
-                &self.rate_limited,
+                read(&self.rate_limited),
             ),
             (
                 "neve_http_shed_total",
                 "Requests answered 503 while more than --max-behind blocks behind (--shed-when-behind).",
-                "counter",
-                &self.shed,
+                read(&self.shed),
             ),
             (
                 "neve_logs_scans_refused_total",
                 "eth_getLogs queries refused with -32005: the scan threads' queue was full.",
-                "counter",
-                &self.scans_refused,
+                read(&self.scans_refused),
             ),
             (
                 "neve_logs_scans_queued",
                 "Requests' log scans waiting for or running on the scan threads.",
-                "gauge",
-                &self.scans_queued,
+                read(&self.scans_queued),
             ),
             (
                 "neve_http_connections",
                 "Open connections.",
-                "gauge",
-                &self.connections,
+                read(&self.connections),
             ),
             (
                 "neve_store_cold_reads_total",
                 "Calls answered on the I/O threads because the records they read were not in memory.",
-                "counter",
-                &self.cold_reads,
+                read(&self.cold_reads),
             ),
             (
                 "neve_store_cold_reads_refused_total",
                 "Cold reads answered 421 at once: the I/O threads' queue was full.",
-                "counter",
-                &self.cold_reads_refused,
+                read(&self.cold_reads_refused),
             ),
             (
                 "neve_store_cold_reads_queued",
                 "Requests' cold reads waiting for or running on the I/O threads.",
-                "gauge",
-                &self.cold_reads_queued,
+                read(&self.cold_reads_queued),
             ),
             (
                 "neve_calls_queued",
                 "Calls (eth_call, eth_estimateGas) waiting for or running on the call threads.",
-                "gauge",
-                &self.calls_queued,
+                read(&self.calls_queued),
             ),
             (
                 "neve_calls_refused_total",
                 "Calls answered 421 at once: the call threads' queue was full.",
-                "counter",
-                &self.calls_refused,
+                read(&self.calls_refused),
             ),
             (
                 "neve_store_cold_answer_bytes",
                 "Bytes of answers read from the disk and not yet written out.",
-                "gauge",
-                &*self.cold_answer_bytes,
+                read(&self.cold_answer_bytes),
             ),
             (
                 "neve_store_resident_bytes",
                 "Bytes of stored records in memory (the page cache), estimated from a sample of their pages every 10 s.",
-                "gauge",
-                &self.store_resident_bytes,
+                read(&self.store_resident_bytes),
             ),
             (
                 "neve_events_watcher_restarts_total",
                 "Chain-event watchers (subscriptions' source) restarted after a panic.",
-                "counter",
-                &self.events_restarts,
+                read(&self.events_restarts),
             ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP neve_store_resident_ratio Fraction of the stored records in memory, from the last sample.\n# TYPE neve_store_resident_ratio gauge\nneve_store_resident_ratio {}",
-            self.store_resident_ppm.load(Ordering::Relaxed) as f64 / 1e6
-        );
+            (
+                "neve_store_resident_ratio",
+                "Fraction of the stored records in memory, from the last sample.",
+                read(&self.store_resident_ppm) / 1e6,
+            ),
+        ]
+    }
+
+    /// The executed calls by how they ended (and the memo's answers,
+    /// `memo`), their gas and their time.
+    fn call_families(&self, memo: MemoCounts) -> Vec<MetricFamily> {
+        let ends = CALL_ENDS
+            .iter()
+            .zip(&self.call_ends)
+            .map(|(end, n)| (*end, n.load(Ordering::Relaxed)));
+        let outcomes = std::iter::once(("memo", memo.hits))
+            .chain(ends)
+            .map(|(outcome, n)| sample(MetricType::COUNTER, &[("outcome", outcome)], n as f64))
+            .collect();
+        vec![
+            family(
+                "neve_calls_total",
+                "Calls (eth_call, eth_estimateGas, eth_createAccessList) by how they were answered: memo (a kept answer at the same block, not executed), local (executed on held state), fetched (executed after fetching state), miss (421).",
+                MetricType::COUNTER,
+                outcomes,
+            ),
+            figure(
+                "neve_call_gas_total",
+                "Gas executed calls used: every run, however it ended (an answer, an error, a miss), a call's, every probe of an estimate's search, every run of an access list's making; and the fee methods' blocks read, as gas (what --client-rate charges).",
+                self.call_gas.load(Ordering::Relaxed) as f64,
+            ),
+            figure(
+                "neve_call_memo_stored_total",
+                "Calls' answers kept in the memo.",
+                memo.stored as f64,
+            ),
+            family(
+                "neve_call_duration_seconds",
+                "Time from a call's hand-off to the call threads to its answer, fetches between runs included.",
+                MetricType::HISTOGRAM,
+                vec![self.call_time.sample(&[])],
+            ),
+        ]
     }
 }

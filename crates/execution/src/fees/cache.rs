@@ -513,7 +513,7 @@ impl HistoryCache {
 #[derive(Default)]
 pub struct FeeCaches {
     /// The blocks the oracle read lately.
-    pub oracle: crate::HeightCache<BlockFees>,
+    pub oracle: crate::block::HeightCache<BlockFees>,
     /// What fee history read.
     pub history: HistoryCache,
 }

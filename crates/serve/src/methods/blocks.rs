@@ -7,7 +7,7 @@ use bytes::Bytes;
 use neve_store::{Block, Unread};
 
 use crate::params::{BlockRef, Params};
-use crate::rpc::{Context, Method, Reads, Reply, Stop, count};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply, count};
 
 #[rustfmt::skip] // a table: one method a line
 pub(crate) const METHODS: &[Method] = &[
@@ -20,39 +20,39 @@ pub(crate) const METHODS: &[Method] = &[
     Method::new("eth_getTransactionByHash", (1, 1), tx_by_hash),
 ];
 
-fn by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let full = p.bool_or(1, false)?;
     let block = ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?;
     Ok(block_reply(block, full)?)
 }
 
-fn by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let full = p.bool_or(1, false)?;
     let block = ctx.block(BlockRef::Hash(p.hash(0)?), reads)?;
     Ok(block_reply(block, full)?)
 }
 
-fn tx_count_by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn tx_count_by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?;
     Ok(count(block, Block::tx_count))
 }
 
-fn tx_count_by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn tx_count_by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = ctx.block(BlockRef::Hash(p.hash(0)?), reads)?;
     Ok(count(block, Block::tx_count))
 }
 
-fn tx_by_number_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn tx_by_number_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?;
     Ok(by_index(block, p.quantity(1)?, Block::transaction)?)
 }
 
-fn tx_by_hash_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn tx_by_hash_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = ctx.block(BlockRef::Hash(p.hash(0)?), reads)?;
     Ok(by_index(block, p.quantity(1)?, Block::transaction)?)
 }
 
-fn tx_by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn tx_by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(match ctx.transaction(&p.hash(0)?, reads)? {
         Some((block, index)) => block.transaction(index)?.map_or(Reply::Miss, Reply::bytes),
         None => Reply::Miss,

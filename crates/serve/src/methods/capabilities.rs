@@ -8,11 +8,11 @@
 //! state read through an EVM.
 
 use crate::params::Params;
-use crate::rpc::{Context, Method, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply};
 
 pub(crate) const METHODS: &[Method] = &[Method::new("eth_capabilities", (0, 0), capabilities)];
 
-fn capabilities(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn capabilities(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     Ok(ctx.capabilities())
 }
 

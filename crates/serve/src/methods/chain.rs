@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use crate::params::{BlockTag, Params};
-use crate::rpc::{Context, Method, Reads, Reply, Stop, hex_quantity};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply, hex_quantity};
 
 pub(crate) const METHODS: &[Method] = &[
     Method::new("eth_chainId", (0, 0), chain_id),
@@ -20,23 +20,23 @@ pub(crate) const METHODS: &[Method] = &[
     Method::new("eth_blockNumber", (0, 0), block_number),
 ];
 
-fn chain_id(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn chain_id(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     Ok(Reply::bytes(ctx.chain_id.clone()))
 }
 
-fn net_version(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn net_version(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     Ok(Reply::bytes(ctx.net_version.clone()))
 }
 
-fn client_version(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn client_version(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     Ok(Reply::bytes(ctx.client_version.clone()))
 }
 
-fn net_listening(_: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn net_listening(_: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     Ok(Reply::bytes(Bytes::from_static(b"true")))
 }
 
-fn net_peer_count(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn net_peer_count(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     Ok(Reply::bytes(Bytes::from_static(
         if ctx.chain.following() && ctx.chain.upstream_connected() {
             b"\"0x1\""
@@ -46,14 +46,14 @@ fn net_peer_count(ctx: &Context, _: &Params<'_>, _: Reads) -> Result<Reply, Stop
     )))
 }
 
-fn block_number(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn block_number(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(match ctx.resolve(BlockTag::Latest, reads) {
         Some(height) => Reply::json(hex_quantity(height)),
         None => Reply::Miss,
     })
 }
 
-fn syncing(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn syncing(ctx: &Context, _: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let stats = ctx.reader.stats();
     let reply = match (ctx.chain.upstream_head(), stats.max_contiguous_height) {
         (Some(head), Some(max))
@@ -118,11 +118,11 @@ mod tests {
         let fresh = Duration::from_millis(100);
         let stale = Duration::from_secs(2);
         for (upstream, age, grace, answered) in [
-            (10, fresh, crate::DEFAULT_LATEST_GRACE, true),
-            (10, stale, crate::DEFAULT_LATEST_GRACE, false),
+            (10, fresh, crate::config::DEFAULT_LATEST_GRACE, true),
+            (10, stale, crate::config::DEFAULT_LATEST_GRACE, false),
             (10, fresh, Duration::ZERO, false),
-            (11, fresh, crate::DEFAULT_LATEST_GRACE, false),
-            (9, stale, crate::DEFAULT_LATEST_GRACE, true),
+            (11, fresh, crate::config::DEFAULT_LATEST_GRACE, false),
+            (9, stale, crate::config::DEFAULT_LATEST_GRACE, true),
         ] {
             let (server, _dir) = server_configured(Arc::new(Announced(upstream, age)), |config| {
                 config.latest_grace = grace;

@@ -20,10 +20,8 @@ mod uncles;
 
 use serde_json::value::RawValue;
 
-pub(crate) use calls::is_executed;
-
 use crate::params::Params;
-use crate::rpc::{Context, Method, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply, Runs};
 
 /// Every family, in the order the metrics count their methods.
 const FAMILIES: &[&[Method]] = &[
@@ -71,9 +69,18 @@ pub(crate) fn is_state_method(index: usize) -> bool {
     methods().nth(index).is_some_and(|method| method.state_read)
 }
 
+/// A call answered on the call threads.
+pub(crate) struct Execution {
+    pub(crate) reply: Reply,
+    /// Gas of its runs, and of what it read (charged to its client).
+    pub(crate) gas: u64,
+}
+
 impl Context {
-    /// Answers one call; with [`Reads::InMemory`], [`Reply::Cold`] when
-    /// that needs a page that is not in memory.
+    /// Answers one call; with [`Reads::in_memory`], [`Reply::Cold`] when
+    /// that needs a page that is not in memory, and [`Reply::Execute`] or
+    /// [`Reply::LongRead`] when it is answered on the call threads
+    /// ([`Context::execute`]).
     pub(crate) fn call(&self, method: &str, params: Option<&RawValue>, reads: Reads) -> Reply {
         let params = match Params::new(params) {
             Ok(params) => params,
@@ -90,12 +97,58 @@ impl Context {
         if let Err(error) = params.arity(required, max) {
             return error.into();
         }
-        match (method.answer)(self, &params, reads) {
-            Ok(reply) => reply,
-            Err(Stop::Param(error)) => error.into(),
-            Err(Stop::Cold) => Reply::Cold,
-            Err(Stop::Damaged) => Reply::Miss,
+        let answered = match &method.runs {
+            Runs::Held(answer) => answer(self, &params, reads),
+            Runs::Executed(executed) => {
+                let gas = &Default::default();
+                self.run_pinned(method.name, max, executed, &params, reads, gas)
+            }
+        };
+        reply_of(answered)
+    }
+
+    /// Answers a call the worker answered [`Reply::Execute`] or
+    /// [`Reply::LongRead`], on the call
+    /// threads: an executed method run at its pinned block, or a held one
+    /// answered where it may take its time, charged for what it read.
+    pub(crate) fn execute(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        reads: Reads,
+    ) -> Execution {
+        let found = methods().find(|m| m.name == method);
+        let Some((method, executed)) = found.and_then(|m| match &m.runs {
+            Runs::Executed(executed) => Some((m, executed)),
+            Runs::Held(_) => None,
+        }) else {
+            let (reply, gas) = crate::rpc::charge::charged(|| self.call(method, params, reads));
+            return Execution { reply, gas };
+        };
+        let (required, most) = method.arity;
+        let gas = std::cell::Cell::new(0);
+        let answered = Params::new(params).map_err(NoReply::from).and_then(|p| {
+            p.arity(required, most)?;
+            self.run_pinned(method.name, most, executed, &p, reads, &gas)
+        });
+        let reply = match answered {
+            Err(NoReply::Cold | NoReply::Damaged) => Reply::Miss,
+            other => reply_of(other),
+        };
+        Execution {
+            reply,
+            gas: gas.get(),
         }
+    }
+}
+
+/// A handler's result as a reply.
+fn reply_of(answered: Result<Reply, NoReply>) -> Reply {
+    match answered {
+        Ok(reply) => reply,
+        Err(NoReply::Param(error)) => error.into(),
+        Err(NoReply::Cold) => Reply::Cold,
+        Err(NoReply::Damaged) => Reply::Miss,
     }
 }
 

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use neve_store::{Block, Unread};
 
 use crate::params::Params;
-use crate::rpc::{Context, Method, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply};
 
 pub(crate) const METHODS: &[Method] = &[
     Method::new("debug_getRawBlock", (1, 1), raw_block),
@@ -15,22 +15,22 @@ pub(crate) const METHODS: &[Method] = &[
     Method::new("debug_getRawTransaction", (1, 1), raw_transaction),
 ];
 
-fn raw_block(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn raw_block(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(raw(ctx.block(p.block_ref(0)?, reads)?, Block::raw_block)?)
 }
 
-fn raw_header(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn raw_header(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(raw(ctx.block(p.block_ref(0)?, reads)?, Block::raw_header)?)
 }
 
-fn raw_receipts(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn raw_receipts(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(raw(
         ctx.block(p.block_ref(0)?, reads)?,
         Block::raw_receipts,
     )?)
 }
 
-fn raw_transaction(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn raw_transaction(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(match ctx.transaction(&p.hash(0)?, reads)? {
         Some((block, index)) => match block.raw_transaction(index)? {
             Some(hex) if !hex.is_empty() => Reply::Result(vec![

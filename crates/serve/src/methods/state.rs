@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::errors::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
-use crate::rpc::{Context, Method, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply};
 
 pub(crate) const METHODS: &[Method] = &[
     Method::new("neve_getTouchedKeys", (1, 1), touched),
@@ -33,19 +33,19 @@ pub(crate) const METHODS: &[Method] = &[
 /// either way.
 fn with_state(
     ctx: &Context,
-    read: impl FnOnce(&State) -> Result<Reply, Stop>,
-) -> Result<Reply, Stop> {
+    read: impl FnOnce(&State) -> Result<Reply, NoReply>,
+) -> Result<Reply, NoReply> {
     match &ctx.state {
         Some(state) => read(state),
         None => Ok(Reply::Unsupported),
     }
 }
 
-fn touched(ctx: &Context, p: &Params<'_>, _: Reads) -> Result<Reply, Stop> {
+fn touched(ctx: &Context, p: &Params<'_>, _: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| Ok(touched_keys(state, &p.hash(0)?)))
 }
 
-fn balance(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn balance(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| {
         ctx.balance_or_nonce(state, p, reads, |a| match a {
             Some(a) => quantity(a.balance),
@@ -54,7 +54,7 @@ fn balance(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
     })
 }
 
-fn transaction_count(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn transaction_count(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| {
         ctx.balance_or_nonce(state, p, reads, |a| {
             format!("\"0x{:x}\"", a.map_or(0, |a| a.nonce))
@@ -62,19 +62,19 @@ fn transaction_count(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Repl
     })
 }
 
-fn code(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn code(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| ctx.code(state, p, reads))
 }
 
-fn storage_at(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn storage_at(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| ctx.storage_at(state, p, reads))
 }
 
-fn storage_values(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn storage_values(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| ctx.storage_values(state, p, reads))
 }
 
-fn proof(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn proof(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     with_state(ctx, |state| ctx.proof(state, p, reads))
 }
 
@@ -140,8 +140,8 @@ impl Context {
     /// the refreshed nodes instead of each fetching what the refresh is
     /// about to bring.
     /// The block is looked up as `reads` allows: on an async worker only
-    /// through pages in memory ([`Stop::Cold`] otherwise).
-    fn state_at(&self, state: &State, at: BlockRef, reads: Reads) -> Result<Option<At>, Stop> {
+    /// through pages in memory ([`NoReply::Cold`] otherwise).
+    fn state_at(&self, state: &State, at: BlockRef, reads: Reads) -> Result<Option<At>, NoReply> {
         let latest = at == BlockRef::Tag(BlockTag::Latest);
         // `latest` is the block the request decided on, never an older
         // one: state its refresh has not proved yet is fetched through (or
@@ -179,7 +179,7 @@ impl Context {
         p: &Params<'_>,
         reads: Reads,
         render: impl Fn(Option<&neve_state::Account>) -> String,
-    ) -> Result<Reply, Stop> {
+    ) -> Result<Reply, NoReply> {
         let address = p.address(0)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?, reads)? else {
             return Ok(Reply::Miss);
@@ -196,7 +196,7 @@ impl Context {
         })
     }
 
-    fn code(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    fn code(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
         let address = p.address(0)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(1)?, reads)? else {
             return Ok(Reply::Miss);
@@ -262,7 +262,7 @@ impl Context {
         Ok((account, values))
     }
 
-    fn storage_at(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    fn storage_at(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
         let address = p.address(0)?;
         let (slot, _) = p.storage_key(1)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?, reads)? else {
@@ -276,7 +276,12 @@ impl Context {
         })
     }
 
-    fn storage_values(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    fn storage_values(
+        &self,
+        state: &State,
+        p: &Params<'_>,
+        reads: Reads,
+    ) -> Result<Reply, NoReply> {
         let requests = parse_storage_requests(p.object(0)?)?;
         let total: usize = requests.iter().map(|(_, slots)| slots.len()).sum();
         if total > neve_state::MAX_SLOTS_PER_REQUEST {
@@ -335,7 +340,7 @@ impl Context {
         })
     }
 
-    fn proof(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+    fn proof(&self, state: &State, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
         let address = p.address(0)?;
         let keys = parse_proof_keys(p.object(1)?)?;
         let Some(at) = self.state_at(state, p.block_ref_or_latest(2)?, reads)? else {

@@ -5,7 +5,7 @@
 use neve_store::{Block, Unread};
 
 use crate::params::{BlockRef, Params};
-use crate::rpc::{Context, Method, Reads, Reply, Stop, count};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply, count};
 
 #[rustfmt::skip] // a table: one method a line
 pub(crate) const METHODS: &[Method] = &[
@@ -15,23 +15,23 @@ pub(crate) const METHODS: &[Method] = &[
     Method::new("eth_getUncleByBlockHashAndIndex", (2, 2), by_hash_and_index),
 ];
 
-fn count_by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn count_by_number(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?;
     Ok(count(uncle_free(block)?, |_| 0))
 }
 
-fn count_by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn count_by_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = ctx.block(BlockRef::Hash(p.hash(0)?), reads)?;
     Ok(count(uncle_free(block)?, |_| 0))
 }
 
-fn by_number_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn by_number_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = uncle_free(ctx.block(BlockRef::Tag(p.block_tag(0)?), reads)?)?;
     p.quantity(1)?;
     Ok(block.map_or(Reply::Miss, |_| Reply::json("null")))
 }
 
-fn by_hash_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn by_hash_and_index(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     let block = uncle_free(ctx.block(BlockRef::Hash(p.hash(0)?), reads)?)?;
     p.quantity(1)?;
     Ok(block.map_or(Reply::Miss, |_| Reply::json("null")))

@@ -27,10 +27,6 @@ use crate::errors::ErrorCode;
 
 use super::Reply;
 
-/// Default byte budget of the memo: 32 MiB, some 100,000 answers of a
-/// token read with their keys.
-pub const DEFAULT_CALL_MEMO_BYTES: u64 = 32 << 20;
-
 /// What a memo entry costs beyond its key's and answer's bytes: the
 /// map's slot and the allocations' headers, about.
 const ENTRY_OVERHEAD: usize = 96;
@@ -106,7 +102,7 @@ pub(crate) struct MemoCounts {
 
 impl Default for CallMemo {
     fn default() -> Self {
-        CallMemo::new(DEFAULT_CALL_MEMO_BYTES)
+        CallMemo::new(crate::config::DEFAULT_CALL_MEMO_BYTES)
     }
 }
 

@@ -15,7 +15,7 @@ use crate::params::{BlockRef, BlockTag};
 /// `latest` is for the request it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Reads {
-    pub(crate) pages: Pages,
+    pub(crate) waits: Waits,
     /// The block `latest` stands for (`None`: not neve's to say), decided
     /// once when the request began ([`Context::latest`]): every element of
     /// a batch, and a call answered again after a fetch or on the I/O
@@ -29,16 +29,18 @@ pub(crate) struct Reads {
 /// call to the I/O threads; there records are read into memory of their
 /// own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pages {
-    InMemory,
-    FromDisk,
+pub(crate) enum Waits {
+    /// Not at all: only what is in memory is read.
+    Never,
+    /// For the disk: records are read with `pread`.
+    ForDisk,
 }
 
 impl Reads {
     /// On an async worker, at `latest`.
     pub(crate) fn in_memory(latest: Option<u64>) -> Reads {
         Reads {
-            pages: Pages::InMemory,
+            waits: Waits::Never,
             latest,
         }
     }
@@ -46,7 +48,7 @@ impl Reads {
     /// Where waiting for the disk is allowed (the I/O threads), at `latest`.
     pub(crate) fn from_disk(latest: Option<u64>) -> Reads {
         Reads {
-            pages: Pages::FromDisk,
+            waits: Waits::ForDisk,
             latest,
         }
     }
@@ -152,14 +154,14 @@ impl Context {
 
     pub(crate) fn block(&self, reference: BlockRef, reads: Reads) -> Result<Option<Block>, Cold> {
         let memory = self.reader.in_memory();
-        match (reference, reads.pages) {
+        match (reference, reads.waits) {
             (BlockRef::Tag(tag), pages) => match (self.resolve(tag, reads), pages) {
                 (None, _) => Ok(None),
-                (Some(height), Pages::InMemory) => memory.block(height),
-                (Some(height), Pages::FromDisk) => Ok(self.reader.from_disk().block(height)),
+                (Some(height), Waits::Never) => memory.block(height),
+                (Some(height), Waits::ForDisk) => Ok(self.reader.from_disk().block(height)),
             },
-            (BlockRef::Hash(hash), Pages::InMemory) => memory.block_by_hash(&hash),
-            (BlockRef::Hash(hash), Pages::FromDisk) => {
+            (BlockRef::Hash(hash), Waits::Never) => memory.block_by_hash(&hash),
+            (BlockRef::Hash(hash), Waits::ForDisk) => {
                 Ok(self.reader.from_disk().block_by_hash(&hash))
             }
         }
@@ -170,9 +172,9 @@ impl Context {
         hash: &[u8; 32],
         reads: Reads,
     ) -> Result<Option<(Block, u32)>, Cold> {
-        match reads.pages {
-            Pages::InMemory => self.reader.in_memory().transaction(hash),
-            Pages::FromDisk => Ok(self.reader.from_disk().transaction(hash)),
+        match reads.waits {
+            Waits::Never => self.reader.in_memory().transaction(hash),
+            Waits::ForDisk => Ok(self.reader.from_disk().transaction(hash)),
         }
     }
 }

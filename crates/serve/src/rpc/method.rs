@@ -1,16 +1,31 @@
-//! How a family declares a method: its name, its parameters and its
-//! handler ([`Method`]). The families (`methods/`) list theirs; the table
-//! there finds one by name. Nothing here knows a method.
+//! How a family declares a method: its name, its parameters, and how it
+//! runs ([`Method`], [`Runs`]). The families (`methods/`) list theirs; the
+//! table there finds one by name. Nothing here knows a method.
 
 use crate::params::Params;
 
 use super::context::{Context, Reads};
-use super::reply::{Reply, Stop};
+use super::execute::PinnedRun;
+use super::reply::{NoReply, Reply};
 
 /// A method's handler: answers from `Context` as [`Reads`] allows, or says
-/// why it stopped ([`Stop`]: a bad parameter, a page not in memory, a
-/// damaged record).
-pub(crate) type Answer = fn(&Context, &Params<'_>, Reads) -> Result<Reply, Stop>;
+/// why it stopped short ([`NoReply`]: a bad parameter, a page not in
+/// memory, a damaged record).
+pub(crate) type Answer = fn(&Context, &Params<'_>, Reads) -> Result<Reply, NoReply>;
+
+/// How a method runs.
+pub(crate) enum Runs {
+    /// Answered from what neve holds, on the async worker. Its handler may
+    /// answer [`Reply::Cold`] (answered again on the I/O threads, where it
+    /// may wait for the disk) or [`Reply::Execute`] (answered again on the
+    /// call threads, charged for what it read: the fee methods' long reads).
+    Held(Answer),
+    /// Executed with revm at a pinned block, on the call threads only: the
+    /// pinning, the chain's rules there, the rounds of fetches, the answer
+    /// memo, the gas charge and the calls' metrics are the server's and
+    /// `rpc/execute.rs`'s, the same for every executed method.
+    Executed(PinnedRun),
+}
 
 /// A served method, as its family declares it.
 pub(crate) struct Method {
@@ -23,7 +38,7 @@ pub(crate) struct Method {
     /// (without it, unsupported before its parameters are checked), and
     /// counted in the layer's hits, fetches and misses.
     pub(crate) state_read: bool,
-    pub(crate) answer: Answer,
+    pub(crate) runs: Runs,
 }
 
 impl Method {
@@ -33,7 +48,7 @@ impl Method {
             name,
             arity,
             state_read: false,
-            answer,
+            runs: Runs::Held(answer),
         }
     }
 
@@ -47,7 +62,21 @@ impl Method {
             name,
             arity,
             state_read: true,
-            answer,
+            runs: Runs::Held(answer),
+        }
+    }
+
+    /// A method executed at a pinned block over verified state.
+    pub(crate) const fn executed(
+        name: &'static str,
+        arity: (usize, usize),
+        executed: PinnedRun,
+    ) -> Self {
+        Method {
+            name,
+            arity,
+            state_read: true,
+            runs: Runs::Executed(executed),
         }
     }
 }

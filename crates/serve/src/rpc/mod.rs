@@ -3,22 +3,24 @@
 //! ([`request`]), the answer and its envelope ([`reply`]), what a call
 //! reads with and the lookups every family shares ([`context`], and the
 //! price oracle's in [`oracle`]), calls' answers kept by block
-//! ([`call_memo`]), work charged beyond a run's gas ([`charge`]), and how a family declares a method
-//! ([`method`]). Nothing here knows a method by
+//! ([`call_memo`]), work charged beyond a run's gas ([`charge`]), how a
+//! family declares a method ([`method`]), and how every executed method
+//! runs at its pinned block ([`execute`]). Nothing here knows a method by
 //! name, and nothing here imports a family or the server.
 
 mod call_memo;
 pub(crate) mod charge;
 mod context;
+mod execute;
 mod method;
 mod oracle;
 mod reply;
 mod request;
 
-pub use call_memo::DEFAULT_CALL_MEMO_BYTES;
 pub(crate) use call_memo::{CallMemo, MemoCounts};
-pub(crate) use context::{Context, Pages, Reads};
-pub(crate) use method::Method;
+pub(crate) use context::{Context, Reads, Waits};
+pub(crate) use execute::{Job, Parse, PinnedRun, Ran, answered, failure};
+pub(crate) use method::{Method, Runs};
 pub use reply::Outcome;
-pub(crate) use reply::{Reply, Stop, count, envelope, error_element, hex_quantity};
+pub(crate) use reply::{NoReply, Reply, count, envelope, error_element, hex_quantity};
 pub(crate) use request::{Call, OwnedCall, Validity};

@@ -10,7 +10,7 @@ use neve_execution::fees::{self, BlockFees, OracleConfig};
 use crate::params::{BlockRef, BlockTag};
 
 use super::context::{Context, Reads};
-use super::reply::Stop;
+use super::reply::NoReply;
 
 impl Context {
     /// The fees of stored block `height`, read once and cached.
@@ -18,7 +18,7 @@ impl Context {
         &self,
         height: u64,
         reads: Reads,
-    ) -> Result<Option<Arc<BlockFees>>, Stop> {
+    ) -> Result<Option<Arc<BlockFees>>, NoReply> {
         let Some(block) = self.block(BlockRef::Tag(BlockTag::Number(height)), reads)? else {
             return Ok(None);
         };
@@ -34,7 +34,7 @@ impl Context {
 
     /// geth's suggested tip at `head`, or `None` when a block it samples
     /// is not stored.
-    pub(crate) fn suggested_tip(&self, head: u64, reads: Reads) -> Result<Option<u128>, Stop> {
+    pub(crate) fn suggested_tip(&self, head: u64, reads: Reads) -> Result<Option<u128>, NoReply> {
         let mut missing = false;
         let mut stop = None;
         let tip = fees::suggest_tip_cap(

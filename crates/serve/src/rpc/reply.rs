@@ -1,5 +1,5 @@
 //! The answer to one call: what a handler replies ([`Reply`]), why it
-//! stopped short of one ([`Stop`]), how the call ended for the status and
+//! stopped short of one ([`NoReply`]), how the call ended for the status and
 //! the metrics ([`Outcome`]), and the one place a reply becomes its
 //! envelope on the wire ([`envelope`]). The 421 decision is a handler's
 //! `Reply::Miss`, made where its lookup fails; a miss becomes a status
@@ -36,9 +36,12 @@ pub(crate) enum Reply {
     /// escapes it), with `data` (JSON text; none when empty): a call's
     /// revert, or any call error on coreth's chain.
     ErrorData(ErrorCode, String, String),
-    /// A call to execute: answered again on the call threads, never on an
-    /// async worker.
+    /// A call to execute with revm: answered again on the call threads,
+    /// never on an async worker.
     Execute,
+    /// Answering reads long (many blocks' headers): answered again on the
+    /// call threads, charged for what it read.
+    LongRead,
     /// A state read that needs nodes neve does not hold: fetch these, then
     /// read again (a miss if that cannot be done in time).
     Fetch(Vec<neve_state::FetchRequest>),
@@ -49,31 +52,31 @@ pub(crate) enum Reply {
 }
 
 /// Why a handler stopped short of a reply.
-pub(crate) enum Stop {
+pub(crate) enum NoReply {
     Param(ParamError),
     Cold,
     /// A stored part failed its check (counted and logged by the store).
     Damaged,
 }
 
-impl From<Unread> for Stop {
+impl From<Unread> for NoReply {
     fn from(unread: Unread) -> Self {
         match unread {
-            Unread::Cold => Stop::Cold,
-            Unread::Damaged => Stop::Damaged,
+            Unread::Cold => NoReply::Cold,
+            Unread::Damaged => NoReply::Damaged,
         }
     }
 }
 
-impl From<ParamError> for Stop {
+impl From<ParamError> for NoReply {
     fn from(error: ParamError) -> Self {
-        Stop::Param(error)
+        NoReply::Param(error)
     }
 }
 
-impl From<Cold> for Stop {
+impl From<Cold> for NoReply {
     fn from(_: Cold) -> Self {
-        Stop::Cold
+        NoReply::Cold
     }
 }
 
@@ -89,9 +92,12 @@ impl Reply {
     pub(crate) fn outcome(&self) -> Outcome {
         match self {
             Reply::Result(_) => Outcome::Ok,
-            Reply::Miss | Reply::Unsupported | Reply::Fetch(_) | Reply::Cold | Reply::Execute => {
-                Outcome::Miss
-            }
+            Reply::Miss
+            | Reply::Unsupported
+            | Reply::Fetch(_)
+            | Reply::Cold
+            | Reply::Execute
+            | Reply::LongRead => Outcome::Miss,
             Reply::Error(..) | Reply::ErrorData(..) => Outcome::Error,
         }
     }
@@ -143,7 +149,7 @@ pub(crate) fn envelope(id: &[u8], reply: Reply) -> Vec<Bytes> {
         }
         // A fetch not done in time is a miss like any other (and a cold
         // read never gets here: it is answered on the I/O threads).
-        Reply::Miss | Reply::Fetch(_) | Reply::Cold | Reply::Execute => {
+        Reply::Miss | Reply::Fetch(_) | Reply::Cold | Reply::Execute | Reply::LongRead => {
             head.extend_from_slice(b",\"result\":null}");
             vec![head.freeze()]
         }

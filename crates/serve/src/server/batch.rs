@@ -6,9 +6,10 @@
 //! counted as it is built, deferred or not, and once the count passes the
 //! cap nothing more is built; what was deferred is counted again, in
 //! order, as geth cuts a batch. A lone call's deferred work goes the same
-//! way (`respond.rs`), with no cap.
+//! way: it is a batch of one, with no cap (`answer_elements`).
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
@@ -20,6 +21,7 @@ use crate::methods::logs::{self, Budget, Plan};
 use crate::rpc::{Call, Outcome, OwnedCall, Reads, Reply, envelope, error_element};
 
 use super::call::FirstPass;
+use super::execute::DeferredCall;
 use super::offload::{MAX_COLD_ANSWER_BYTES, MAX_QUEUED_COLD_READS, OffWorkers, count_cold};
 use super::{Server, json_response, response};
 
@@ -60,124 +62,8 @@ impl Server {
             );
             return self.failed(error_element(ErrorCode::InvalidRequest, &message), 1);
         }
-        // Everything held is answered in one pass; only state reads that
-        // need fetching wait, all at once.
-        let mut answers = Vec::with_capacity(elements.len());
-        let mut fetches = Vec::new();
-        let mut fetched = Vec::new();
-        let mut scans = Vec::new();
-        let mut colds = Vec::new();
-        let mut executes = Vec::new();
-        let mut budget = self.ctx.logs_budget();
-        // Bytes of the answers built so far: every one counts as it is
-        // built, deferred ones (a log scan, a state fetch; their sizes not
-        // known yet, each bounded by its own budget) or not, so once the
-        // count passes the cap nothing more is built. When some were
-        // deferred, a pass below counts them all again in order, as geth
-        // cuts a batch.
-        let mut answered = 0usize;
-        let mut deferred = false;
-        // One `latest` for every element, deferred ones included.
-        let latest = self.ctx.latest();
-        for (i, raw) in elements.iter().enumerate() {
-            if answered > self.ctx.config.max_batch_answer_bytes {
-                answers.push(response_too_large(raw));
-                continue;
-            }
-            match self.first_pass(raw, over_ws, &mut budget, latest) {
-                FirstPass::Done(chunks, outcome) => {
-                    answered += answer_len(&chunks);
-                    answers.push((chunks, outcome))
-                }
-                FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
-                FirstPass::Scan(call, plan, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    scans.push((i, call, *plan, started));
-                }
-                FirstPass::Fetch(call, requests, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    // Only the fetches run now; the answers are built below,
-                    // in order, each counted against the cap first.
-                    fetches.push(self.await_fetches(requests));
-                    fetched.push((i, call, started));
-                }
-                FirstPass::Execute(call, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    executes.push((i, call, started));
-                }
-                FirstPass::Cold(call, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    colds.push((i, call, started, answered));
-                }
-            }
-        }
-        if !colds.is_empty() {
-            let owned = colds
-                .iter()
-                .map(|(_, call, _, before)| (call.to_owned_call(), *before))
-                .collect();
-            let replies = self
-                .read_cold(owned, self.ctx.config.max_batch_answer_bytes, latest)
-                .await;
-            for ((i, call, started, _), reply) in colds.into_iter().zip(replies) {
-                answers[i] = self.finish(&call, reply, started, over_ws, false);
-            }
-        }
-        if !executes.is_empty() {
-            // Each call with the bytes of every answer before it in the
-            // batch made so far (the cold reads' included): the executed
-            // answers are counted against the cap after those.
-            let mut before = 0;
-            let mut next = 0;
-            let owned = executes
-                .iter()
-                .map(|(at, call, _)| {
-                    for answer in &answers[next..*at] {
-                        before += answer_len(&answer.0);
-                    }
-                    next = *at;
-                    (call.to_owned_call(), before)
-                })
-                .collect();
-            let replies = self
-                .execute_calls(owned, self.ctx.config.max_batch_answer_bytes, latest)
-                .await;
-            for ((i, call, started), reply) in executes.into_iter().zip(replies) {
-                answers[i] = self.finish(&call, reply, started, over_ws, false);
-            }
-        }
-        if !scans.is_empty() {
-            let (targets, plans): (Vec<_>, Vec<_>) = scans
-                .into_iter()
-                .map(|(i, call, plan, started)| ((i, call, started), plan))
-                .unzip();
-            let replies = self.scan_off_workers(plans, budget).await;
-            for ((i, call, started), reply) in targets.into_iter().zip(replies) {
-                answers[i] = self.finish(&call, reply, started, over_ws, false);
-            }
-        }
-        futures_util::future::join_all(fetches).await;
-        if !fetched.is_empty() {
-            let mut bytes = 0;
-            let mut fetched = fetched.into_iter().peekable();
-            for (i, raw) in elements.iter().enumerate() {
-                if let Some((_, call, started)) = fetched.next_if(|(at, ..)| *at == i) {
-                    answers[i] = if bytes > self.ctx.config.max_batch_answer_bytes {
-                        response_too_large(raw)
-                    } else {
-                        let reply = self.fetched_reply(&call, latest);
-                        self.finish(&call, reply, started, over_ws, true)
-                    };
-                }
-                if bytes <= self.ctx.config.max_batch_answer_bytes {
-                    bytes += answer_len(&answers[i].0);
-                }
-            }
-        }
+        let cap = self.ctx.config.max_batch_answer_bytes;
+        let (mut answers, mut deferred) = self.answer_elements(&elements, over_ws, cap).await;
         let misses: Vec<usize> = (0..answers.len())
             .filter(|i| answers[*i].1 == Outcome::Miss)
             .filter(|i| {
@@ -233,6 +119,168 @@ impl Server {
         let mut answer = json_response(status, chunks);
         self.mark_errors(&mut answer, errors);
         answer
+    }
+
+    /// Answers `elements` in order: everything held in one pass on this
+    /// worker, then the deferred ones (cold reads on the I/O threads, calls
+    /// on the call threads, log scans on the scan threads, state reads
+    /// after their fetches) and their finishing. Every answer is counted
+    /// against `cap` as it is built; past it nothing more is built. Returns
+    /// the answers and whether any was deferred (then counted again in
+    /// order by the batch's cut). A single call is a batch of one, with no
+    /// cap: this is the one dispatcher of deferred work.
+    pub(super) async fn answer_elements(
+        &self,
+        elements: &[&RawValue],
+        over_ws: bool,
+        cap: usize,
+    ) -> (Vec<(Vec<Bytes>, Outcome)>, bool) {
+        // Everything held is answered in one pass; only state reads that
+        // need fetching wait, all at once.
+        let mut answers = Vec::with_capacity(elements.len());
+        let mut fetches = Vec::new();
+        let mut fetched = Vec::new();
+        let mut scans = Vec::new();
+        let mut colds = Vec::new();
+        let mut executes = Vec::new();
+        let mut budget = self.ctx.logs_budget();
+        // Bytes of the answers built so far: every one counts as it is
+        // built, deferred ones (a log scan, a state fetch; their sizes not
+        // known yet, each bounded by its own budget) or not, so once the
+        // count passes the cap nothing more is built. When some were
+        // deferred, a pass below counts them all again in order, as geth
+        // cuts a batch.
+        let mut answered = 0usize;
+        let mut deferred = false;
+        // One `latest` for every element, deferred ones included.
+        let latest = self.ctx.latest();
+        for (i, raw) in elements.iter().enumerate() {
+            if answered > cap {
+                answers.push(response_too_large(raw));
+                continue;
+            }
+            match self.first_pass(raw, over_ws, &mut budget, latest) {
+                FirstPass::Done(chunks, outcome) => {
+                    answered += answer_len(&chunks);
+                    answers.push((chunks, outcome))
+                }
+                FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
+                FirstPass::Scan(call, plan, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    scans.push((i, call, *plan, started));
+                }
+                FirstPass::Fetch(call, requests, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    // Only the fetches run now; the answers are built below,
+                    // in order, each counted against the cap first.
+                    fetches.push(self.await_fetches(requests));
+                    fetched.push((i, call, started));
+                }
+                FirstPass::Execute(call, started, evm) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    executes.push((i, call, started, evm));
+                }
+                FirstPass::Cold(call, started) => {
+                    deferred = true;
+                    answers.push((Vec::new(), Outcome::Miss));
+                    colds.push((i, call, started, answered));
+                }
+            }
+        }
+        if !colds.is_empty() {
+            let owned = colds
+                .iter()
+                .map(|(_, call, _, before)| (call.to_owned_call(), *before))
+                .collect();
+            let replies = self.read_cold(owned, cap, latest).await;
+            for ((i, call, started, _), reply) in colds.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
+            }
+        }
+        if !executes.is_empty() {
+            self.execute_deferred(executes, &mut answers, cap, latest, over_ws)
+                .await;
+        }
+        if !scans.is_empty() {
+            let (targets, plans): (Vec<_>, Vec<_>) = scans
+                .into_iter()
+                .map(|(i, call, plan, started)| ((i, call, started), plan))
+                .unzip();
+            let replies = self.scan_off_workers(plans, budget).await;
+            for ((i, call, started), reply) in targets.into_iter().zip(replies) {
+                answers[i] = self.finish(&call, reply, started, over_ws, false);
+            }
+        }
+        futures_util::future::join_all(fetches).await;
+        if !fetched.is_empty() {
+            self.answer_fetched(elements, fetched, &mut answers, cap, latest, over_ws);
+        }
+        (answers, deferred)
+    }
+
+    /// Executes a request's deferred calls on the call threads, each with
+    /// the bytes of every answer before it made so far (the cold reads'
+    /// included): the executed answers are counted against `cap` after
+    /// those.
+    async fn execute_deferred(
+        &self,
+        executes: Vec<(usize, Call<'_>, Instant, bool)>,
+        answers: &mut [(Vec<Bytes>, Outcome)],
+        cap: usize,
+        latest: Option<u64>,
+        over_ws: bool,
+    ) {
+        let mut before = 0;
+        let mut next = 0;
+        let owned = executes
+            .iter()
+            .map(|(at, call, _, evm)| {
+                for answer in &answers[next..*at] {
+                    before += answer_len(&answer.0);
+                }
+                next = *at;
+                DeferredCall {
+                    call: call.to_owned_call(),
+                    before,
+                    evm: *evm,
+                }
+            })
+            .collect();
+        let replies = self.execute_calls(owned, cap, latest).await;
+        for ((i, call, started, _), reply) in executes.into_iter().zip(replies) {
+            answers[i] = self.finish(&call, reply, started, over_ws, false);
+        }
+    }
+
+    /// Answers the state reads whose fetches are done, in order, each
+    /// counted against `cap` with every answer before it first.
+    fn answer_fetched(
+        &self,
+        elements: &[&RawValue],
+        fetched: Vec<(usize, Call<'_>, Instant)>,
+        answers: &mut [(Vec<Bytes>, Outcome)],
+        cap: usize,
+        latest: Option<u64>,
+        over_ws: bool,
+    ) {
+        let mut bytes = 0;
+        let mut fetched = fetched.into_iter().peekable();
+        for (i, raw) in elements.iter().enumerate() {
+            if let Some((_, call, started)) = fetched.next_if(|(at, ..)| *at == i) {
+                answers[i] = if bytes > cap {
+                    response_too_large(raw)
+                } else {
+                    let reply = self.fetched_reply(&call, latest);
+                    self.finish(&call, reply, started, over_ws, true)
+                };
+            }
+            if bytes <= cap {
+                bytes += answer_len(&answers[i].0);
+            }
+        }
     }
 
     /// Answers calls that need stored pages not in memory on the I/O

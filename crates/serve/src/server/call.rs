@@ -30,8 +30,9 @@ pub(super) enum FirstPass<'a> {
     /// A read of stored pages that are not in memory: answered on the I/O
     /// threads.
     Cold(Call<'a>, Instant),
-    /// A call to execute: answered on the call threads.
-    Execute(Call<'a>, Instant),
+    /// A call to answer on the call threads: executed with revm (`true`),
+    /// or long reads.
+    Execute(Call<'a>, Instant, bool),
 }
 
 impl Server {
@@ -101,7 +102,8 @@ impl Server {
                 FirstPass::Fetch(call, requests, started)
             }
             Reply::Cold => FirstPass::Cold(call, started),
-            Reply::Execute => FirstPass::Execute(call, started),
+            Reply::Execute => FirstPass::Execute(call, started, true),
+            Reply::LongRead => FirstPass::Execute(call, started, false),
             reply => {
                 let (chunks, outcome) = self.finish(&call, reply, started, over_ws, false);
                 FirstPass::Done(chunks, outcome)

@@ -44,6 +44,16 @@ pub(super) fn call_pool() -> neve_store::background::Pool {
 /// Default is 500,000,000.
 pub(crate) const MAX_REQUEST_CALL_GAS: u64 = 500_000_000;
 
+/// A call handed to the call threads.
+pub(super) struct DeferredCall {
+    pub(super) call: OwnedCall,
+    /// Bytes of the answers before it in its batch already made.
+    pub(super) before: usize,
+    /// It runs the EVM ([`Reply::Execute`]), not long reads
+    /// ([`Reply::LongRead`]): counted in the calls' metrics.
+    pub(super) evm: bool,
+}
+
 impl Server {
     /// Executes `calls` in order on the call threads, with the rounds of
     /// fetches their misses need; one reply per call. Every run's gas
@@ -60,7 +70,7 @@ impl Server {
     /// are misses.
     pub(super) async fn execute_calls(
         &self,
-        calls: Vec<(OwnedCall, usize)>,
+        calls: Vec<DeferredCall>,
         cap: usize,
         latest: Option<u64>,
     ) -> Vec<Reply> {
@@ -68,16 +78,23 @@ impl Server {
         let mut gas = 0u64;
         // Bytes of each call's answer once made, in the calls' order.
         let mut made = vec![0usize; calls.len()];
-        // Each call's reply, whether it fetched before it, whether it ran.
+        // Each call's reply, whether it fetched before it; whether it ran,
+        // and whether that was a run of the EVM (what the calls' metrics
+        // count).
         let mut replies: Vec<Option<(Reply, bool)>> = (0..calls.len()).map(|_| None).collect();
         let mut ran = vec![false; calls.len()];
+        let executed: Vec<bool> = calls.iter().map(|call| call.evm).collect();
         let mut pending: Vec<usize> = (0..calls.len()).collect();
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
             let mut again = Vec::new();
             for i in pending {
-                let ((method, params), before) = &calls[i];
+                let DeferredCall {
+                    call: (method, params),
+                    before,
+                    ..
+                } = &calls[i];
                 let earlier: usize = made[..i].iter().sum();
                 let reply = if before.saturating_add(earlier) > cap {
                     Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into())
@@ -131,14 +148,13 @@ impl Server {
             pending = again;
         }
         let elapsed = started.elapsed();
-        calls
-            .iter()
-            .zip(replies)
-            .zip(ran)
-            .map(|((((method, _), _), reply), ran)| {
+        replies
+            .into_iter()
+            .zip(ran.into_iter().zip(executed))
+            .map(|(reply, (ran, executed))| {
                 let (reply, fetched) = reply.unwrap_or((Reply::Miss, true));
                 // Counted as executed only if it ran.
-                if ran && crate::methods::is_executed(method) {
+                if ran && executed {
                     let end = match (&reply, fetched) {
                         (Reply::Miss, _) => CallEnd::Miss,
                         (_, true) => CallEnd::Fetched,
@@ -182,6 +198,7 @@ impl Server {
         let metrics = self.metrics.clone();
         let gas = Arc::new(AtomicU64::new(0));
         let used = gas.clone();
+
         let reply = self
             .off_workers(
                 queue,
@@ -189,13 +206,13 @@ impl Server {
                 || Reply::Miss,
                 move || {
                     let reads = Reads::from_disk(latest);
-                    let (reply, gas) = ctx.execute(&method, params.as_deref(), reads);
-                    metrics.record_call_gas(gas);
+                    let execution = ctx.execute(&method, params.as_deref(), reads);
+                    metrics.record_call_gas(execution.gas);
                     if let Some((clients, client)) = &charge {
-                        clients.charge_gas(*client, gas, std::time::Instant::now());
+                        clients.charge_gas(*client, execution.gas, std::time::Instant::now());
                     }
-                    used.store(gas, Ordering::Relaxed);
-                    vec![reply]
+                    used.store(execution.gas, Ordering::Relaxed);
+                    vec![execution.reply]
                 },
             )
             .await

@@ -9,6 +9,7 @@ use hyper::{Response, StatusCode};
 
 use crate::body::Chunks;
 use crate::errors::ErrorCode;
+use crate::metrics::family::{CONTENT_TYPE, encode, figure};
 
 use super::admission::refused_unread;
 use super::{Server, response};
@@ -156,16 +157,33 @@ impl Server {
         )
     }
 
-    /// `/metrics`: the serving metrics, ingest's, the store's figures and
-    /// the state layer's, in Prometheus text.
+    /// `/metrics`: the serving metrics, the build's and ingest's, the
+    /// store's figures and the state layer's, in Prometheus text.
     pub(super) fn metrics_page(&self) -> Response<Chunks> {
-        let mut text = String::with_capacity(8192);
-        self.metrics.render(&mut text);
-        self.metrics
-            .render_calls(&mut text, self.ctx.call_answers.counts());
-        self.ctx.chain.render_metrics(&mut text);
+        let mut families = self.metrics.families(self.ctx.call_answers.counts());
+        families.extend(self.ctx.chain.metric_families());
+        let state = self
+            .state_figures()
+            .into_iter()
+            .map(|(name, _, help, value)| (name, help, value));
+        families.extend(
+            self.store_figures()
+                .into_iter()
+                .chain(state)
+                .map(|(name, help, value)| figure(name, help, value as f64)),
+        );
+        response(
+            StatusCode::OK,
+            CONTENT_TYPE,
+            Chunks::new(vec![Bytes::from(encode(families))]),
+        )
+    }
+
+    /// (name, help, value) of the store's figures and the limits it and
+    /// the listener are kept under, for `/metrics`.
+    fn store_figures(&self) -> [(&'static str, &'static str, u64); 9] {
         let stats = self.ctx.reader.stats();
-        for (name, help, value) in [
+        [
             ("neve_store_bytes", "Bytes of segment files.", stats.bytes),
             (
                 "neve_store_segments",
@@ -208,26 +226,6 @@ impl Server {
                 self.ctx.chain.store_write_error().is_some() as u64,
             ),
         ]
-        .into_iter()
-        .chain(
-            self.state_figures()
-                .into_iter()
-                .map(|(name, _, help, value)| (name, help, value)),
-        ) {
-            let kind = if name.ends_with("_total") {
-                "counter"
-            } else {
-                "gauge"
-            };
-            text.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            ));
-        }
-        response(
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            Chunks::new(vec![Bytes::from(text)]),
-        )
     }
 
     pub(crate) fn ready(&self) -> Response<Chunks> {

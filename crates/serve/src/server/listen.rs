@@ -53,6 +53,8 @@ pub const ADMIN_MAX_CONNECTIONS: usize = 64;
 /// accepting, lets each open connection finish the request it is answering
 /// (idle ones are closed at once), and returns when every connection and
 /// WebSocket session has ended or the drain timeout passed.
+/// Long: accepting, the drain and its deadline read as one sequence;
+/// split, the listeners' state would travel between the pieces.
 pub async fn serve(
     listeners: Listeners,
     reader: Reader,

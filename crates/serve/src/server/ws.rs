@@ -101,6 +101,8 @@ fn notification(subscription: &str, payload: &[Bytes]) -> Message {
 
 /// Runs one WebSocket connection until the client leaves, sends an
 /// oversized frame, or falls too far behind the chain.
+/// Long: one `select!` over the socket, the subscriptions and the chain's
+/// events; split, its state would travel between the pieces.
 pub(crate) async fn serve(server: Arc<Server>, upgraded: Upgraded, client: IpAddr) {
     let limit = server.ctx.config.max_body_bytes;
     let idle_timeout = server.ctx.config.idle_timeout;

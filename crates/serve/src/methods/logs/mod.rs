@@ -12,7 +12,7 @@ mod scan;
 use serde_json::value::RawValue;
 
 use crate::params::Params;
-use crate::rpc::{Context, Method, Reads, Reply, Stop};
+use crate::rpc::{Context, Method, NoReply, Reads, Reply};
 
 pub use plan::SCAN_INLINE_BLOCKS;
 pub(crate) use plan::{Budget, Plan, plan};
@@ -27,7 +27,7 @@ pub const MAX_QUEUED_SCANS: u64 = 64;
 
 pub(crate) const METHODS: &[Method] = &[Method::new("eth_getLogs", (1, 1), get_logs)];
 
-fn get_logs(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, Stop> {
+fn get_logs(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Reply, NoReply> {
     Ok(match plan(ctx, p.object(0)?, reads) {
         Ok(plan) => scan(ctx, &plan, &mut ctx.logs_budget()),
         Err(reply) => reply,

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 
 use crate::errors::ErrorCode;
 use crate::params::{self, BlockTag};
-use crate::rpc::{Context, Pages, Reads, Reply};
+use crate::rpc::{Context, Reads, Reply, Waits};
 
 use super::filter::{Filter, FilterShape};
 
@@ -131,9 +131,9 @@ pub(crate) fn plan(ctx: &Context, raw: &RawValue, reads: Reads) -> Result<Plan, 
             Ok(hash) => hash,
             Err(e) => return Err(invalid(format!("invalid argument 0: {e}"))),
         };
-        let found = match reads.pages {
-            Pages::InMemory => ctx.reader.in_memory().block_by_hash(&hash),
-            Pages::FromDisk => Ok(ctx.reader.block_by_hash(&hash)),
+        let found = match reads.waits {
+            Waits::Never => ctx.reader.in_memory().block_by_hash(&hash),
+            Waits::ForDisk => Ok(ctx.reader.block_by_hash(&hash)),
         };
         match found {
             Ok(Some(block)) => (block.height(), block.height(), Some(block)),

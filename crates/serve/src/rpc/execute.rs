@@ -1,0 +1,334 @@
+//! How every executed method runs (`Runs::Executed`), below the families:
+//! on an async worker only its kept answer is looked up (else
+//! [`Reply::Execute`]); on the call threads its parameters are parsed, the
+//! block pinned (its verified facts, the chain's rules at it, its
+//! ancestors' hashes), its [`Job`] run over verified state, and what the
+//! run came to made an answer: a miss, the state to fetch
+//! ([`Reply::Fetch`]), or geth's answer, kept in the memo. The gas of every
+//! run is counted for the caller, who charges it.
+
+use std::cell::Cell;
+
+use alloy_primitives::{B256, hex};
+use neve_execution::{BlockFacts, CallError, Dialect, Ended, Needs, Outcome, Pinned};
+use neve_state::{FetchRequest, HotKey};
+
+use crate::errors::ErrorCode;
+use crate::params::{BlockRef, BlockTag, ParamError, Params};
+
+use super::context::{Context, Reads, Waits};
+use super::reply::{NoReply, Reply};
+
+/// A method's request, parsed: what runs at the pinned block.
+pub(crate) trait Job {
+    /// Runs at `pinned`; `reads` as the call threads read.
+    fn run(&self, ctx: &Context, reads: Reads, pinned: &Pinned<'_>) -> Result<Ran, CallError>;
+}
+
+/// A method's parameters parsed into its [`Job`]; -32602 naming the
+/// argument otherwise.
+pub(crate) type Parse = fn(&Params<'_>) -> Result<Box<dyn Job>, ParamError>;
+
+/// How an executed method runs, as its family declares it.
+pub(crate) struct PinnedRun {
+    /// Which parameter names the block it runs at (`latest` when absent).
+    pub(crate) block_param: usize,
+    pub(crate) parse: Parse,
+    /// Whether its answers are kept in the memo (`call_memo.rs`): only
+    /// those that depend on nothing but the pinned block and the request.
+    pub(crate) memo: bool,
+}
+
+/// What a [`Job`]'s runs came to.
+pub(crate) enum Ran {
+    /// An answer, with the accounts and slots its run read (made hot when
+    /// it ran at `latest`, so the refresh after each block keeps them).
+    Answered(Reply, Vec<HotKey>),
+    /// State to fetch first.
+    Needs(Needs),
+    /// Not answerable here.
+    Miss,
+}
+
+impl Context {
+    /// Answers an executed method: on an async worker ([`Waits::Never`]) a
+    /// kept answer or [`Reply::Execute`]; on the call threads, its run at
+    /// the pinned block, every run's gas added to `gas`.
+    pub(crate) fn run_pinned(
+        &self,
+        name: &str,
+        most: usize,
+        executed: &PinnedRun,
+        p: &Params<'_>,
+        reads: Reads,
+        gas: &Cell<u64>,
+    ) -> Result<Reply, NoReply> {
+        let memo = executed.memo.then_some(MemoKey {
+            name,
+            most,
+            block_param: executed.block_param,
+        });
+        if reads.waits == Waits::Never {
+            let kept = memo.and_then(|memo| self.remembered(&memo, p, reads));
+            return Ok(kept.unwrap_or(Reply::Execute));
+        }
+        let Some(state) = &self.state else {
+            return Ok(Reply::Unsupported);
+        };
+        let job = (executed.parse)(p)?;
+        let at = p.block_ref_or_latest(executed.block_param)?;
+        let Some(rules) = self.call_rules.get() else {
+            return Ok(Reply::Miss);
+        };
+        let Some(facts) = self.pinned_facts(at, reads)? else {
+            return Ok(Reply::Miss);
+        };
+        let Some(fork) = rules.at(facts.timestamp) else {
+            return Ok(Reply::Miss);
+        };
+        if facts.contradicts(&fork) {
+            rules_contradicted(&facts, &fork);
+            return Ok(Reply::Miss);
+        }
+        let memory = Reads {
+            waits: Waits::Never,
+            ..reads
+        };
+        let canonical = |height: u64| -> Option<[u8; 32]> {
+            let at = BlockRef::Tag(BlockTag::Number(height));
+            self.block(at, memory)
+                .or_else(|_| self.block(at, reads))
+                .ok()
+                .flatten()
+                .map(|b| b.hash())
+        };
+        let block_hash =
+            |height: u64| ancestor_hash(&canonical, (facts.number, facts.hash.0), height);
+        let pinned = Pinned {
+            state,
+            block: &facts,
+            fork,
+            rules: &rules,
+            spent: Default::default(),
+            chain_id: rules.chain_id,
+            block_hash: &block_hash,
+            codes: &self.call_codes,
+        };
+        let ran = job.run(self, reads, &pinned);
+        // Every run's gas, whatever came of it.
+        gas.set(gas.get() + pinned.spent.get());
+        let reply = match ran {
+            Ok(Ran::Answered(reply, read)) => {
+                if at == BlockRef::Tag(BlockTag::Latest) {
+                    state.record_hot_all(&read);
+                }
+                reply
+            }
+            Ok(Ran::Needs(needs)) => return Ok(Reply::Fetch(requests(&facts, needs))),
+            Ok(Ran::Miss) => return Ok(Reply::Miss),
+            Err(error) => refused(error),
+        };
+        let reply = match pinned.fork.dialect {
+            Dialect::Ethereum => reply,
+            Dialect::Coreth => in_coreths_words(reply),
+        };
+        if let Some(memo) = memo {
+            self.call_answers.insert(memo.key(&facts.hash.0, p), &reply);
+        }
+        Ok(reply)
+    }
+
+    /// The verified facts of the block `at` names: its table entry and
+    /// header read from memory when they are there (they are, for recent
+    /// blocks), from the disk otherwise; kept for the next call.
+    fn pinned_facts(
+        &self,
+        at: BlockRef,
+        reads: Reads,
+    ) -> Result<Option<std::sync::Arc<BlockFacts>>, NoReply> {
+        let memory = Reads {
+            waits: Waits::Never,
+            ..reads
+        };
+        let Some(block) = self.block(at, memory).or_else(|_| self.block(at, reads))? else {
+            return Ok(None);
+        };
+        let hash = block.hash();
+        Ok(self.call_blocks.get_or_read(block.height(), &hash, || {
+            let json = match block.hashes_only() {
+                Ok(json) => json,
+                // Not in memory: read from the disk (here waiting is allowed).
+                Err(_) => self
+                    .block(BlockRef::Hash(hash), reads)
+                    .ok()??
+                    .hashes_only()
+                    .ok()?,
+            };
+            BlockFacts::from_json(&json)
+                .ok()
+                .filter(|facts| facts.number == block.height() && facts.hash.0 == hash)
+        }))
+    }
+
+    /// The kept answer to this call, looked up on the async worker: the
+    /// block from memory only, and anything unusual left for the run to
+    /// answer.
+    fn remembered(&self, memo: &MemoKey<'_>, p: &Params<'_>, reads: Reads) -> Option<Reply> {
+        if !self.call_answers.enabled() {
+            return None;
+        }
+        let at = p.block_ref_or_latest(memo.block_param).ok()?;
+        let block = self.block(at, reads).ok()??;
+        self.call_answers.get(&memo.key(&block.hash(), p))
+    }
+}
+
+/// What a method's answers are kept under in the memo.
+#[derive(Clone, Copy)]
+struct MemoKey<'a> {
+    name: &'a str,
+    most: usize,
+    block_param: usize,
+}
+
+impl MemoKey<'_> {
+    /// The memo's key of a call: the method, the pinned block's hash, and
+    /// every parameter but the block's as sent (the block parameter is the
+    /// hash: `latest` and its number share answers).
+    fn key(&self, block_hash: &[u8; 32], p: &Params<'_>) -> Vec<u8> {
+        let parts: Vec<&str> = (0..self.most)
+            .filter(|index| *index != self.block_param)
+            .map(|index| p.optional(index).map_or("", |raw| raw.get()))
+            .collect();
+        let size = self.name.len() + 33 + parts.iter().map(|part| part.len() + 1).sum::<usize>();
+        let mut key = Vec::with_capacity(size);
+        key.extend_from_slice(self.name.as_bytes());
+        // Not in any JSON text nor method name: parts cannot run into
+        // each other.
+        key.push(0);
+        key.extend_from_slice(block_hash);
+        for part in parts {
+            key.extend_from_slice(part.as_bytes());
+            key.push(0);
+        }
+        key
+    }
+}
+
+/// `BLOCKHASH(height)` in a run pinned to `pinned` (its height and hash):
+/// the pinned block's ancestor's hash, read as the stored chain's hash at
+/// that height so long as the pinned block is still on that chain once it
+/// is read. A reorg since pinning would otherwise mix forks in one run
+/// (and its answer is kept under the pinned block's hash); then it is
+/// `None`, and the run a miss.
+fn ancestor_hash(
+    canonical: &dyn Fn(u64) -> Option<[u8; 32]>,
+    pinned: (u64, [u8; 32]),
+    height: u64,
+) -> Option<B256> {
+    let ancestor = canonical(height)?;
+    (canonical(pinned.0)? == pinned.1).then_some(B256::from(ancestor))
+}
+
+/// Rules that the block's own header contradicts (a fork's field there,
+/// or missing): logged once, and every call at such a block is a miss.
+fn rules_contradicted(facts: &BlockFacts, fork: &neve_execution::Fork) {
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            block = facts.number,
+            claimed = ?fork.spec,
+            header = ?facts.shows,
+            "the upstream's rules contradict a verified header; calls at such blocks are 421"
+        );
+    }
+}
+
+/// A run's outcome as geth answers a call: its return data, or how it
+/// failed ([`failure`]).
+pub(crate) fn answered(outcome: Outcome) -> Ran {
+    let reply = match outcome.ended {
+        Ended::Success => Reply::json(format!("\"0x{}\"", hex::encode(&outcome.output))),
+        _ => failure(&outcome),
+    };
+    Ran::Answered(reply, outcome.read)
+}
+
+/// A run that did not succeed, as geth answers it.
+pub(crate) fn failure(outcome: &Outcome) -> Reply {
+    match &outcome.ended {
+        Ended::Revert | Ended::Success => Reply::ErrorData(
+            ErrorCode::ExecutionReverted,
+            neve_execution::revert_message(&outcome.output),
+            format!("\"0x{}\"", hex::encode(&outcome.output)),
+        ),
+        Ended::Halt(message) => Reply::Error(ErrorCode::ExecutionFailed, message.clone()),
+    }
+}
+
+/// An answer as coreth words it (geth 1.13's way): a revert without data
+/// is a plain error, and every error's message is escaped as Go's
+/// `encoding/json` escapes it.
+fn in_coreths_words(reply: Reply) -> Reply {
+    match reply {
+        Reply::ErrorData(ErrorCode::ExecutionReverted, message, data) if data == "\"0x\"" => {
+            Reply::ErrorData(ErrorCode::ExecutionFailed, message, String::new())
+        }
+        Reply::Error(code, message) if code != ErrorCode::Internal => {
+            Reply::ErrorData(code, message, String::new())
+        }
+        other => other,
+    }
+}
+
+/// An error of the call itself, as geth answers it.
+fn refused(error: CallError) -> Reply {
+    match error {
+        CallError::Unsupported => Reply::Miss,
+        CallError::Internal(message) => Reply::Error(ErrorCode::Internal, message),
+        other => Reply::Error(ErrorCode::ExecutionFailed, other.to_string()),
+    }
+}
+
+/// The fetches a run's needs ask for, at the pinned block.
+fn requests(facts: &BlockFacts, needs: Needs) -> Vec<FetchRequest> {
+    needs
+        .accounts
+        .into_iter()
+        .map(|(address, (slots, code))| FetchRequest {
+            block_hash: facts.hash.0,
+            state_root: facts.state_root.0,
+            address: address.0.0,
+            slots: slots.into_iter().map(|slot| slot.0).collect(),
+            code,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 42.12: after a reorg replaced the pinned block, `BLOCKHASH`
+    /// reads nothing of the new fork (the run is a miss).
+    #[test]
+    fn blockhash_reads_the_pinned_blocks_ancestors_only() {
+        let old_fork = |height: u64| Some([height as u8; 32]);
+        let new_fork = |height: u64| Some([height as u8 + if height >= 5 { 100 } else { 0 }; 32]);
+        let pinned = (7, [7u8; 32]);
+        assert_eq!(
+            ancestor_hash(&old_fork, pinned, 6),
+            Some(B256::repeat_byte(6))
+        );
+        assert_eq!(
+            ancestor_hash(&new_fork, pinned, 6),
+            None,
+            "the new fork's block 6"
+        );
+        assert_eq!(
+            ancestor_hash(&new_fork, pinned, 3),
+            None,
+            "pinned block no longer stored"
+        );
+    }
+}
