@@ -50,5 +50,7 @@ pub use follow::{Follower, IngestConfig, SharedStore, StartHeight, SyncOutcome};
 pub use running::{
     IngestHandle, IngestSettings, IngestState, LaunchError, Running, StateSettings, start,
 };
+pub use state_fetch::TouchSource;
 pub use status::{Capabilities, IngestStatus};
+pub use supervise::StartError;
 pub use view::IngestView;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use neve_ingest::state_fetch::TouchSource;
-use neve_ingest::supervise::StartError;
-use neve_ingest::{IngestConfig, IngestSettings, LaunchError, StartHeight, StateSettings};
+use neve_ingest::{
+    IngestConfig, IngestSettings, LaunchError, StartError, StartHeight, StateSettings, TouchSource,
+};
 use neve_serve::{Origins, ServeConfig};
 use neve_store::background::CpuSet;
 use neve_store::{Durability, StoreConfig};
