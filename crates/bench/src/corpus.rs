@@ -12,7 +12,7 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 
-use crate::BenchError;
+use crate::error::BenchError;
 
 /// Blocks whose hashes-only form is read to find transactions.
 const SCANNED_BLOCKS: usize = 200;

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use neve_devnet::{Avalanchego, GethDev, GethDevOptions, NodeProcess, free_ports};
 use neve_upstream::RpcClient;
 
+use crate::config::BenchConfig;
+use crate::error::BenchError;
 use crate::report::Results;
 use crate::target::{Target, TargetKind, block_number, client_version};
-use crate::{BenchConfig, BenchError};
 
 /// What the suite builds and runs.
 #[derive(Clone, Debug)]
@@ -40,11 +41,35 @@ pub async fn run(
     config: SuiteConfig,
     mut progress: impl FnMut(&str),
 ) -> Result<(String, Vec<String>), BenchError> {
-    std::fs::create_dir_all(&config.out).map_err(crate::BenchError::io(&config.out))?;
+    std::fs::create_dir_all(&config.out).map_err(BenchError::io(&config.out))?;
     let started = Instant::now();
     let mut summary = String::from("# neve bench --suite headline\n\n");
     let mut flagged = Vec::new();
 
+    geth_pair(&config, &mut summary, &mut flagged, &mut progress).await?;
+
+    if config.avalanchego_seconds > 0 {
+        avalanchego_pair(&config, &mut summary, &mut flagged, &mut progress).await?;
+    }
+
+    let _ = writeln!(
+        summary,
+        "suite time: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let path = config.out.join("summary.md");
+    std::fs::write(&path, &summary).map_err(BenchError::io(&path))?;
+    Ok((summary, flagged))
+}
+
+/// geth, grown and mirrored by neve, swept against neve and an nginx
+/// ceiling; its section added to `summary`.
+async fn geth_pair(
+    config: &SuiteConfig,
+    summary: &mut String,
+    flagged: &mut Vec<String>,
+    progress: &mut impl FnMut(&str),
+) -> Result<(), BenchError> {
     progress("starting geth (archive dev chain, --dev.period 0) on 127.0.0.1");
     let geth = GethDev::start(GethDevOptions {
         period: 0,
@@ -56,7 +81,7 @@ pub async fn run(
         geth.http_url(),
         config.geth_blocks,
         config.block_txs,
-        &mut progress,
+        progress,
     )
     .await?;
     progress(&format!("geth chain: {head} blocks"));
@@ -105,62 +130,62 @@ pub async fn run(
         ("neve".into(), "static".into()),
     ];
     bench.out = Some(config.out.join("geth"));
-    let geth_results = crate::run(&bench, &mut progress).await?;
+    let geth_results = crate::run::run(&bench, progress).await?;
     flagged.extend(pair_flags("geth", &geth_results));
     let version = title_version(geth.http_url()).await;
     section(
-        &mut summary,
+        summary,
         &format!("neve vs {version} vs nginx (static ceiling)"),
         &geth_results,
     );
     drop(neve_geth);
     drop(nginx);
     drop(geth);
+    Ok(())
+}
 
-    if config.avalanchego_seconds > 0 {
-        progress("starting avalanchego (local network, single node) on 127.0.0.1");
-        let ava = Avalanchego::start()
-            .await
-            .map_err(|e| setup("starting avalanchego", e))?;
-        let rpc = ava.c_chain_rpc_url();
-        let head = feed(&rpc, config.avalanchego_seconds, &mut progress).await?;
-        progress(&format!("avalanchego C-chain: {head} blocks"));
-        let neve_ava = Mirror::start(
-            &config.neve,
-            &[
-                "--upstream-kind",
-                "avalanchego",
-                "--upstream",
-                ava.base_url(),
-            ],
-            head,
-        )
-        .await?;
-        let mut bench = config.bench.clone();
-        bench.targets = vec![
-            local("neve", &neve_ava.url, TargetKind::Rpc, [&neve_ava.process])?,
-            local("avalanchego", &rpc, TargetKind::Rpc, [ava.process()])?,
-        ];
-        bench.compare = vec![("neve".into(), "avalanchego".into())];
-        bench.out = Some(config.out.join("avalanchego"));
-        let ava_results = crate::run(&bench, &mut progress).await?;
-        flagged.extend(pair_flags("avalanchego", &ava_results));
-        let version = title_version(&rpc).await;
-        section(
-            &mut summary,
-            &format!("neve vs {version} (avalanchego C-chain)"),
-            &ava_results,
-        );
-    }
-
-    let _ = writeln!(
+/// avalanchego, fed and mirrored by neve, swept against neve; its section
+/// added to `summary`.
+async fn avalanchego_pair(
+    config: &SuiteConfig,
+    summary: &mut String,
+    flagged: &mut Vec<String>,
+    progress: &mut impl FnMut(&str),
+) -> Result<(), BenchError> {
+    progress("starting avalanchego (local network, single node) on 127.0.0.1");
+    let ava = Avalanchego::start()
+        .await
+        .map_err(|e| setup("starting avalanchego", e))?;
+    let rpc = ava.c_chain_rpc_url();
+    let head = feed(&rpc, config.avalanchego_seconds, progress).await?;
+    progress(&format!("avalanchego C-chain: {head} blocks"));
+    let neve_ava = Mirror::start(
+        &config.neve,
+        &[
+            "--upstream-kind",
+            "avalanchego",
+            "--upstream",
+            ava.base_url(),
+        ],
+        head,
+    )
+    .await?;
+    let mut bench = config.bench.clone();
+    bench.targets = vec![
+        local("neve", &neve_ava.url, TargetKind::Rpc, [&neve_ava.process])?,
+        local("avalanchego", &rpc, TargetKind::Rpc, [ava.process()])?,
+    ];
+    bench.compare = vec![("neve".into(), "avalanchego".into())];
+    bench.out = Some(config.out.join("avalanchego"));
+    let ava_results = crate::run::run(&bench, progress).await?;
+    flagged.extend(pair_flags("avalanchego", &ava_results));
+    let version = title_version(&rpc).await;
+    section(
         summary,
-        "suite time: {:.0} s",
-        started.elapsed().as_secs_f64()
+        &format!("neve vs {version} (avalanchego C-chain)"),
+        &ava_results,
     );
-    let path = config.out.join("summary.md");
-    std::fs::write(&path, &summary).map_err(crate::BenchError::io(&path))?;
-    Ok((summary, flagged))
+    Ok(())
 }
 
 /// What the node says it is (`web3_clientVersion`), or its URL, for the
@@ -333,7 +358,7 @@ impl Nginx {
                 root = root.display()
             );
             let conf = dir.path().join("nginx.conf");
-            std::fs::write(&conf, config).map_err(crate::BenchError::io(&conf))?;
+            std::fs::write(&conf, config).map_err(BenchError::io(&conf))?;
             let args = vec![
                 "-e".to_owned(),
                 format!("{d}/error.log"),

@@ -12,8 +12,15 @@ use bytes::Bytes;
 use hyper::Uri;
 use neve_upstream::{RpcClient, parse_quantity, quantity};
 
-use crate::BenchError;
 use crate::classify::{Outcome, classify};
+use crate::error::BenchError;
+
+impl BenchError {
+    /// A target that could not be read, and why.
+    pub(crate) fn target(target: &Target, error: impl std::fmt::Display) -> BenchError {
+        BenchError::Target(target.name.clone(), error.to_string())
+    }
+}
 
 /// What kind of server a target is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

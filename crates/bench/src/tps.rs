@@ -9,7 +9,7 @@ use std::time::Duration;
 use neve_upstream::{RpcClient, parse_quantity, quantity};
 use serde::{Deserialize, Serialize};
 
-use crate::BenchError;
+use crate::error::BenchError;
 
 /// What to push.
 #[derive(Clone, Debug)]

@@ -14,8 +14,8 @@ use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use serde::Deserialize;
 
-use crate::BenchError;
 use crate::corpus::Corpus;
+use crate::error::BenchError;
 
 /// The seeds' read mix: what a public endpoint sees.
 pub const SEEDS_READ_MIX: &str = include_str!("../mixes/seeds-read.toml");
@@ -287,37 +287,7 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
             let index = rand::Rng::random_range(rng, 0..*count as u64);
             format!(r#"["{}","{}"]"#, quantity(*height), quantity(index))
         }
-        "eth_call" | "eth_estimateGas" => {
-            let token = corpus
-                .log_address
-                .as_ref()
-                .ok_or_else(|| missing("a contract with logs"))?;
-            let from = pick(&corpus.addresses, "an address", rng)?;
-            let to = pick(&corpus.addresses, "an address", rng)?;
-            let word = |address: &str| format!("{:0>64}", address.trim_start_matches("0x"));
-            // A token's reads and a simulated transfer, a third each for
-            // calls (what a wallet or dapp front end asks of a token); a
-            // transfer for estimates.
-            let kind = if call.method == "eth_estimateGas" {
-                0
-            } else {
-                rand::Rng::random_range(rng, 0..3)
-            };
-            let input = match kind {
-                // balanceOf(holder)
-                1 => format!("0x70a08231{}", word(&to)),
-                // allowance(owner, spender)
-                2 => format!("0xdd62ed3e{}{}", word(&from), word(&to)),
-                // transfer(to, 1)
-                _ => format!("0xa9059cbb{}{:064x}", word(&to), 1),
-            };
-            let args = format!(r#"{{"from":"{from}","to":"{token}","input":"{input}"}}"#);
-            if call.method == "eth_estimateGas" {
-                format!("[{args}]")
-            } else {
-                format!(r#"[{args},"latest"]"#)
-            }
-        }
+        "eth_call" | "eth_estimateGas" => call_params(call, corpus, rng)?,
         "eth_getLogs" => {
             let address = corpus
                 .log_address
@@ -337,6 +307,52 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
         }
     };
     Ok(params)
+}
+
+/// Params of `eth_call` or `eth_estimateGas` against the corpus's token.
+fn call_params(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<String, BenchError> {
+    let missing = |what: &str| {
+        BenchError::Corpus(format!(
+            "{} needs {what}, and the common range has none",
+            call.method
+        ))
+    };
+    let token = corpus
+        .log_address
+        .as_ref()
+        .ok_or_else(|| missing("a contract with logs"))?;
+    let mut address = || {
+        corpus
+            .addresses
+            .choose(rng)
+            .cloned()
+            .ok_or_else(|| missing("an address"))
+    };
+    let from = address()?;
+    let to = address()?;
+    let word = |address: &str| format!("{:0>64}", address.trim_start_matches("0x"));
+    // A token's reads and a simulated transfer, a third each for
+    // calls (what a wallet or dapp front end asks of a token); a
+    // transfer for estimates.
+    let kind = if call.method == "eth_estimateGas" {
+        0
+    } else {
+        rand::Rng::random_range(rng, 0..3)
+    };
+    let input = match kind {
+        // balanceOf(holder)
+        1 => format!("0x70a08231{}", word(&to)),
+        // allowance(owner, spender)
+        2 => format!("0xdd62ed3e{}{}", word(&from), word(&to)),
+        // transfer(to, 1)
+        _ => format!("0xa9059cbb{}{:064x}", word(&to), 1),
+    };
+    let args = format!(r#"{{"from":"{from}","to":"{token}","input":"{input}"}}"#);
+    Ok(if call.method == "eth_estimateGas" {
+        format!("[{args}]")
+    } else {
+        format!(r#"[{args},"latest"]"#)
+    })
 }
 
 #[cfg(test)]

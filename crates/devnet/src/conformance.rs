@@ -89,7 +89,7 @@ pub fn fixture_result(path: &str) -> String {
 pub fn fixtures_dir() -> PathBuf {
     match std::env::var_os("NEVE_CONFORMANCE_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => crate::workspace_root().join("../shared/conformance/rpc-compat"),
+        _ => crate::tools::workspace_root().join("../shared/conformance/rpc-compat"),
     }
 }
 

@@ -10,7 +10,7 @@ use hmac::{Hmac, Mac};
 use neve_upstream::RpcClient;
 use sha2::Sha256;
 
-use crate::{DevnetError, io_error};
+use crate::error::{DevnetError, io_error};
 
 /// The engine port's shared secret and the file geth reads it from.
 pub(crate) struct JwtSecret {

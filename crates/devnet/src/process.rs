@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use tempfile::TempDir;
 
-use crate::{DevnetError, io_error};
+use crate::error::{DevnetError, io_error};
 
 /// A running node: its process, its temporary data directory and its log.
 ///

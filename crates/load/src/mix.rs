@@ -4,8 +4,8 @@ use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy};
 use alloy_eips::eip2930::{AccessList, AccessListItem};
 use alloy_primitives::{Address, Bytes, TxKind as To, U256};
 
-use crate::Fees;
 use crate::token;
+use crate::vocabulary::Fees;
 
 /// A kind of transaction the generator sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

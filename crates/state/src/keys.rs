@@ -12,7 +12,7 @@
 //! path) but states the value of the normalized one; neve answers the same.
 //! The rule has no fork: it holds at every height.
 
-use crate::Hash;
+use crate::trie::Hash;
 
 /// A chain's rule for storage keys.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

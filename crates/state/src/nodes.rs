@@ -8,7 +8,7 @@
 //! read never rotates). So what is read survives, memory stays under the
 //! budget at every instant, and neither reads nor inserts ever scan; the
 //! dropped generation is freed by the inserting thread after the shard's
-//! lock is released (ingest inserts off the async workers). Only [`crate::proof`] and [`crate::verify_code`] can produce
+//! lock is released (ingest inserts off the async workers). Only [`crate::proof`] and [`crate::proof::verify_code`] can produce
 //! what goes in, so nothing unverified can enter.
 
 use std::collections::HashMap;

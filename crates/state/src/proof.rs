@@ -40,7 +40,7 @@ impl From<Malformed> for ProofError {
 }
 
 /// Nodes proven to lie on a path from a trusted root; the only thing
-/// [`crate::State::insert`] takes.
+/// `State::insert` takes.
 #[derive(Debug, Default)]
 pub struct Verified {
     pub(crate) entries: Vec<(Hash, Bytes)>,
@@ -110,7 +110,9 @@ pub fn verify_code(code_hash: &Hash, code: &[u8]) -> Result<Verified, ProofError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Account, State};
+    use crate::account::Account;
+    use crate::state::State;
+    use crate::vocabulary::Read;
 
     /// geth's own `eth_getProof` answer from the execution-apis suite.
     fn fixture() -> serde_json::Value {
@@ -161,9 +163,9 @@ mod tests {
         );
 
         let state = State::new(1 << 20, 0);
-        assert_eq!(state.account(&root, &address, false), crate::Read::Missing);
+        assert_eq!(state.account(&root, &address, false), Read::Missing);
         state.insert(verified);
-        let crate::Read::Found(read) = state.account(&root, &address, true) else {
+        let Read::Found(read) = state.account(&root, &address, true) else {
             panic!("held after insert")
         };
         assert_eq!(read.account, Some(account));

@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::Address;
 use crate::trie::Hash;
+use crate::vocabulary::Address;
 
 /// Blocks whose touched keys are kept for mirrors: a mirror a few blocks
 /// behind still finds them. Default is 64.

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::parse_quantity;
+use crate::quantity::parse_quantity;
 
 /// The blocks an upstream can prove state at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

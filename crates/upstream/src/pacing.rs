@@ -185,7 +185,7 @@ impl Pacing {
     }
 
     /// Books a probe: one request that goes at once even while a refusal's
-    /// pause holds every other ([`crate::RpcClient::probe`]). It takes no
+    /// pause holds every other (`RpcClient::probe`). It takes no
     /// slot of the budget: a prober sends one a few seconds at most, well
     /// under any budget, and the pause it looks past is the endpoint's own.
     pub fn admit_probe(&self) {

@@ -31,7 +31,7 @@ pub async fn wrap(host: &str, tcp: TcpStream, tls: bool) -> Result<Box<dyn Io>, 
     {
         Ok(stream) => Ok(Box::new(stream)),
         Err(error) => {
-            let reason = crate::error_chain(&error);
+            let reason = crate::error::error_chain(&error);
             Err(match hint(&reason) {
                 Some(hint) => format!("{reason}; {hint}"),
                 None => reason,

@@ -8,8 +8,9 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
+use crate::endpoint::Endpoint;
+use crate::error::{RpcError, error_chain};
 use crate::tls::Io;
-use crate::{Endpoint, RpcError, error_chain};
 
 /// A connected WebSocket.
 pub type Socket = WebSocketStream<Box<dyn Io>>;
@@ -51,7 +52,7 @@ pub async fn connect(endpoint: &Endpoint, within: Duration) -> Result<Socket, Rp
             Ok((socket, _)) => Ok(socket),
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(RpcError::Http {
                 status: response.status().as_u16(),
-                retry_after: crate::retry_after_of(response.headers())
+                retry_after: crate::pacing::retry_after_of(response.headers())
                     .map(|d| d.as_secs_f64().ceil() as u64),
                 url: shown.clone(),
                 snippet: String::new(),

@@ -1,0 +1,83 @@
+//! The words the crate's parts share: addresses, what a read finds, what
+//! a read needs fetched and who fetches it, and the budgets' defaults.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use alloy_primitives::U256;
+use bytes::Bytes;
+
+use crate::account::Account;
+use crate::trie::Hash;
+
+/// An account address.
+pub type Address = [u8; 20];
+
+/// Default byte budget of the node store: a mainnet account proof is about
+/// 5 KB, so this holds the paths of tens of thousands of hot keys while
+/// staying a small share of a mirror's memory. Default is 256 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
+/// Default number of keys prefetch keeps fresh at `latest`. Default is 4,096.
+pub const DEFAULT_HOT_KEYS: usize = 4096;
+
+/// Most storage slots one request may name (`eth_getProof`'s keys,
+/// `eth_getStorageValues`' slots over all accounts): geth's own limit, so a
+/// request neve refuses is one geth refuses too. Default is 1,024.
+pub const MAX_SLOTS_PER_REQUEST: usize = 1024;
+
+/// What a read found, or that it needs a node neve does not hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Read<T> {
+    /// Answered from verified nodes.
+    Found(T),
+    /// A node on the path (or the code) is not held: fetch, then read again.
+    Missing,
+}
+
+/// An account read: the account (`None`: proven not to exist) and, when
+/// asked for, the nodes on its path (an EIP-1186 `accountProof`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountRead {
+    /// The account, if it exists.
+    pub account: Option<Account>,
+    /// The path's nodes, root first (empty unless asked for).
+    pub proof: Vec<Bytes>,
+}
+
+/// A storage read: the slot's value and, when asked for, its proof.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotRead {
+    /// The value (zero when absent).
+    pub value: U256,
+    /// The path's nodes, root first (empty unless asked for).
+    pub proof: Vec<Bytes>,
+}
+
+/// What a read needs fetched: the proof of an account (and some of its
+/// slots, and its code) at one block, by that block's hash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FetchRequest {
+    /// The block whose state is read (asked of the upstream by hash, so a
+    /// reorg upstream cannot answer for another root).
+    pub block_hash: Hash,
+    /// That block's verified `stateRoot`, which the proof must hash up to.
+    pub state_root: Hash,
+    /// The account.
+    pub address: Address,
+    /// Slots of it the read needs, sorted and deduplicated.
+    pub slots: Vec<Hash>,
+    /// Whether the read needs the account's code.
+    pub code: bool,
+}
+
+/// Brings what a [`FetchRequest`] names into the node store. Implemented by
+/// ingest (from the upstream's `eth_getProof` and `eth_getCode`); serving
+/// only waits for it, with a deadline of its own.
+pub trait Fetch: Send + Sync + 'static {
+    /// Starts fetching (or joins a fetch of the same request already under
+    /// way). The future ends when the nodes are stored or the fetch failed;
+    /// dropping it does not cancel the fetch, so a slow answer still warms
+    /// the store.
+    fn fetch(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
