@@ -256,6 +256,8 @@ impl<'a> Decoded<'a> {
 
 /// Decodes a block from its `fullTx=true` JSON, its receipts array JSON
 /// and the raw RLP, if any, checking what says where each part sits.
+// Long: one pass over the texts as received, each part's place checked
+// where it is found.
 pub fn decode<'a>(
     full: &'a str,
     receipts: &'a str,

@@ -18,9 +18,10 @@
 //! What the rest of neve reads of it while it runs is [`IngestView`]
 //! (heights, health, metrics) and [`progress`] (catch-up shown to people).
 //!
-//! Start at [`Follower::connect`] and [`Follower::sync_once`]; a running
-//! neve starts one with [`supervise::start`] and keeps it running with
-//! [`supervise::supervise`].
+//! A running neve starts all of it with one call, [`start`], and holds the
+//! [`Running`] it returns. Underneath, start at [`Follower::connect`] and
+//! [`Follower::sync_once`]; [`supervise::start`] waits for an upstream
+//! not up yet and [`supervise::supervise`] keeps a follower running.
 
 pub mod bootstrap;
 pub mod call_rules;
@@ -34,6 +35,7 @@ pub mod heads;
 pub mod prepare;
 pub mod progress;
 pub mod rawrlp;
+pub mod running;
 pub mod state_fetch;
 mod status;
 mod strict_json;
@@ -44,6 +46,11 @@ pub mod verify;
 pub mod view;
 
 pub use error::IngestError;
-pub use follow::{Floor, Follower, IngestConfig, SharedStore, SyncOutcome};
+pub use follow::{Follower, IngestConfig, SharedStore, StartHeight, SyncOutcome};
+pub use running::{
+    IngestHandle, IngestSettings, IngestState, LaunchError, Running, StateSettings, start,
+};
+pub use state_fetch::TouchSource;
 pub use status::{Capabilities, IngestStatus};
+pub use supervise::StartError;
 pub use view::IngestView;

@@ -258,7 +258,9 @@ pub fn verify(block: &Decoded<'_>) -> Result<(), VerifyError> {
 
 /// [`verify`], giving the verified header's time (Unix seconds): what the
 /// chain's block interval is learnt from
-/// ([`IngestStatus::block_interval`](crate::IngestStatus::block_interval)).
+/// ([`IngestStatus::block_interval`](crate::status::IngestStatus::block_interval)).
+// Long: the checks run in the order of what each relies on, on parts the
+// earlier ones verified.
 pub(crate) fn verified_time(block: &Decoded<'_>) -> Result<u64, VerifyError> {
     // A key given twice is read one way here and maybe another by a client.
     if let Some((object, reason)) = &block.repeated {
@@ -353,7 +355,7 @@ pub(crate) fn verified_time(block: &Decoded<'_>) -> Result<u64, VerifyError> {
             expected: receipts_root,
         });
     }
-    fields::check(
+    fields::check_served_fields(
         block,
         &Verified {
             header: &facts,

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use neve_devnet::{AVALANCHEGO_PREFUNDED_KEY, Avalanchego};
-use neve_ingest::Floor;
+use neve_ingest::StartHeight;
 use neve_upstream::RpcClient;
 use support::*;
 
@@ -22,7 +22,7 @@ async fn mirrors_the_c_chain_under_load_and_matches_it() {
     neve_load::run(config, |_| {}).await.expect("load ran");
 
     let dir = tempfile::tempdir().unwrap();
-    let mut follower = follower(&rpc, dir.path(), Floor::Height(0)).await;
+    let mut follower = follower(&rpc, dir.path(), StartHeight::Height(0)).await;
     catch_up(&mut follower).await;
     let status = follower.status();
     assert_eq!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use neve_devnet::conformance::fixtures_dir;
 use neve_devnet::{GethConformance, GethDev, GethDevOptions};
-use neve_ingest::Floor;
+use neve_ingest::StartHeight;
 use neve_upstream::{RpcClient, parse_quantity};
 use support::*;
 
@@ -20,7 +20,7 @@ async fn mirrors_the_conformance_chain_from_genesis_and_verifies_every_block() {
         .await
         .expect("geth on the conformance chain");
     let dir = tempfile::tempdir().unwrap();
-    let mut follower = follower(geth.http_url(), dir.path(), Floor::Height(0)).await;
+    let mut follower = follower(geth.http_url(), dir.path(), StartHeight::Height(0)).await;
     assert!(follower.capabilities().block_receipts && follower.capabilities().raw);
     catch_up(&mut follower).await;
     let status = follower.status();
@@ -48,7 +48,7 @@ async fn follows_a_dev_chain_under_load_and_matches_it() {
     .await
     .expect("geth dev");
     let dir = tempfile::tempdir().unwrap();
-    let mut follower = follower(geth.http_url(), dir.path(), Floor::Height(0)).await;
+    let mut follower = follower(geth.http_url(), dir.path(), StartHeight::Height(0)).await;
     let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(6));
     config.accounts = 16;
     config.max_in_flight = 1500;
@@ -83,7 +83,7 @@ async fn a_real_reorg_rolls_back_and_reingests_the_new_chain() {
     .expect("geth dev");
     let client = RpcClient::new(geth.http_url()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut follower = follower(geth.http_url(), dir.path(), Floor::Height(0)).await;
+    let mut follower = follower(geth.http_url(), dir.path(), StartHeight::Height(0)).await;
     let grow = |seconds| {
         let mut config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(seconds));
         config.accounts = 4;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use neve_devnet::{GethDev, GethDevOptions};
-use neve_ingest::{Floor, IngestConfig, IngestView, supervise};
+use neve_ingest::{IngestConfig, IngestView, StartHeight, supervise};
 use neve_store::{Durability, StoreConfig};
 use neve_upstream::{RedactedUrl, RpcClient, parse_quantity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -124,7 +124,7 @@ async fn a_provider_over_quota_is_not_followed_within_three_blocks_and_is_again_
         store,
         IngestConfig {
             // Not genesis: its time is the genesis file's, not the pace's.
-            floor: Floor::Height(1),
+            floor: StartHeight::Height(1),
             ..IngestConfig::default()
         },
     )

@@ -166,7 +166,7 @@ pub async fn bench(args: BenchArgs) -> Result<()> {
     config.seed = args.seed;
     config.out = Some(args.out.clone());
     config.wrk_script = args.wrk_script;
-    config.neve_version = Some(crate::build::VERSION_LINE.to_owned());
+    config.neve_version = Some(crate::version::VERSION_LINE.to_owned());
     config.command_line = Some(report::command_line(
         std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()),
     ));

@@ -73,9 +73,9 @@ fn build_info() -> Vec<MetricFamily> {
         "neve_build_info",
         "The running build: version, commit and build date.",
     )
-    .const_label("version", crate::build::VERSION)
-    .const_label("commit", crate::build::COMMIT)
-    .const_label("built", crate::build::DATE);
+    .const_label("version", crate::version::VERSION)
+    .const_label("commit", crate::version::COMMIT)
+    .const_label("built", crate::version::DATE);
     let gauge = Gauge::with_opts(opts).expect("the build's labels are valid");
     gauge.set(1.0);
     gauge.collect()
@@ -96,9 +96,9 @@ mod tests {
                 "# HELP neve_build_info The running build: version, commit and build date.\n\
                  # TYPE neve_build_info gauge\n\
                  neve_build_info{{built=\"{}\",commit=\"{}\",version=\"{}\"}} 1\n",
-                crate::build::DATE,
-                crate::build::COMMIT,
-                crate::build::VERSION
+                crate::version::DATE,
+                crate::version::COMMIT,
+                crate::version::VERSION
             )
         );
     }

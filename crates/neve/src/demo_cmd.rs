@@ -4,7 +4,7 @@
 //! measured head to head on the same blocks; then the chain keeps growing
 //! and neve keeps following until Ctrl-C.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -121,9 +121,28 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     examples(&url, &neve_client, &example).await?;
 
     println!("\nneve against geth on the same blocks, same requests, same load generator:\n");
+    bench_against_geth(&exe, &url, geth.http_url(), &args)?;
+
+    println!("\nThe chain keeps growing and neve keeps following at {url}. Ctrl-C to stop.");
+    let mut traffic = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(86_400));
+    traffic.tps = Some(5);
+    let traffic = tokio::spawn(neve_load::run(traffic, |_| {}));
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    traffic.abort();
+    drop(neve);
+    let _ = std::fs::remove_dir_all(&data);
+    eprintln!("stopped");
+    Ok(())
+}
+
+/// `neve bench` of the mirror at `url` against geth at `geth_url`, on the
+/// same blocks with the same requests.
+fn bench_against_geth(exe: &Path, url: &str, geth_url: &str, args: &DemoArgs) -> Result<()> {
     let neve_target = format!("neve={url}");
-    let geth_target = format!("geth={}", geth.http_url());
-    let status = Command::new(&exe)
+    let geth_target = format!("geth={geth_url}");
+    let status = Command::new(exe)
         .args(["bench", "--target", &neve_target, "--target", &geth_target])
         .args([
             "--workload",
@@ -146,18 +165,6 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     if !status.success() {
         bail!("neve bench failed: {status}");
     }
-
-    println!("\nThe chain keeps growing and neve keeps following at {url}. Ctrl-C to stop.");
-    let mut traffic = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(86_400));
-    traffic.tps = Some(5);
-    let traffic = tokio::spawn(neve_load::run(traffic, |_| {}));
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
-    traffic.abort();
-    drop(neve);
-    let _ = std::fs::remove_dir_all(&data);
-    eprintln!("stopped");
     Ok(())
 }
 

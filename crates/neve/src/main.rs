@@ -7,18 +7,18 @@ use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench_cmd;
-mod build;
 mod chain_view;
 mod config;
 mod demo_cmd;
 mod logging;
 mod serve_cmd;
 mod units;
+mod version;
 
 #[derive(Parser)]
 #[command(
     name = "neve",
-    version = build::VERSION_LINE,
+    version = version::VERSION_LINE,
     about = "A read-only mirror for EVM chains"
 )]
 struct Cli {

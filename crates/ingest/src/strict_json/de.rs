@@ -17,7 +17,7 @@ use serde::de::{
 };
 use serde_json::{Error, Number};
 
-use super::{Json, Kind};
+use super::tree::{Json, Kind};
 
 impl Json<'_> {
     fn unexpected(&self) -> Unexpected<'_> {

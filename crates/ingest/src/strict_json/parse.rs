@@ -10,7 +10,26 @@ use std::borrow::Cow;
 use serde::de::Error as _;
 use serde_json::{Error, Number};
 
-use super::{Json, Kind, Parsed};
+use super::tree::{Json, Kind, Parsed};
+
+impl<'a> Json<'a> {
+    /// Parses `text`, refusing repeated keys.
+    pub(crate) fn parse(text: &'a [u8]) -> Result<Json<'a>, serde_json::Error> {
+        let text = std::str::from_utf8(text)
+            .map_err(|e| error_at(text, e.valid_up_to(), "invalid unicode code point"))?;
+        let parsed = Json::parse_noting_repeats(text)?;
+        match parsed.repeated {
+            Some(error) => Err(error),
+            None => Ok(parsed.tree),
+        }
+    }
+
+    /// Parses `text`; a repeated key is not an error here but noted, for
+    /// the caller to refuse the text when it chooses.
+    pub(crate) fn parse_noting_repeats(text: &'a str) -> Result<Parsed<'a>, serde_json::Error> {
+        parse(text)
+    }
+}
 
 /// serde_json's recursion limit: containers may nest 127 deep.
 const MAX_DEPTH: u32 = 127;

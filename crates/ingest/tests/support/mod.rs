@@ -2,12 +2,12 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use neve_ingest::{Floor, Follower, IngestConfig};
+use neve_ingest::{Follower, IngestConfig, StartHeight};
 use neve_store::{Durability, Reader, StoreConfig};
 use neve_upstream::{RpcClient, quantity};
 use serde_json::Value;
 
-pub async fn follower(url: &str, dir: &std::path::Path, floor: Floor) -> Follower {
+pub async fn follower(url: &str, dir: &std::path::Path, floor: StartHeight) -> Follower {
     let client = RpcClient::new(url).unwrap();
     let store = StoreConfig {
         durability: Durability::OsBuffered,

@@ -1,0 +1,163 @@
+//! Fetch-through: one proof fetcher per neve, shared by serving (as
+//! [`Fetch`]) and prefetch; concurrent fetches of one request share one
+//! upstream call.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use neve_state::{Fetch, FetchRequest, State};
+use neve_upstream::RpcClient;
+use serde_json::value::RawValue;
+use tokio::sync::{Semaphore, watch};
+
+use super::error::FetchError;
+use super::proof::{decode_and_verify, hex, with_value_slots};
+
+/// Most fetches (fetch-through and prefetch together) under way at once; a
+/// read that would start another is a miss at once (and counted as shed),
+/// so a flood of distinct cold keys cannot queue without bound or take
+/// more than this many of the upstream's connections. Default is 64.
+pub const MAX_FETCHES_IN_FLIGHT: usize = 64;
+
+/// How long one fetch may take before it fails. Longer than serving's
+/// deadline on purpose: an answer that arrives after the read gave up still
+/// warms the store for the next one. Default is 5 s.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Who a fetch is for, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Purpose {
+    Read,
+    Prefetch,
+}
+
+/// The fetcher: one per neve, shared by serving (as [`Fetch`]) and
+/// prefetch. Cheap to clone.
+#[derive(Clone)]
+pub struct ProofFetcher {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) client: RpcClient,
+    pub(super) state: Arc<State>,
+    pub(super) in_flight: Arc<Semaphore>,
+    pub(super) pending: Mutex<HashMap<FetchRequest, watch::Receiver<bool>>>,
+}
+
+impl ProofFetcher {
+    /// A fetcher asking `client` and storing into `state`.
+    pub fn new(client: RpcClient, state: Arc<State>) -> Self {
+        ProofFetcher {
+            inner: Arc::new(Inner {
+                client: client.with_timeout(FETCH_TIMEOUT),
+                state,
+                in_flight: Arc::new(Semaphore::new(MAX_FETCHES_IN_FLIGHT)),
+                pending: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Starts (or joins) a fetch; the returned future ends when it did.
+    pub(super) fn start(&self, request: FetchRequest, purpose: Purpose) -> watch::Receiver<bool> {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(done) = pending.get(&request) {
+            return done.clone();
+        }
+        let (tx, rx) = watch::channel(false);
+        let Ok(permit) = self.inner.in_flight.clone().try_acquire_owned() else {
+            self.inner
+                .state
+                .counters
+                .shed
+                .fetch_add(1, Ordering::Relaxed);
+            let _ = tx.send(true);
+            return rx;
+        };
+        pending.insert(request.clone(), rx.clone());
+        drop(pending);
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let counters = &inner.state.counters;
+            match inner.fetch(&request, purpose).await {
+                Ok(()) => {}
+                Err(FetchError::Refused(error)) => {
+                    counters.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%error, address = %hex(&request.address), "state proof refused");
+                }
+                Err(error) => {
+                    counters.fetch_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%error, address = %hex(&request.address), "state fetch failed");
+                }
+            }
+            inner
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&request);
+            drop(permit);
+            let _ = tx.send(true);
+        });
+        rx
+    }
+
+    /// The state store this fetcher fills.
+    pub fn state(&self) -> &Arc<State> {
+        &self.inner.state
+    }
+}
+
+impl Fetch for ProofFetcher {
+    fn fetch(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let mut done = self.start(request, Purpose::Read);
+        Box::pin(async move {
+            let _ = done.wait_for(|done| *done).await;
+        })
+    }
+}
+
+impl Inner {
+    async fn fetch(&self, request: &FetchRequest, purpose: Purpose) -> Result<(), FetchError> {
+        let keys = self.state.storage_keys();
+        let request = &with_value_slots(request, keys);
+        let at = serde_json::json!({ "blockHash": hex(&request.block_hash) });
+        let address = hex(&request.address);
+        let slots: Vec<String> = request.slots.iter().map(|s| hex(s)).collect();
+        let proof_params = serde_json::json!([address, slots, at]);
+        let code_params = serde_json::json!([address, at]);
+        let mut calls = vec![("eth_getProof", proof_params)];
+        if request.code {
+            calls.push(("eth_getCode", code_params));
+        }
+        let counter = match purpose {
+            Purpose::Read => &self.state.counters.upstream_calls,
+            Purpose::Prefetch => &self.state.counters.prefetch_calls,
+        };
+        counter.fetch_add(calls.len() as u64, Ordering::Relaxed);
+        let mut answers = self.client.batch(&calls).await?.into_iter();
+        let proof = answers.next().expect("one answer per call")?;
+        let code = answers.next().transpose()?;
+        // Decoding and hashing a proof of up to 1,024 slots is milliseconds
+        // of CPU, and an insert may free an evicted generation: off the
+        // async workers.
+        let request = request.clone();
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            let verified = decode_and_verify(
+                &request,
+                keys,
+                proof.get(),
+                code.as_deref().map(RawValue::get),
+            )?;
+            state.insert(verified);
+            Ok::<_, FetchError>(())
+        })
+        .await
+        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))??;
+        Ok(())
+    }
+}
