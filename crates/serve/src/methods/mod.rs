@@ -87,7 +87,7 @@ impl Context {
             Err(error) => return error.into(),
         };
         // A method neve does not serve is the node's to judge (421).
-        let Some(method) = methods().find(|m| m.name == method) else {
+        let Some((row, method)) = methods().enumerate().find(|(_, m)| m.name == method) else {
             return Reply::Unsupported;
         };
         if method.state_read && self.state.is_none() {
@@ -101,7 +101,7 @@ impl Context {
             Runs::Held(answer) => answer(self, &params, reads),
             Runs::Executed(executed) => {
                 let gas = &Default::default();
-                self.run_pinned(method.name, max, executed, &params, reads, gas)
+                self.run_pinned(memo_tag(row), max, executed, &params, reads, gas)
             }
         };
         reply_of(answered)
@@ -117,9 +117,9 @@ impl Context {
         params: Option<&RawValue>,
         reads: Reads,
     ) -> Execution {
-        let found = methods().find(|m| m.name == method);
-        let Some((method, executed)) = found.and_then(|m| match &m.runs {
-            Runs::Executed(executed) => Some((m, executed)),
+        let found = methods().enumerate().find(|(_, m)| m.name == method);
+        let Some((row, method, executed)) = found.and_then(|(row, m)| match &m.runs {
+            Runs::Executed(executed) => Some((row, m, executed)),
             Runs::Held(_) => None,
         }) else {
             let (reply, gas) = crate::rpc::charge::charged(|| self.call(method, params, reads));
@@ -129,7 +129,7 @@ impl Context {
         let gas = std::cell::Cell::new(0);
         let answered = Params::new(params).map_err(NoReply::from).and_then(|p| {
             p.arity(required, most)?;
-            self.run_pinned(method.name, most, executed, &p, reads, &gas)
+            self.run_pinned(memo_tag(row), most, executed, &p, reads, &gas)
         });
         let reply = match answered {
             Err(NoReply::Cold | NoReply::Damaged) => Reply::Miss,
@@ -140,6 +140,12 @@ impl Context {
             gas: gas.get(),
         }
     }
+}
+
+/// The memo's byte for the method at `row` of the table.
+fn memo_tag(row: usize) -> u8 {
+    const { assert!(SERVED_COUNT < 256, "a method's row fits a byte") };
+    row as u8
 }
 
 /// A handler's result as a reply.

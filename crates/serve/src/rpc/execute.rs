@@ -56,7 +56,7 @@ impl Context {
     /// the pinned block, every run's gas added to `gas`.
     pub(crate) fn run_pinned(
         &self,
-        name: &str,
+        tag: u8,
         most: usize,
         executed: &PinnedRun,
         p: &Params<'_>,
@@ -64,7 +64,7 @@ impl Context {
         gas: &Cell<u64>,
     ) -> Result<Reply, NoReply> {
         let memo = executed.memo.then_some(MemoKey {
-            name,
+            tag,
             most,
             block_param: executed.block_param,
         });
@@ -173,7 +173,7 @@ impl Context {
     /// The kept answer to this call, looked up on the async worker: the
     /// block from memory only, and anything unusual left for the run to
     /// answer.
-    fn remembered(&self, memo: &MemoKey<'_>, p: &Params<'_>, reads: Reads) -> Option<Reply> {
+    fn remembered(&self, memo: &MemoKey, p: &Params<'_>, reads: Reads) -> Option<Reply> {
         if !self.call_answers.enabled() {
             return None;
         }
@@ -185,30 +185,29 @@ impl Context {
 
 /// What a method's answers are kept under in the memo.
 #[derive(Clone, Copy)]
-struct MemoKey<'a> {
-    name: &'a str,
+struct MemoKey {
+    /// The method's own byte (its row in the table).
+    tag: u8,
     most: usize,
     block_param: usize,
 }
 
-impl MemoKey<'_> {
-    /// The memo's key of a call: the method, the pinned block's hash, and
-    /// every parameter but the block's as sent (the block parameter is the
-    /// hash: `latest` and its number share answers).
+impl MemoKey {
+    /// The memo's key of a call: the method's byte, the pinned block's
+    /// hash, and every parameter but the block's as sent (the block
+    /// parameter is the hash: `latest` and its number share answers).
     fn key(&self, block_hash: &[u8; 32], p: &Params<'_>) -> Vec<u8> {
         let parts: Vec<&str> = (0..self.most)
             .filter(|index| *index != self.block_param)
             .map(|index| p.optional(index).map_or("", |raw| raw.get()))
             .collect();
-        let size = self.name.len() + 33 + parts.iter().map(|part| part.len() + 1).sum::<usize>();
-        let mut key = Vec::with_capacity(size);
-        key.extend_from_slice(self.name.as_bytes());
-        // Not in any JSON text nor method name: parts cannot run into
-        // each other.
-        key.push(0);
+        let mut key =
+            Vec::with_capacity(33 + parts.iter().map(|part| part.len() + 1).sum::<usize>());
+        key.push(self.tag);
         key.extend_from_slice(block_hash);
         for part in parts {
             key.extend_from_slice(part.as_bytes());
+            // Not in any JSON text: parts cannot run into each other.
             key.push(0);
         }
         key
