@@ -290,7 +290,7 @@ async fn tps_run(args: TpsArgs) -> Result<()> {
         funder_key,
         max_duration: Duration::from_secs(args.max_seconds),
     };
-    let report = tps::run(&config, crate::print_progress).await?;
+    let report = tps::run(&config, crate::load_cmd::print_progress).await?;
     println!("{}", report.render());
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)

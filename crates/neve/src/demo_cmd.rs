@@ -62,7 +62,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         args.seconds
     );
     let config = neve_load::LoadConfig::new(geth.http_url(), Duration::from_secs(args.seconds));
-    let report = neve_load::run(config, crate::print_progress).await?;
+    let report = neve_load::run(config, crate::load_cmd::print_progress).await?;
     eprintln!("{}", report.render());
     let geth_client = RpcClient::new(geth.http_url())?;
     let example = example_transaction(geth.http_url(), &geth_client).await?;
@@ -198,7 +198,7 @@ async fn example_transaction(geth_url: &str, geth: &RpcClient) -> Result<Example
         );
         let config =
             neve_load::LoadConfig::new(geth_url, Duration::from_secs(EXAMPLE_TRAFFIC_SECONDS));
-        neve_load::run(config, crate::print_progress).await?;
+        neve_load::run(config, crate::load_cmd::print_progress).await?;
     }
 }
 
