@@ -45,6 +45,30 @@ fn response_too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
     (envelope(id, reply), Outcome::Error)
 }
 
+/// The elements of a request the pass over what neve holds handed on, by
+/// where they are answered, each with its place among the answers.
+struct Deferred<'a> {
+    scans: Vec<(usize, Call<'a>, Plan, Instant)>,
+    /// The fetches each state read needs, run before any is answered.
+    fetches: Vec<Vec<neve_state::FetchRequest>>,
+    fetched: Vec<(usize, Call<'a>, Instant)>,
+    /// With the bytes of the answers built before each.
+    colds: Vec<(usize, Call<'a>, Instant, usize)>,
+    /// Whether each runs the EVM.
+    executes: Vec<(usize, Call<'a>, Instant, bool)>,
+    budget: Budget,
+    latest: Option<u64>,
+}
+
+impl Deferred<'_> {
+    fn is_empty(&self) -> bool {
+        self.scans.is_empty()
+            && self.fetched.is_empty()
+            && self.colds.is_empty()
+            && self.executes.is_empty()
+    }
+}
+
 impl Server {
     pub(super) async fn batch(&self, body: &Bytes, over_ws: bool) -> Response<Chunks> {
         let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
@@ -122,74 +146,108 @@ impl Server {
     }
 
     /// Answers `elements` in order: everything held in one pass on this
-    /// worker, then the deferred ones (cold reads on the I/O threads, calls
-    /// on the call threads, log scans on the scan threads, state reads
-    /// after their fetches) and their finishing. Every answer is counted
-    /// against `cap` as it is built; past it nothing more is built. Returns
-    /// the answers and whether any was deferred (then counted again in
-    /// order by the batch's cut). A single call is a batch of one, with no
-    /// cap: this is the one dispatcher of deferred work.
+    /// worker ([`Server::answer_held`]), then the deferred ones
+    /// ([`Server::answer_deferred`]). Returns the answers and whether any
+    /// was deferred (then counted again in order by the batch's cut). A
+    /// single call is a batch of one, with no cap: this is the one
+    /// dispatcher of deferred work.
     pub(super) async fn answer_elements(
         &self,
         elements: &[&RawValue],
         over_ws: bool,
         cap: usize,
     ) -> (Vec<(Vec<Bytes>, Outcome)>, bool) {
-        // Everything held is answered in one pass; only state reads that
-        // need fetching wait, all at once.
+        let (mut answers, deferred) = self.answer_held(elements, over_ws, cap);
+        if deferred.is_empty() {
+            return (answers, false);
+        }
+        self.answer_deferred(elements, &mut answers, deferred, cap, over_ws)
+            .await;
+        (answers, true)
+    }
+
+    /// The pass over what neve holds, on this worker: every element held
+    /// answered, the rest handed on as [`Deferred`] work with a place kept
+    /// for its answer. Every answer is counted against `cap` as it is
+    /// built, deferred ones (a log scan, a state fetch; their sizes not
+    /// known yet, each bounded by its own budget) or not, so once the count
+    /// passes the cap nothing more is built; when some were deferred, the
+    /// batch's cut counts them all again in order, as geth cuts a batch.
+    fn answer_held<'a>(
+        &self,
+        elements: &[&'a RawValue],
+        over_ws: bool,
+        cap: usize,
+    ) -> (Vec<(Vec<Bytes>, Outcome)>, Deferred<'a>) {
         let mut answers = Vec::with_capacity(elements.len());
-        let mut fetches = Vec::new();
-        let mut fetched = Vec::new();
-        let mut scans = Vec::new();
-        let mut colds = Vec::new();
-        let mut executes = Vec::new();
-        let mut budget = self.ctx.logs_budget();
-        // Bytes of the answers built so far: every one counts as it is
-        // built, deferred ones (a log scan, a state fetch; their sizes not
-        // known yet, each bounded by its own budget) or not, so once the
-        // count passes the cap nothing more is built. When some were
-        // deferred, a pass below counts them all again in order, as geth
-        // cuts a batch.
+        let mut deferred = Deferred {
+            scans: Vec::new(),
+            fetches: Vec::new(),
+            fetched: Vec::new(),
+            colds: Vec::new(),
+            executes: Vec::new(),
+            budget: self.ctx.logs_budget(),
+            // One `latest` for every element, deferred ones included.
+            latest: self.ctx.latest(),
+        };
         let mut answered = 0usize;
-        let mut deferred = false;
-        // One `latest` for every element, deferred ones included.
-        let latest = self.ctx.latest();
         for (i, raw) in elements.iter().enumerate() {
             if answered > cap {
                 answers.push(response_too_large(raw));
                 continue;
             }
-            match self.first_pass(raw, over_ws, &mut budget, latest) {
+            let first = self.first_pass(raw, over_ws, &mut deferred.budget, deferred.latest);
+            let placeholder = (Vec::new(), Outcome::Miss);
+            match first {
                 FirstPass::Done(chunks, outcome) => {
                     answered += answer_len(&chunks);
                     answers.push((chunks, outcome))
                 }
                 FirstPass::Silent => answers.push((Vec::new(), Outcome::Ok)),
                 FirstPass::Scan(call, plan, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    scans.push((i, call, *plan, started));
+                    answers.push(placeholder);
+                    deferred.scans.push((i, call, *plan, started));
                 }
                 FirstPass::Fetch(call, requests, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    // Only the fetches run now; the answers are built below,
+                    answers.push(placeholder);
+                    // The fetches run first; the answers are built after,
                     // in order, each counted against the cap first.
-                    fetches.push(self.await_fetches(requests));
-                    fetched.push((i, call, started));
+                    deferred.fetches.push(requests);
+                    deferred.fetched.push((i, call, started));
                 }
                 FirstPass::Execute(call, started, evm) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    executes.push((i, call, started, evm));
+                    answers.push(placeholder);
+                    deferred.executes.push((i, call, started, evm));
                 }
                 FirstPass::Cold(call, started) => {
-                    deferred = true;
-                    answers.push((Vec::new(), Outcome::Miss));
-                    colds.push((i, call, started, answered));
+                    answers.push(placeholder);
+                    deferred.colds.push((i, call, started, answered));
                 }
             }
         }
+        (answers, deferred)
+    }
+
+    /// The deferred elements answered, each in its place: cold reads on
+    /// the I/O threads, calls on the call threads, log scans on the scan
+    /// threads, state reads after their fetches; then finished.
+    async fn answer_deferred(
+        &self,
+        elements: &[&RawValue],
+        answers: &mut [(Vec<Bytes>, Outcome)],
+        deferred: Deferred<'_>,
+        cap: usize,
+        over_ws: bool,
+    ) {
+        let Deferred {
+            scans,
+            fetches,
+            fetched,
+            colds,
+            executes,
+            budget,
+            latest,
+        } = deferred;
         if !colds.is_empty() {
             let owned = colds
                 .iter()
@@ -201,7 +259,7 @@ impl Server {
             }
         }
         if !executes.is_empty() {
-            self.execute_deferred(executes, &mut answers, cap, latest, over_ws)
+            self.execute_deferred(executes, answers, cap, latest, over_ws)
                 .await;
         }
         if !scans.is_empty() {
@@ -214,11 +272,13 @@ impl Server {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }
+        let fetches = fetches
+            .into_iter()
+            .map(|requests| self.await_fetches(requests));
         futures_util::future::join_all(fetches).await;
         if !fetched.is_empty() {
-            self.answer_fetched(elements, fetched, &mut answers, cap, latest, over_ws);
+            self.answer_fetched(elements, fetched, answers, cap, latest, over_ws);
         }
-        (answers, deferred)
     }
 
     /// Executes a request's deferred calls on the call threads, each with
