@@ -18,6 +18,8 @@ mod receipts;
 mod state;
 mod uncles;
 
+use std::cell::Cell;
+
 use serde_json::value::RawValue;
 
 use crate::params::Params;
@@ -82,62 +84,57 @@ impl Context {
     /// [`Reply::LongRead`] when it is answered on the call threads
     /// ([`Context::execute`]).
     pub(crate) fn call(&self, method: &str, params: Option<&RawValue>, reads: Reads) -> Reply {
-        let params = match Params::new(params) {
-            Ok(params) => params,
-            Err(error) => return error.into(),
-        };
-        // A method neve does not serve is the node's to judge (421).
-        let Some((row, method)) = methods().enumerate().find(|(_, m)| m.name == method) else {
-            return Reply::Unsupported;
-        };
-        if method.state_read && self.state.is_none() {
-            return Reply::Unsupported;
-        }
-        let (required, max) = method.arity;
-        if let Err(error) = params.arity(required, max) {
-            return error.into();
-        }
-        let answered = match &method.runs {
-            Runs::Held(answer) => answer(self, &params, reads),
-            Runs::Executed(executed) => {
-                let gas = &Default::default();
-                self.run_pinned(memo_tag(row), max, executed, &params, reads, gas)
-            }
-        };
-        reply_of(answered)
+        reply_of(self.answer(method, params, reads, &Cell::new(0)))
     }
 
     /// Answers a call the worker answered [`Reply::Execute`] or
-    /// [`Reply::LongRead`], on the call
-    /// threads: an executed method run at its pinned block, or a held one
-    /// answered where it may take its time, charged for what it read.
+    /// [`Reply::LongRead`], on the call threads: an executed method run at
+    /// its pinned block, or a held one answered where it may take its
+    /// time; with the gas of its runs and of what it read.
     pub(crate) fn execute(
         &self,
         method: &str,
         params: Option<&RawValue>,
         reads: Reads,
     ) -> Execution {
-        let found = methods().enumerate().find(|(_, m)| m.name == method);
-        let Some((row, method, executed)) = found.and_then(|(row, m)| match &m.runs {
-            Runs::Executed(executed) => Some((row, m, executed)),
-            Runs::Held(_) => None,
-        }) else {
-            let (reply, gas) = crate::rpc::charge::charged(|| self.call(method, params, reads));
-            return Execution { reply, gas };
-        };
-        let (required, most) = method.arity;
-        let gas = std::cell::Cell::new(0);
-        let answered = Params::new(params).map_err(NoReply::from).and_then(|p| {
-            p.arity(required, most)?;
-            self.run_pinned(memo_tag(row), most, executed, &p, reads, &gas)
-        });
+        let ran = Cell::new(0);
+        let (answered, read) =
+            crate::rpc::charge::charged(|| self.answer(method, params, reads, &ran));
         let reply = match answered {
             Err(NoReply::Cold | NoReply::Damaged) => Reply::Miss,
             other => reply_of(other),
         };
         Execution {
             reply,
-            gas: gas.get(),
+            gas: ran.get().saturating_add(read),
+        }
+    }
+
+    /// One call by the table's row for its method: parameters and arity
+    /// checked, then answered as the method runs; the gas of runs added
+    /// to `gas`.
+    fn answer(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        reads: Reads,
+        gas: &Cell<u64>,
+    ) -> Result<Reply, NoReply> {
+        let params = Params::new(params)?;
+        // A method neve does not serve is the node's to judge (421).
+        let Some((row, method)) = methods().enumerate().find(|(_, m)| m.name == method) else {
+            return Ok(Reply::Unsupported);
+        };
+        if method.state_read && self.state.is_none() {
+            return Ok(Reply::Unsupported);
+        }
+        let (required, max) = method.arity;
+        params.arity(required, max)?;
+        match &method.runs {
+            Runs::Held(answer) => answer(self, &params, reads),
+            Runs::Executed(executed) => {
+                self.run_pinned(memo_tag(row), max, executed, &params, reads, gas)
+            }
         }
     }
 }
