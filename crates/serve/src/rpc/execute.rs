@@ -90,10 +90,7 @@ impl Context {
             rules_contradicted(&facts, &fork);
             return Ok(Reply::Miss);
         }
-        let memory = Reads {
-            waits: Waits::Never,
-            ..reads
-        };
+        let memory = Reads::in_memory(reads.latest);
         let canonical = |height: u64| -> Option<[u8; 32]> {
             let at = BlockRef::Tag(BlockTag::Number(height));
             self.block(at, memory)
@@ -146,10 +143,7 @@ impl Context {
         at: BlockRef,
         reads: Reads,
     ) -> Result<Option<std::sync::Arc<BlockFacts>>, NoReply> {
-        let memory = Reads {
-            waits: Waits::Never,
-            ..reads
-        };
+        let memory = Reads::in_memory(reads.latest);
         let Some(block) = self.block(at, memory).or_else(|_| self.block(at, reads))? else {
             return Ok(None);
         };

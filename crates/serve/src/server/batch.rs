@@ -49,9 +49,9 @@ fn response_too_large(raw: &RawValue) -> (Vec<Bytes>, Outcome) {
 /// where they are answered, each with its place among the answers.
 struct Deferred<'a> {
     scans: Vec<(usize, Call<'a>, Plan, Instant)>,
-    /// The fetches each state read needs, run before any is answered.
-    fetches: Vec<Vec<neve_state::FetchRequest>>,
-    fetched: Vec<(usize, Call<'a>, Instant)>,
+    /// State reads, with the fetches each needs: every fetch runs before
+    /// any of them is answered.
+    fetched: Vec<(usize, Call<'a>, Instant, Vec<neve_state::FetchRequest>)>,
     /// With the bytes of the answers built before each.
     colds: Vec<(usize, Call<'a>, Instant, usize)>,
     /// Whether each runs the EVM.
@@ -182,7 +182,6 @@ impl Server {
         let mut answers = Vec::with_capacity(elements.len());
         let mut deferred = Deferred {
             scans: Vec::new(),
-            fetches: Vec::new(),
             fetched: Vec::new(),
             colds: Vec::new(),
             executes: Vec::new(),
@@ -212,8 +211,7 @@ impl Server {
                     answers.push(placeholder);
                     // The fetches run first; the answers are built after,
                     // in order, each counted against the cap first.
-                    deferred.fetches.push(requests);
-                    deferred.fetched.push((i, call, started));
+                    deferred.fetched.push((i, call, started, requests));
                 }
                 FirstPass::Execute(call, started, evm) => {
                     answers.push(placeholder);
@@ -241,7 +239,6 @@ impl Server {
     ) {
         let Deferred {
             scans,
-            fetches,
             fetched,
             colds,
             executes,
@@ -272,7 +269,11 @@ impl Server {
                 answers[i] = self.finish(&call, reply, started, over_ws, false);
             }
         }
-        let fetches = fetches
+        let (fetched, requests): (Vec<_>, Vec<_>) = fetched
+            .into_iter()
+            .map(|(i, call, started, requests)| ((i, call, started), requests))
+            .unzip();
+        let fetches = requests
             .into_iter()
             .map(|requests| self.await_fetches(requests));
         futures_util::future::join_all(fetches).await;
