@@ -75,8 +75,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let endpoint = upstream_endpoint(&rpc_url, &args)?;
     let (client, follower_client) = upstream_clients(&endpoint, &args)?;
     let listeners = bind_listeners(&args).await?;
-    let upstream_url = client.url().to_owned();
-    let shown = endpoint.clone();
+    // The upstream as logs may show it (credentials redacted).
+    let shown = endpoint.shown().clone();
     let settings = ingest_settings(&args, rpc_url, endpoint, client, follower_client, floor);
     let running = neve_ingest::start(settings, |identity| {
         tracing::info!(
@@ -89,7 +89,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         )
     })
     .await
-    .map_err(|error| launch_error(error, &upstream_url, &args.data_dir))?;
+    .map_err(|error| launch_error(error, shown.as_str(), &args.data_dir))?;
     let config = serve_config(args);
     let neve_ingest::Running {
         identity,
