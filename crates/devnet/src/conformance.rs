@@ -59,6 +59,7 @@ pub const CALL_METHODS: &[&str] = &[
     "eth_feeHistory",
     "eth_blobBaseFee",
     "eth_baseFee",
+    "eth_simulateV1",
 ];
 
 /// Every method neve serves: the block tail, state and calls.
@@ -297,13 +298,48 @@ pub async fn run_case(client: &RpcClient, case: &Case) -> Result<(), String> {
             matches(&exchange.expected, &actual)
         };
         if !passed {
+            let mut differences = Vec::new();
+            differ("", &exchange.expected, &actual, &mut differences);
             return Err(format!(
-                "exchange {i}: HTTP {status}\n  request:  {:.300}\n  expected: {:.600}\n  actual:   {:.600}",
-                exchange.request, exchange.expected, actual
+                "exchange {i}: HTTP {status}\n  request:  {:.300}\n  expected: {:.600}\n  actual:   {:.600}\n  differs at: {}",
+                exchange.request,
+                exchange.expected,
+                actual,
+                differences.join("\n              ")
             ));
         }
     }
     Ok(())
+}
+
+/// Where `actual` differs from `expected` (JSON paths, at most 12): what
+/// a long answer's report shows.
+fn differ(path: &str, expected: &Value, actual: &Value, out: &mut Vec<String>) {
+    if out.len() >= 12 || expected == actual {
+        return;
+    }
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (key, value) in e {
+                let at = format!("{path}.{key}");
+                match a.get(key) {
+                    Some(other) => differ(&at, value, other, out),
+                    None => out.push(format!("{at}: missing")),
+                }
+            }
+            for key in a.keys().filter(|key| !e.contains_key(*key)) {
+                out.push(format!("{path}.{key}: not expected"));
+            }
+        }
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+            for (index, (value, other)) in e.iter().zip(a).enumerate() {
+                differ(&format!("{path}[{index}]"), value, other, out);
+            }
+        }
+        _ => out.push(format!(
+            "{path}: expected {expected:.120}, got {actual:.120}"
+        )),
+    }
 }
 
 /// The outcome of a suite run.

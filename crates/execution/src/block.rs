@@ -27,6 +27,10 @@ pub struct BlockFacts {
     pub mix_hash: B256,
     /// The blob gas excess, from Cancun on.
     pub excess_blob_gas: Option<u64>,
+    /// Gas its transactions used (a simulated child's base fee follows it).
+    pub gas_used: u64,
+    /// Blob gas its transactions used, from Cancun on.
+    pub blob_gas_used: Option<u64>,
     /// The verified state root every read starts from.
     pub state_root: B256,
     /// Which forks the header's own fields show (Shanghai's
@@ -64,6 +68,8 @@ struct HeaderJson {
     mix_hash: B256,
     #[serde(default)]
     excess_blob_gas: Option<U256>,
+    #[serde(default)]
+    gas_used: U256,
     state_root: B256,
     #[serde(default)]
     withdrawals_root: Option<B256>,
@@ -96,6 +102,11 @@ impl BlockFacts {
             excess_blob_gas: header
                 .excess_blob_gas
                 .map(|gas| small(gas, "excessBlobGas"))
+                .transpose()?,
+            gas_used: small(header.gas_used, "gasUsed")?,
+            blob_gas_used: header
+                .blob_gas_used
+                .map(|gas| small(gas, "blobGasUsed"))
                 .transpose()?,
             state_root: header.state_root,
             shows: HeaderForks {
@@ -212,6 +223,8 @@ mod tests {
             difficulty: U256::ZERO,
             mix_hash: B256::ZERO,
             excess_blob_gas: Some(0),
+            gas_used: 0,
+            blob_gas_used: Some(0),
             state_root: B256::ZERO,
             shows,
         };

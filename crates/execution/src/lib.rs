@@ -28,6 +28,7 @@ mod pricing;
 mod revert;
 mod rules;
 mod run;
+pub mod simulate;
 mod tracer;
 
 pub use access_list::{

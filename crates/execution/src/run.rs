@@ -85,12 +85,12 @@ impl Pinned<'_> {
         }
     }
 
-    fn charge(&self, gas: u64) {
+    pub(crate) fn charge(&self, gas: u64) {
         self.spent.set(self.spent.get().saturating_add(gas));
     }
 
     /// A database over the pinned block's verified state.
-    fn database(&self) -> VerifiedDb<'_> {
+    pub(crate) fn database(&self) -> VerifiedDb<'_> {
         VerifiedDb::new(
             self.state,
             self.block.state_root,

@@ -228,11 +228,11 @@ async fn newest_transaction(geth: &RpcClient) -> Result<Option<Example>> {
 }
 
 /// The calls the demo shows, about `example`: each answered by neve with a
-/// result (`eth_call` executed locally, over state verified against the
-/// block's root) but `eth_simulateV1`, which is not neve's to answer
-/// (421, for a front end to send to the node). The demo's test sends them
-/// again as printed.
-fn example_calls(example: &Example) -> [(&'static str, Value); 6] {
+/// result (`eth_call` and `eth_simulateV1` executed locally, over state
+/// verified against the block's root) but `eth_sendRawTransaction`, which
+/// is not neve's to answer (421, for a front end to send to the node). The
+/// demo's test sends them again as printed.
+fn example_calls(example: &Example) -> [(&'static str, Value); 7] {
     let (hash, from) = (&example.hash, &example.from);
     [
         ("eth_blockNumber", json!([])),
@@ -247,6 +247,8 @@ fn example_calls(example: &Example) -> [(&'static str, Value); 6] {
             "eth_simulateV1",
             json!([{"blockStateCalls": [{"calls": [{"from": from, "to": from}]}]}, "latest"]),
         ),
+        // Not a transaction anyone could send: the node refuses it too.
+        ("eth_sendRawTransaction", json!(["0x00"])),
     ]
 }
 

@@ -149,7 +149,7 @@ async fn bench_compares_neve_and_geth_over_the_same_blocks() {
     let mix = out.path().join("call.toml");
     std::fs::write(
         &mix,
-        "[[call]]\nmethod = \"eth_simulateV1\"\nweight = 1\nparams = '[{\"to\":\"0x00000000000000000000000000000000000c0ffe\"},\"latest\"]'\n",
+        "[[call]]\nmethod = \"eth_sendRawTransaction\"\nweight = 1\nparams = '[\"0x00\"]'\n",
     )
     .unwrap();
     let flagged_dir = out.path().join("flagged").display().to_string();

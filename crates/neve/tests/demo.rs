@@ -56,7 +56,7 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
     assert!(printed.contains("HTTP 200"), "{printed}");
     assert!(
         printed.contains("HTTP 421"),
-        "eth_simulateV1 is shown going to the node: {printed}"
+        "eth_sendRawTransaction is shown going to the node: {printed}"
     );
     assert!(
         printed.contains("| workload |"),
@@ -72,6 +72,7 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
         "eth_getBalance",
         "eth_call",
         "eth_simulateV1",
+        "eth_sendRawTransaction",
     ] {
         assert!(methods.contains(&method), "{method}: {printed}");
     }
@@ -82,7 +83,7 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
     assert_eq!(first, "0x539");
 
     // Each example, sent again as printed: a result (eth_call's executed
-    // here), but eth_simulateV1's 421.
+    // here, and eth_simulateV1's), but eth_sendRawTransaction's 421.
     for (body, printed_status, printed_answer) in &examples {
         let params = body["params"].as_array().unwrap();
         assert!(
@@ -90,7 +91,7 @@ async fn the_demo_leaves_a_mirror_to_query_until_ctrl_c() {
             "an empty parameter: {body}"
         );
         let (status, answer) = client.post(body.to_string().into()).await.unwrap();
-        if body["method"] == "eth_simulateV1" {
+        if body["method"] == "eth_sendRawTransaction" {
             assert_eq!((*printed_status, status.as_u16()), (421, 421), "{body}");
             continue;
         }

@@ -7,7 +7,7 @@
 mod support;
 
 use neve_devnet::GethConformance;
-use neve_devnet::conformance::{fixtures_dir, load_cases, run_all, served_methods};
+use neve_devnet::conformance::{Case, fixtures_dir, load_cases, run_all, served_methods};
 use neve_upstream::RpcClient;
 use support::*;
 
@@ -22,6 +22,31 @@ fn all_methods() -> Vec<String> {
     methods
 }
 
+/// Cases neve answers 421, as its contract says, and a front end takes
+/// to the node: simulations on blocks whose rules `eth_config` no longer
+/// names (genesis, before the merge; block 0x35, under the previous blob
+/// schedule), and one at a block past the stored head.
+const THE_NODES: &[&str] = &[
+    "eth_simulateV1/ethSimulate-empty-with-block-num-set-firstblock",
+    "eth_simulateV1/ethSimulate-empty-with-block-num-set-minusone",
+    "eth_simulateV1/ethSimulate-make-call-with-future-block",
+];
+
+/// Checks [`THE_NODES`]'s cases among `cases` get 421; returns the rest.
+async fn the_nodes_cases_are_421(client: &RpcClient, cases: Vec<Case>) -> Vec<Case> {
+    let (to_node, rest): (Vec<_>, Vec<_>) = cases
+        .into_iter()
+        .partition(|case| THE_NODES.contains(&case.name.as_str()));
+    for case in &to_node {
+        let (status, _) = client
+            .post(case.exchanges[0].request.clone().into())
+            .await
+            .unwrap();
+        assert_eq!(status.as_u16(), 421, "{}", case.name);
+    }
+    rest
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn neve_passes_every_case_of_the_methods_it_serves_and_421s_the_rest() {
     let geth = GethConformance::start(&fixtures_dir())
@@ -31,6 +56,7 @@ async fn neve_passes_every_case_of_the_methods_it_serves_and_421s_the_rest() {
     let client = RpcClient::new(&neve.url).unwrap();
 
     let served = load_cases(&fixtures_dir(), &served_methods()).unwrap();
+    let served = the_nodes_cases_are_421(&client, served).await;
     let report = run_all(&client, &served).await;
     eprint!("{}", report.render());
     assert!(report.failed.is_empty(), "{}", report.render());
@@ -50,6 +76,28 @@ async fn neve_passes_every_case_of_the_methods_it_serves_and_421s_the_rest() {
         assert_eq!(status.as_u16(), 421, "{}: {body}", case.name);
         assert_eq!(body["error"]["code"], -32601, "{}", case.name);
     }
+}
+
+/// The simulation cases alone, each answer compared whole (blocks,
+/// hashes, state roots, logs): the quick judge of `eth_simulateV1`.
+#[tokio::test(flavor = "multi_thread")]
+async fn neve_passes_every_simulation_case() {
+    let geth = GethConformance::start(&fixtures_dir())
+        .await
+        .expect("geth on the conformance chain");
+    let neve = Neve::start(geth.http_url(), &["--floor", "0"], 0x36).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let cases = load_cases(&fixtures_dir(), &["eth_simulateV1"]).unwrap();
+    assert!(cases.len() >= 70, "{} cases", cases.len());
+    let cases = the_nodes_cases_are_421(&client, cases).await;
+    let report = run_all(&client, &cases).await;
+    eprint!("{}", report.render());
+    assert!(
+        report.failed.is_empty(),
+        "{}\nneve's log:\n{}",
+        report.render(),
+        neve.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

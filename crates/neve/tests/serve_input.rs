@@ -169,7 +169,7 @@ async fn bad_requests_get_clear_errors_and_limits_hold() {
     }
 
     // A batch with one miss is 421 as a whole; elements answered in order.
-    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x999",false]},{"jsonrpc":"2.0","id":3,"method":"eth_simulateV1","params":[{"to":"0x0000000000000000000000000000000000000000"},"latest"]}]"#;
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x999",false]},{"jsonrpc":"2.0","id":3,"method":"eth_sendRawTransaction","params":["0x00"]}]"#;
     let (status, body) = post(&client, batch).await;
     assert_eq!(status, 421);
     assert_eq!(

@@ -28,6 +28,12 @@ pub enum ErrorCode {
     /// -32000: a call that failed otherwise (a halt, a pre-check, an
     /// override that does not apply), with geth's message.
     ExecutionFailed,
+    /// geth's codes for a simulation it refuses as a whole
+    /// (`eth_simulateV1`: -38010 … -38026, and -32015 for a call's own
+    /// failure inside its answer), by the refusal's kind.
+    Simulation(neve_execution::simulate::Refusal),
+    /// -32015: a simulated call the EVM failed (inside the answer).
+    VmError,
     /// -32003: the rest of a batch whose answers passed
     /// [`crate::config::DEFAULT_MAX_BATCH_ANSWER_BYTES`] (geth's code and message).
     ResponseTooLarge,
@@ -47,6 +53,26 @@ impl ErrorCode {
             ErrorCode::ResponseTooLarge => -32003,
             ErrorCode::ExecutionReverted => 3,
             ErrorCode::ExecutionFailed => -32000,
+            ErrorCode::VmError => -32015,
+            ErrorCode::Simulation(refusal) => {
+                use neve_execution::simulate::Refusal;
+                match refusal {
+                    Refusal::InvalidParams => -32602,
+                    Refusal::NonceTooLow => -38010,
+                    Refusal::NonceTooHigh => -38011,
+                    Refusal::BaseFeeTooLow => -38012,
+                    Refusal::IntrinsicGas => -38013,
+                    Refusal::InsufficientFunds => -38014,
+                    Refusal::BlockGasLimitReached => -38015,
+                    Refusal::BlockNumberInvalid => -38020,
+                    Refusal::BlockTimestampInvalid => -38021,
+                    Refusal::SenderIsNotEoa => -38024,
+                    Refusal::MaxInitCodeSizeExceeded => -38025,
+                    Refusal::ClientLimitExceeded => -38026,
+                    Refusal::Internal => -32603,
+                    Refusal::Failed => -32000,
+                }
+            }
         }
     }
 }

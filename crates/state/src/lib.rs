@@ -13,7 +13,10 @@
 //! from is the `stateRoot` of a header the caller verified itself, and every
 //! node reached from it was checked by hash on the way in.
 //!
-//! Start at [`State`], then [`proof::verify`] and [`trie::walk`].
+//! Start at [`State`], then [`proof::verify`] and [`trie::walk`]. Writing is
+//! [`update::apply`], for simulated blocks' `stateRoot` only: the root the
+//! verified trie would have with a simulation's changes, nothing stored as
+//! state.
 
 mod account;
 mod counters;
@@ -25,6 +28,7 @@ pub mod proof;
 mod state;
 mod touched;
 pub mod trie;
+pub mod update;
 mod vocabulary;
 
 pub use account::{Account, EMPTY_CODE_HASH};
@@ -37,6 +41,7 @@ pub use proof::{ProofError, Verified, verify_code};
 pub use state::State;
 pub use touched::{TOUCHED_BLOCKS, Touched, TouchedLog};
 pub use trie::{EMPTY_ROOT, Hash};
+pub use update::{Unheld, Updated, apply as apply_updates, preimage_under};
 pub use vocabulary::{
     AccountRead, Address, DEFAULT_CACHE_BYTES, DEFAULT_HOT_KEYS, Fetch, FetchRequest,
     MAX_SLOTS_PER_REQUEST, Read, SlotRead,

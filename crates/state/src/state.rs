@@ -122,6 +122,17 @@ impl State {
         }
     }
 
+    /// The root of the trie at `root` with `updates` applied
+    /// ([`crate::update::apply`]), reading the nodes held; the new nodes
+    /// are not kept (a simulated block's trie is thrown away).
+    pub fn updated_root(
+        &self,
+        root: &Hash,
+        updates: &[(Hash, Option<Bytes>)],
+    ) -> Result<crate::update::Updated, crate::trie::Malformed> {
+        crate::update::apply(root, updates, |h| self.nodes.get(h), |_, _| {})
+    }
+
     /// The code whose hash is `code_hash`.
     pub fn code(&self, code_hash: &Hash) -> Read<Bytes> {
         if *code_hash == EMPTY_CODE_HASH {

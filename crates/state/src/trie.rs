@@ -41,12 +41,12 @@ pub struct Malformed;
 
 /// One RLP item inside a buffer.
 #[derive(Clone, Copy, Debug)]
-struct Item {
-    is_list: bool,
+pub(crate) struct Item {
+    pub(crate) is_list: bool,
     /// The payload, without the item's own header.
-    payload: (usize, usize),
+    pub(crate) payload: (usize, usize),
     /// The whole item, header included.
-    whole: (usize, usize),
+    pub(crate) whole: (usize, usize),
 }
 
 /// Reads the RLP item starting at `at`, all offsets checked against `buf`.
@@ -86,7 +86,7 @@ fn item(buf: &[u8], at: usize) -> Result<Item, Malformed> {
 }
 
 /// The items of a node (a list filling the whole buffer): 2 or 17.
-fn node_items(node: &[u8]) -> Result<([Item; 17], usize), Malformed> {
+pub(crate) fn node_items(node: &[u8]) -> Result<([Item; 17], usize), Malformed> {
     let list = item(node, 0)?;
     if !list.is_list || list.whole.1 != node.len() {
         return Err(Malformed);
@@ -118,7 +118,7 @@ fn node_items(node: &[u8]) -> Result<([Item; 17], usize), Malformed> {
 }
 
 /// The nibble of `key` at position `i` (0..64).
-fn nibble(key: &Hash, i: usize) -> u8 {
+pub(crate) fn nibble(key: &Hash, i: usize) -> u8 {
     let byte = key[i / 2];
     if i.is_multiple_of(2) {
         byte >> 4
@@ -128,13 +128,13 @@ fn nibble(key: &Hash, i: usize) -> u8 {
 }
 
 /// A reference to the next node.
-enum Next {
+pub(crate) enum Next {
     Hash(Hash),
     Inline(Bytes),
     Empty,
 }
 
-fn child(node: &Bytes, item: Item) -> Result<Next, Malformed> {
+pub(crate) fn child(node: &Bytes, item: Item) -> Result<Next, Malformed> {
     if item.is_list {
         return Ok(Next::Inline(node.slice(item.whole.0..item.whole.1)));
     }
@@ -146,6 +146,43 @@ fn child(node: &Bytes, item: Item) -> Result<Next, Malformed> {
                 .expect("32 bytes"),
         )),
         _ => Err(Malformed),
+    }
+}
+
+/// The hex-prefix path of an extension or leaf, read in place.
+pub(crate) struct HexPath<'a> {
+    pub(crate) is_leaf: bool,
+    odd: bool,
+    bytes: &'a [u8],
+}
+
+impl<'a> HexPath<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Result<Self, Malformed> {
+        let flags = *bytes.first().ok_or(Malformed)? >> 4;
+        if flags > 3 {
+            return Err(Malformed);
+        }
+        Ok(Self {
+            is_leaf: flags & 2 != 0,
+            odd: flags & 1 != 0,
+            bytes,
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len() * 2 - if self.odd { 1 } else { 2 }
+    }
+
+    /// Nibble `i` of the path proper (after the flag nibble and, when even,
+    /// its padding nibble).
+    pub(crate) fn nibble(&self, i: usize) -> u8 {
+        let j = i + if self.odd { 1 } else { 2 };
+        let byte = self.bytes[j / 2];
+        if j.is_multiple_of(2) {
+            byte >> 4
+        } else {
+            byte & 0x0f
+        }
     }
 }
 
@@ -192,29 +229,13 @@ pub fn walk(
             continue;
         }
         // Extension or leaf: a hex-prefix path first.
-        let path = &node[items[0].payload.0..items[0].payload.1];
-        let flags = *path.first().ok_or(Malformed)? >> 4;
-        if flags > 3 {
-            return Err(Malformed);
-        }
-        let (is_leaf, odd) = (flags & 2 != 0, flags & 1 != 0);
-        let path_nibbles = |i: usize| -> u8 {
-            // Nibble i of the path proper (after the flag nibble and, when
-            // even, its padding nibble).
-            let j = i + if odd { 1 } else { 2 };
-            let byte = path[j / 2];
-            if j.is_multiple_of(2) {
-                byte >> 4
-            } else {
-                byte & 0x0f
-            }
-        };
-        let len = path.len() * 2 - if odd { 1 } else { 2 };
-        if depth + len > 64 || (0..len).any(|i| path_nibbles(i) != nibble(key, depth + i)) {
+        let path = HexPath::new(&node[items[0].payload.0..items[0].payload.1])?;
+        let len = path.len();
+        if depth + len > 64 || (0..len).any(|i| path.nibble(i) != nibble(key, depth + i)) {
             return Ok(Walked::Absent);
         }
         depth += len;
-        if is_leaf {
+        if path.is_leaf {
             if depth != 64 {
                 return Ok(Walked::Absent);
             }

@@ -15,6 +15,7 @@ mod fees;
 pub(crate) mod logs;
 mod raw;
 mod receipts;
+mod simulate;
 mod state;
 mod uncles;
 
@@ -37,6 +38,7 @@ const FAMILIES: &[&[Method]] = &[
     state::METHODS,
     calls::METHODS,
     fees::METHODS,
+    simulate::METHODS,
 ];
 
 /// Every served method, in the table's order.

@@ -1,0 +1,186 @@
+//! `eth_simulateV1` as geth v1.17.5 answers it (`internal/ethapi/simulate.go`):
+//! a chain of simulated blocks on top of one pinned block, each with its
+//! block overrides, state overrides and calls, state carried from call to
+//! call and block to block in one overlay over the verified database.
+//!
+//! Every simulated block is returned whole, as geth assembles it: its
+//! `stateRoot` is the pinned block's verified trie with the simulation's
+//! changes applied (`root.rs`: the nodes on every changed path, and the
+//! nodes a deletion collapses into, are read from the verified store or
+//! named for fetching), and its transactions, receipts, bloom and hash
+//! follow (`assemble.rs`). What neve cannot do as geth does (a fork it
+//! cannot name, coreth's chains, a deposit log, a precompile it cannot
+//! word) is [`CallError::Unsupported`] for the whole request, never a
+//! partial answer.
+//!
+//! Rooms: `request.rs` (what is asked, geth's limits), `plan.rs` (numbers
+//! and times filled and checked, gaps as empty blocks), `block.rs` (one
+//! block's execution), `transfers.rs` (geth's log tracer, ERC-7528
+//! transfers), `precompiles.rs` (moved precompiles), `root.rs`,
+//! `assemble.rs` (the block and its JSON).
+
+mod assemble;
+mod block;
+mod call;
+mod header;
+mod plan;
+mod precompiles;
+mod request;
+mod root;
+mod transfers;
+
+pub use request::{
+    MAX_ANSWER_BYTES, MAX_BLOCKS, MAX_CALLS, MAX_CALLS_PER_BLOCK, SimBlock, SimulateRequest,
+};
+
+use alloy_primitives::B256;
+use neve_state::HotKey;
+use revm::database::CacheDB;
+
+use crate::db::Needs;
+use crate::error::CallError;
+use crate::rules::Dialect;
+use crate::run::Pinned;
+
+/// Why geth refuses a simulation as a whole, by the code it answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// -32602.
+    InvalidParams,
+    /// -38010.
+    NonceTooLow,
+    /// -38011.
+    NonceTooHigh,
+    /// -38012.
+    BaseFeeTooLow,
+    /// -38013.
+    IntrinsicGas,
+    /// -38014.
+    InsufficientFunds,
+    /// -38015.
+    BlockGasLimitReached,
+    /// -38020.
+    BlockNumberInvalid,
+    /// -38021.
+    BlockTimestampInvalid,
+    /// -38024.
+    SenderIsNotEoa,
+    /// -38025.
+    MaxInitCodeSizeExceeded,
+    /// -38026.
+    ClientLimitExceeded,
+    /// -32603: a transaction error geth has no code of its own for.
+    Internal,
+    /// -32000: geth's plain errors (an override that does not apply).
+    Failed,
+}
+
+/// A simulation refused before or instead of its blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimError {
+    /// geth's refusal, its code and its words.
+    Refused(Refusal, String),
+    /// Not answered here (421), or an internal failure.
+    Call(CallError),
+}
+
+impl From<CallError> for SimError {
+    fn from(error: CallError) -> Self {
+        SimError::Call(error)
+    }
+}
+
+fn refused(refusal: Refusal, message: impl Into<String>) -> SimError {
+    SimError::Refused(refusal, message.into())
+}
+
+/// The codes a call's own error carries inside the answer (the caller's
+/// one enum of codes says them).
+#[derive(Clone, Copy, Debug)]
+pub struct CallCodes {
+    /// A revert (geth: 3).
+    pub reverted: i64,
+    /// Any other failure of the EVM (geth: -32015).
+    pub vm_error: i64,
+}
+
+/// What a simulation came to.
+#[derive(Debug)]
+pub enum Simulated {
+    /// The answer's `result`, JSON, and the keys read (for the hot set).
+    Done(String, Vec<HotKey>),
+    /// State to fetch first (then simulate again).
+    Needs(Needs),
+    /// `BLOCKHASH` of a block outside the stored tail.
+    OutsideTail,
+}
+
+/// Simulates `request` on top of `pinned`.
+pub fn simulate(
+    pinned: &Pinned<'_>,
+    request: &SimulateRequest,
+    codes: CallCodes,
+) -> Result<Simulated, SimError> {
+    if pinned.fork.dialect == Dialect::Coreth {
+        // avalanchego does not answer it, and coreth's blocks are not
+        // assembled as geth's.
+        return Err(CallError::Unsupported.into());
+    }
+    request.check_limits()?;
+    let blocks = plan::plan(pinned.block, &request.block_state_calls)?;
+    let db = pinned.database();
+    let mut overlay = CacheDB::new(&db);
+    let mut chain = block::Chain::new(pinned, request, &db);
+    let mut rendered = Vec::with_capacity(blocks.len());
+    let mut answer_bytes = 0usize;
+    // Roots that need nodes not held do not stop the simulation: the
+    // blocks after still run (their own keys are the same whatever the
+    // root), so one round fetches what every block's root needs.
+    let mut pending = Needs::default();
+    let unheld = |pending: Needs| {
+        if db.outside_tail() {
+            return Some(Simulated::OutsideTail);
+        }
+        let mut needs = db.take_needs();
+        merge(&mut needs, pending);
+        (!needs.is_empty()).then_some(Simulated::Needs(needs))
+    };
+    for planned in &blocks {
+        let executed = match chain.execute(&mut overlay, planned) {
+            Ok(executed) => executed,
+            // A refusal over state not held means nothing.
+            Err(error) => return unheld(pending).ok_or(error),
+        };
+        let root = match root::state_root(pinned, &overlay, chain.changes()) {
+            Ok(root::Root::Hash(root)) => root,
+            Ok(root::Root::Needs(needs)) => {
+                merge(&mut pending, needs);
+                B256::ZERO
+            }
+            Err(error) => return unheld(pending).ok_or(error.into()),
+        };
+        let block = assemble::assemble(&executed, root, request.return_full_transactions, codes);
+        answer_bytes += block.json.len();
+        if answer_bytes > MAX_ANSWER_BYTES {
+            return Err(CallError::Unsupported.into());
+        }
+        chain.sealed(planned.number, block.hash);
+        rendered.push(block.json);
+    }
+    if let Some(incomplete) = unheld(pending) {
+        return Ok(incomplete);
+    }
+    let mut json = String::with_capacity(answer_bytes + rendered.len() + 2);
+    json.push('[');
+    json.push_str(&rendered.join(","));
+    json.push(']');
+    Ok(Simulated::Done(json, db.take_read_keys()))
+}
+
+fn merge(into: &mut Needs, more: Needs) {
+    for (address, (slots, code)) in more.accounts {
+        let entry = into.accounts.entry(address).or_default();
+        entry.0.extend(slots);
+        entry.1 |= code;
+    }
+}
