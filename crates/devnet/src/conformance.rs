@@ -298,8 +298,7 @@ pub async fn run_case(client: &RpcClient, case: &Case) -> Result<(), String> {
             matches(&exchange.expected, &actual)
         };
         if !passed {
-            let mut differences = Vec::new();
-            differ("", &exchange.expected, &actual, &mut differences);
+            let differences = differences(&exchange.expected, &actual);
             return Err(format!(
                 "exchange {i}: HTTP {status}\n  request:  {:.300}\n  expected: {:.600}\n  actual:   {:.600}\n  differs at: {}",
                 exchange.request,
@@ -314,6 +313,12 @@ pub async fn run_case(client: &RpcClient, case: &Case) -> Result<(), String> {
 
 /// Where `actual` differs from `expected` (JSON paths, at most 12): what
 /// a long answer's report shows.
+pub fn differences(expected: &Value, actual: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    differ("", expected, actual, &mut out);
+    out
+}
+
 fn differ(path: &str, expected: &Value, actual: &Value, out: &mut Vec<String>) {
     if out.len() >= 12 || expected == actual {
         return;
@@ -331,7 +336,14 @@ fn differ(path: &str, expected: &Value, actual: &Value, out: &mut Vec<String>) {
                 out.push(format!("{path}.{key}: not expected"));
             }
         }
-        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                out.push(format!(
+                    "{path}: {} items expected, got {}",
+                    e.len(),
+                    a.len()
+                ));
+            }
             for (index, (value, other)) in e.iter().zip(a).enumerate() {
                 differ(&format!("{path}[{index}]"), value, other, out);
             }

@@ -284,6 +284,15 @@ fn render(
     }
     field("size", quantity(size));
     field("uncles", "[]".to_string());
+    // geth keeps each transaction's sender by the unsigned transaction's
+    // hash, which the sender is not part of: of two identical calls from
+    // different senders, both show the later one's.
+    let senders: std::collections::HashMap<B256, alloy_primitives::Address> = executed
+        .txs
+        .iter()
+        .zip(encoded)
+        .map(|(tx, encoded)| (encoded.hash, tx.from))
+        .collect();
     let transactions: Vec<String> = executed
         .txs
         .iter()
@@ -291,7 +300,14 @@ fn render(
         .enumerate()
         .map(|(index, (tx, encoded))| {
             if full {
-                transaction_json(tx, encoded.hash, header, hash, index)
+                transaction_json(
+                    tx,
+                    senders[&encoded.hash],
+                    encoded.hash,
+                    header,
+                    hash,
+                    index,
+                )
             } else {
                 data(encoded.hash.as_slice())
             }
@@ -381,6 +397,7 @@ fn call_json(
 /// geth's `RPCTransaction` of a simulated transaction, its sender set.
 fn transaction_json(
     tx: &SimTx,
+    from: alloy_primitives::Address,
     hash: B256,
     header: &alloy_consensus::Header,
     block_hash: B256,
@@ -391,7 +408,7 @@ fn transaction_json(
         data(block_hash.as_slice()),
         quantity(header.number),
         quantity(header.timestamp),
-        data(tx.from.as_slice()),
+        data(from.as_slice()),
         quantity(tx.gas),
     );
     let base_fee = u128::from(header.base_fee_per_gas.unwrap_or_default());

@@ -60,7 +60,11 @@ pub async fn same(neve: &RpcClient, geth: &RpcClient, method: &str, params: Valu
         (status, got) = call(neve, method, &params).await;
     }
     assert_eq!(status, 200, "{method} {params}: {got}");
-    assert_eq!(got, expected, "{method} {params}");
+    assert!(
+        got == expected,
+        "{method} {params}\n  differs at: {}\n  neve: {got:.2000}",
+        neve_devnet::conformance::differences(&expected, &got).join("\n              ")
+    );
 }
 
 /// The token, holders (senders of transfers) and the slots of holders'
