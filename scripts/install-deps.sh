@@ -8,12 +8,12 @@
 #   openssl — the CA and certificates the TLS tests make at test time,
 #   podman — builds the OCI image (deploy/oci) in the packaging test,
 #   chromium — the headless browser of the CORS test.
-#   ethers (npm) — the real client library in tests/clients.
+#   ethers, viem (npm) — the real client libraries in tests/clients.
 # Idempotent; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-if [ ! -d "$repo/tests/clients/node_modules/ethers" ]; then
+if [ ! -d "$repo/tests/clients/node_modules/ethers" ] || [ ! -d "$repo/tests/clients/node_modules/viem" ]; then
   echo "[install-deps] npm install in tests/clients" >&2
   (cd "$repo/tests/clients" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi

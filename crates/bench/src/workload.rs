@@ -29,8 +29,10 @@ pub const ETH_MAINNET_MIX: &str = include_str!("../mixes/eth-mainnet.toml");
 /// balance slots of the busiest log contract; each half at random heights
 /// of the common range, half at `latest`. `call` and `estimate` simulate a
 /// transfer of the busiest log contract (the token) from one of the
-/// chain's senders to another, at `latest`.
-pub const SINGLE: [&str; 10] = [
+/// chain's senders to another, at `latest`. `simulate` is a wallet's
+/// preview (`eth_simulateV1`, one block of 1–3 calls: an approval and a
+/// transfer on the token, and a balance read) at `latest`.
+pub const SINGLE: [&str; 11] = [
     "randblock",
     "randblock-full",
     "tx",
@@ -41,6 +43,7 @@ pub const SINGLE: [&str; 10] = [
     "storage",
     "call",
     "estimate",
+    "simulate",
 ];
 
 /// A named pool of request bodies.
@@ -139,6 +142,7 @@ pub fn build(name: &str, corpus: &Corpus, size: usize, seed: u64) -> Result<Work
             "logs" => call("eth_getLogs", false),
             "call" => call("eth_call", false),
             "estimate" => call("eth_estimateGas", false),
+            "simulate" => call("eth_simulateV1", false),
             other => {
                 return Err(BenchError::Usage(format!(
                     "unknown workload {other:?}: use one of {} or mix:seeds-read, mix:block-tail, mix:eth-mainnet, mix:FILE.toml",
@@ -288,6 +292,7 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
             format!(r#"["{}","{}"]"#, quantity(*height), quantity(index))
         }
         "eth_call" | "eth_estimateGas" => call_params(call, corpus, rng)?,
+        "eth_simulateV1" => preview_params(corpus, rng)?,
         "eth_getLogs" => {
             let address = corpus
                 .log_address
@@ -353,6 +358,45 @@ fn call_params(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<St
     } else {
         format!(r#"[{args},"latest"]"#)
     })
+}
+
+/// Params of `eth_simulateV1` as a wallet previews a swap on the corpus's
+/// token before sending it: one block at `latest` of 1–3 calls from one
+/// of the chain's senders (`approve(spender, 1)`, `transfer(to, 1)`,
+/// `balanceOf(to)`), with traced transfers, as viem's `simulateCalls` asks.
+fn preview_params(corpus: &Corpus, rng: &mut SmallRng) -> Result<String, BenchError> {
+    let missing = |what: &str| {
+        BenchError::Corpus(format!(
+            "eth_simulateV1 needs {what}, and the common range has none"
+        ))
+    };
+    let token = corpus
+        .log_address
+        .as_ref()
+        .ok_or_else(|| missing("a contract with logs"))?;
+    let mut address = || {
+        corpus
+            .addresses
+            .choose(rng)
+            .cloned()
+            .ok_or_else(|| missing("an address"))
+    };
+    let (from, spender, to) = (address()?, address()?, address()?);
+    let word = |address: &str| format!("{:0>64}", address.trim_start_matches("0x"));
+    let inputs = [
+        format!("0x095ea7b3{}{:064x}", word(&spender), 1),
+        format!("0xa9059cbb{}{:064x}", word(&to), 1),
+        format!("0x70a08231{}", word(&to)),
+    ];
+    let count = rand::Rng::random_range(rng, 1..=inputs.len());
+    let calls: Vec<String> = inputs[..count]
+        .iter()
+        .map(|input| format!(r#"{{"from":"{from}","to":"{token}","input":"{input}"}}"#))
+        .collect();
+    Ok(format!(
+        r#"[{{"blockStateCalls":[{{"calls":[{}]}}],"traceTransfers":true}},"latest"]"#,
+        calls.join(",")
+    ))
 }
 
 #[cfg(test)]
@@ -481,6 +525,28 @@ mod tests {
             1,
             "{estimate}"
         );
+    }
+
+    #[test]
+    fn a_wallet_preview_is_one_block_of_one_to_three_calls_at_latest() {
+        let workload = build("simulate", &corpus(), 60, 1).unwrap();
+        let mut counts = std::collections::BTreeSet::new();
+        for body in &workload.requests {
+            let request = parsed(body);
+            assert_eq!(request["method"], "eth_simulateV1");
+            assert_eq!(request["params"][1], "latest");
+            let blocks = request["params"][0]["blockStateCalls"].as_array().unwrap();
+            assert_eq!(blocks.len(), 1);
+            let calls = blocks[0]["calls"].as_array().unwrap();
+            assert_eq!(calls[0]["input"].as_str().unwrap()[..10], *"0x095ea7b3");
+            assert!(
+                calls
+                    .iter()
+                    .all(|c| c["to"] == format!("0x{}", "22".repeat(20)))
+            );
+            counts.insert(calls.len());
+        }
+        assert_eq!(counts, [1, 2, 3].into_iter().collect());
     }
 
     #[test]

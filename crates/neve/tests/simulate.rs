@@ -377,6 +377,23 @@ async fn the_simulation_bounds_hold_against_requests_built_to_break_them() {
         assert_eq!(answer["error"]["code"], -32602, "{bad}: {answer}");
     }
 
+    // What neve does not run as geth does is the node's (421): code put
+    // over a system contract (run by every block, unpriced, and a crash
+    // of geth's when it reverts), a difficulty (a block before the
+    // merge), a time past 64 bits, more changed keys than its bound.
+    let many_slots: serde_json::Map<String, Value> = (0..20_001u64)
+        .map(|i| (format!("0x{i:064x}"), json!(format!("0x{:064x}", 1))))
+        .collect();
+    for the_nodes in [
+        json!({"blockStateCalls": [{"stateOverrides": {"0x0000F90827F1C53a10cb7A02335B175320002935": {"code": "0x00"}}}]}),
+        json!({"blockStateCalls": [{"blockOverrides": {"difficulty": "0x1"}}]}),
+        json!({"blockStateCalls": [{"blockOverrides": {"time": "0xfffffffffffffffa"}}, {}]}),
+        json!({"blockStateCalls": [{"stateOverrides": {STRANGER: {"stateDiff": many_slots}}}]}),
+    ] {
+        let (status, answer) = call(&client, "eth_simulateV1", &json!([the_nodes, "latest"])).await;
+        assert_eq!(status, 421, "{answer}");
+    }
+
     // Charged by gas: a simulation spending the 50 M budget (25,000 units
     // of a 2,000 a second rate) leaves its client over budget, and is
     // counted in the calls' gas.

@@ -122,15 +122,11 @@ impl State {
         }
     }
 
-    /// The root of the trie at `root` with `updates` applied
-    /// ([`crate::update::apply`]), reading the nodes held; the new nodes
-    /// are not kept (a simulated block's trie is thrown away).
-    pub fn updated_root(
-        &self,
-        root: &Hash,
-        updates: &[(Hash, Option<Bytes>)],
-    ) -> Result<crate::update::Updated, crate::trie::Malformed> {
-        crate::update::apply(root, updates, |h| self.nodes.get(h), |_, _| {})
+    /// The trie node (or code) whose hash is `hash`, if held: what a
+    /// caller applying updates to a verified trie reads
+    /// ([`crate::update::apply`]).
+    pub fn node(&self, hash: &Hash) -> Option<Bytes> {
+        self.nodes.get(hash)
     }
 
     /// The code whose hash is `code_hash`.

@@ -369,7 +369,7 @@ fn call_json(
     let error = match &call.error {
         None => String::new(),
         Some((reverted, message, revert_data)) => {
-            let message = serde_json::to_string(message).expect("strings serialise");
+            let message = go_escaped(&serde_json::to_string(message).expect("strings serialise"));
             let code = if *reverted {
                 codes.reverted
             } else {
@@ -392,6 +392,16 @@ fn call_json(
         quantity(call.max_used_gas),
         quantity(u8::from(call.success)),
     )
+}
+
+/// JSON text escaped as Go's `encoding/json` escapes it: a revert
+/// reason's `<`, `>` and `&` as geth writes them.
+fn go_escaped(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 /// geth's `RPCTransaction` of a simulated transaction, its sender set.

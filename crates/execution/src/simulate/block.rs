@@ -46,6 +46,13 @@ const REQUEST_QUEUES: [(u8, Address); 2] = [
     (0x01, address!("0x00000961Ef480Eb55e80D19ad83579A64c007002")),
     (0x02, address!("0x0000BBdDc7CE488642fb579F8B00f3a590007251")),
 ];
+/// Every contract a block's system calls run.
+const SYSTEM_CONTRACTS: [Address; 4] = [
+    BEACON_ROOTS,
+    HISTORY_STORAGE,
+    REQUEST_QUEUES[0].1,
+    REQUEST_QUEUES[1].1,
+];
 /// EIP-6110's deposit event: a block with one carries a deposit request,
 /// which needs the chain's deposit contract address neve is not told.
 const DEPOSIT_TOPIC: B256 =
@@ -126,8 +133,8 @@ impl<'p, 'a> Chain<'p, 'a> {
     }
 
     /// What the simulation changed so far, by account.
-    pub(crate) fn changes(&self) -> &Changes {
-        &self.changes
+    pub(crate) fn changes(&mut self) -> &mut Changes {
+        &mut self.changes
     }
 
     /// The block just executed got its hash.
@@ -154,6 +161,19 @@ impl<'p, 'a> Chain<'p, 'a> {
         }
         let parent = self.parent.clone();
         let overrides = planned.overrides.cloned().unwrap_or_default();
+        if overrides.difficulty.is_some_and(|d| !d.is_zero()) {
+            // geth runs such a block before the merge, under rules neve
+            // does not name.
+            return Err(CallError::Unsupported.into());
+        }
+        if planned
+            .state
+            .is_some_and(|state| SYSTEM_CONTRACTS.iter().any(|a| state.contains_key(a)))
+        {
+            // The system calls would run the override's code: unpriced
+            // work for neve, and answers geth words by crashing.
+            return Err(CallError::Unsupported.into());
+        }
         let cancun = spec.is_enabled_in(SpecId::CANCUN);
         let mut header = header::header(&parent, planned, &overrides, &fork, validate)?;
         let (block_env, cfg) =
@@ -180,12 +200,19 @@ impl<'p, 'a> Chain<'p, 'a> {
 
         // Before the calls: EIP-4788, then EIP-2935.
         if let Some(root) = header.parent_beacon_block_root {
-            let state = system_call(&mut evm, BEACON_ROOTS, root.to_vec().into())?.1;
-            commit(&mut evm, state, header.beneficiary, &mut self.changes);
+            let (result, state) = system_call(&mut evm, BEACON_ROOTS, root.to_vec().into())?;
+            pinned.charge(result.gas().total_gas_spent());
+            commit(&mut evm, state, &mut self.changes)?;
         }
         if spec.is_enabled_in(SpecId::PRAGUE) {
-            let state = system_call(&mut evm, HISTORY_STORAGE, parent.hash.to_vec().into())?.1;
-            commit(&mut evm, state, header.beneficiary, &mut self.changes);
+            let (result, state) =
+                system_call(&mut evm, HISTORY_STORAGE, parent.hash.to_vec().into())?;
+            pinned.charge(result.gas().total_gas_spent());
+            if !result.is_success() {
+                // geth's node crashes on it; not an answer.
+                return Err(CallError::Unsupported.into());
+            }
+            commit(&mut evm, state, &mut self.changes)?;
         }
 
         let mut txs = Vec::with_capacity(planned.calls.len());
@@ -217,7 +244,7 @@ impl<'p, 'a> Chain<'p, 'a> {
             if all_logs_have_deposit {
                 return Err(CallError::Unsupported.into());
             }
-            Some(self.requests(&mut evm, header.beneficiary)?)
+            Some(self.requests(&mut evm)?)
         } else {
             None
         };
@@ -228,7 +255,7 @@ impl<'p, 'a> Chain<'p, 'a> {
             .is_enabled_in(SpecId::SHANGHAI)
             .then(|| planned.withdrawals.clone());
         for withdrawal in withdrawals.iter().flatten() {
-            credit(overlay, withdrawal, &mut self.changes);
+            credit(overlay, withdrawal, &mut self.changes)?;
         }
 
         // Its hash comes once its root is known (`sealed`).
@@ -256,13 +283,11 @@ impl<'p, 'a> Chain<'p, 'a> {
         let validate = self.request.validation;
         let remaining = header.gas_limit - used;
         let sender = args.sender();
-        let nonce = match args.nonce {
-            Some(nonce) => nonce.to::<u64>(),
-            None => match evm.ctx.journaled_state.database.basic(sender) {
-                Ok(account) => account.map_or(0, |a| a.nonce),
-                Err(never) => match never {},
-            },
+        let state_nonce = match evm.ctx.journaled_state.database.basic(sender) {
+            Ok(account) => account.map_or(0, |a| a.nonce),
+            Err(never) => match never {},
         };
+        let nonce = args.nonce.map_or(state_nonce, |nonce| nonce.to::<u64>());
         let asked = args.gas.map_or(remaining, |g| g.to::<u64>());
         if remaining < asked {
             return Err(refused(
@@ -277,10 +302,24 @@ impl<'p, 'a> Chain<'p, 'a> {
         // geth skips the base fee check only for a call without fees.
         evm.ctx.cfg.disable_base_fee = !validate && tx.fee_cap == 0 && tx.tip == 0;
         evm.inspector.start(index);
+        if !validate
+            && args.blob_versioned_hashes.is_some()
+            && args.max_fee_per_blob_gas.is_none_or(|fee| fee.is_zero())
+        {
+            // geth skips the blob fee check then; revm does not.
+            return Err(CallError::Unsupported.into());
+        }
         // geth without validation lets a nonce at its maximum wrap to 0;
         // revm refuses it. The sender's nonce is not read while a call
-        // runs, so the call runs from one below and lands on 0.
-        let wraps = !validate && nonce == u64::MAX && tx.to.is_some();
+        // runs, so the call runs from one below and lands on 0. Without
+        // validation the nonce revm checks is the state's (geth's is not
+        // checked at all).
+        let wraps = !validate && state_nonce == u64::MAX && tx.to.is_some();
+        let run_nonce = match (validate, wraps) {
+            (true, _) => nonce,
+            (false, true) => u64::MAX - 1,
+            (false, false) => state_nonce,
+        };
         let env = TxEnv {
             tx_type: tx.tx_type,
             caller: sender,
@@ -289,7 +328,7 @@ impl<'p, 'a> Chain<'p, 'a> {
             kind: tx.to.map_or(TxKind::Create, TxKind::Call),
             value: tx.value,
             data: tx.input.clone(),
-            nonce: if wraps { u64::MAX - 1 } else { nonce },
+            nonce: run_nonce,
             chain_id: Some(tx.chain_id),
             access_list: args.access_list.clone().unwrap_or_default(),
             gas_priority_fee: (tx.tx_type != 0).then_some(tx.tip),
@@ -318,7 +357,7 @@ impl<'p, 'a> Chain<'p, 'a> {
         };
         self.pinned.charge(done.result.gas().total_gas_spent());
         let result = done.result;
-        self.changes.record(&done.state, true);
+        self.changes.record(&done.state)?;
         evm.ctx.journaled_state.database.commit(done.state);
         if wraps {
             set_nonce(evm, sender, 0);
@@ -354,11 +393,16 @@ impl<'p, 'a> Chain<'p, 'a> {
         };
         let success = error.is_none();
         Ok(Called {
-            blob_gas: BLOB_GAS
-                * args
-                    .blob_versioned_hashes
-                    .as_ref()
-                    .map_or(0, |h| h.len() as u64),
+            // Only a blob transaction's blobs count (geth's receipts).
+            blob_gas: if tx.tx_type == 3 {
+                BLOB_GAS
+                    * args
+                        .blob_versioned_hashes
+                        .as_ref()
+                        .map_or(0, |h| h.len() as u64)
+            } else {
+                0
+            },
             result: CallResult {
                 return_data,
                 logs: if success { logs } else { Vec::new() },
@@ -374,15 +418,12 @@ impl<'p, 'a> Chain<'p, 'a> {
 
     /// EIP-7002's and EIP-7251's queues, read by system calls after the
     /// block's calls: the block's requests (EIP-7685).
-    fn requests(
-        &mut self,
-        evm: &mut SimEvm<'_, 'a>,
-        coinbase: Address,
-    ) -> Result<Vec<Bytes>, SimError> {
+    fn requests(&mut self, evm: &mut SimEvm<'_, 'a>) -> Result<Vec<Bytes>, SimError> {
         let mut found = Vec::new();
         for (kind, queue) in REQUEST_QUEUES {
             let (result, state) = system_call(evm, queue, Bytes::new())?;
-            commit(evm, state, coinbase, &mut self.changes);
+            self.pinned.charge(result.gas().total_gas_spent());
+            commit(evm, state, &mut self.changes)?;
             match result {
                 ExecutionResult::Success { output, .. } if !output.data().is_empty() => {
                     let mut request = vec![kind];
@@ -465,7 +506,7 @@ fn apply_overrides(
                 .iter()
                 .chain(account.state_diff.iter())
                 .flat_map(|slots| slots.keys().map(|slot| U256::from_be_bytes(slot.0))),
-        );
+        )?;
     }
     Ok(())
 }
@@ -494,13 +535,17 @@ fn system_call(
     }
 }
 
-/// A system call's changes, without the system address and the
-/// coinbase it never touches in geth.
-fn commit(evm: &mut SimEvm<'_, '_>, mut state: EvmState, coinbase: Address, changes: &mut Changes) {
+/// A system call's changes, without the system address (which geth
+/// leaves as it was).
+fn commit(
+    evm: &mut SimEvm<'_, '_>,
+    mut state: EvmState,
+    changes: &mut Changes,
+) -> Result<(), SimError> {
     state.remove(&SYSTEM_ADDRESS);
-    state.remove(&coinbase);
-    changes.record(&state, true);
+    changes.record(&state)?;
     evm.ctx.journaled_state.database.commit(state);
+    Ok(())
 }
 
 fn set_nonce(evm: &mut SimEvm<'_, '_>, address: Address, nonce: u64) {
@@ -511,7 +556,11 @@ fn set_nonce(evm: &mut SimEvm<'_, '_>, address: Address, nonce: u64) {
 }
 
 /// A withdrawal's credit: its amount in Gwei, to its address.
-fn credit(overlay: &mut Overlay<'_>, withdrawal: &Withdrawal, changes: &mut Changes) {
+fn credit(
+    overlay: &mut Overlay<'_>,
+    withdrawal: &Withdrawal,
+    changes: &mut Changes,
+) -> Result<(), SimError> {
     let amount = U256::from(withdrawal.amount) * U256::from(1_000_000_000u64);
     let mut info = match overlay.basic(withdrawal.address) {
         Ok(info) => info.unwrap_or_default(),
@@ -519,5 +568,6 @@ fn credit(overlay: &mut Overlay<'_>, withdrawal: &Withdrawal, changes: &mut Chan
     };
     info.balance = info.balance.saturating_add(amount);
     overlay.insert_account_info(withdrawal.address, info);
-    changes.touched(withdrawal.address);
+    changes.touched(withdrawal.address)?;
+    Ok(())
 }

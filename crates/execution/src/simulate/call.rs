@@ -135,8 +135,7 @@ pub(crate) fn invalid_transaction(
                 Invalid::LackOfFundForMaxFee { .. } | Invalid::OverflowPaymentInTransaction => {
                     Refusal::InsufficientFunds
                 }
-                Invalid::CallGasCostMoreThanGasLimit { .. }
-                | Invalid::GasFloorMoreThanGasLimit { .. } => Refusal::IntrinsicGas,
+                Invalid::CallGasCostMoreThanGasLimit { .. } => Refusal::IntrinsicGas,
                 Invalid::CreateInitCodeSizeLimit => Refusal::MaxInitCodeSizeExceeded,
                 Invalid::RejectCallerWithCode => Refusal::SenderIsNotEoa,
                 _ => Refusal::Internal,

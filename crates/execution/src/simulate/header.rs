@@ -72,7 +72,7 @@ pub(crate) fn header(
     };
     header.base_fee_per_gas = Some(match overrides.base_fee_per_gas {
         Some(fee) => u64::try_from(fee).map_err(|_| CallError::Unsupported)?,
-        None if validate => next_base_fee(parent),
+        None if validate => next_base_fee(parent)?,
         None => 0,
     });
     if fork.spec.is_enabled_in(SpecId::CANCUN) {
@@ -124,14 +124,27 @@ pub(crate) fn environment(
     (block, cfg)
 }
 
-/// geth's `CalcBaseFee` from the parent (London's rule).
-fn next_base_fee(parent: &Parent) -> u64 {
-    alloy_eips::eip1559::calc_next_block_base_fee(
-        parent.gas_used,
-        parent.gas_limit,
-        parent.base_fee.unwrap_or_default(),
-        BaseFeeParams::ethereum(),
-    )
+/// geth's `CalcBaseFee` from the parent (London's rule), in big integers
+/// as geth computes it: past 64 bits (an overridden parent's), the node's.
+fn next_base_fee(parent: &Parent) -> Result<u64, SimError> {
+    let params = BaseFeeParams::ethereum();
+    let target = parent.gas_limit / params.elasticity_multiplier as u64;
+    if target == 0 {
+        // geth divides by it.
+        return Err(CallError::Unsupported.into());
+    }
+    let base_fee = U256::from(parent.base_fee.unwrap_or_default());
+    let change = |gas: u64| {
+        base_fee * U256::from(gas) / U256::from(target) / U256::from(params.max_change_denominator)
+    };
+    let next = match parent.gas_used.cmp(&target) {
+        std::cmp::Ordering::Equal => base_fee,
+        std::cmp::Ordering::Greater => {
+            base_fee + change(parent.gas_used - target).max(U256::from(1))
+        }
+        std::cmp::Ordering::Less => base_fee.saturating_sub(change(target - parent.gas_used)),
+    };
+    u64::try_from(next).map_err(|_| CallError::Unsupported.into())
 }
 
 /// geth's `CalcExcessBlobGas` from the parent, under the child's rules

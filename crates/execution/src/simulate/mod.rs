@@ -131,8 +131,8 @@ pub fn simulate(
     let db = pinned.database();
     let mut overlay = CacheDB::new(&db);
     let mut chain = block::Chain::new(pinned, request, &db);
-    let mut rendered = Vec::with_capacity(blocks.len());
-    let mut answer_bytes = 0usize;
+    // The answer, written block by block (at most one block beside it).
+    let mut json = String::new();
     // Roots that need nodes not held do not stop the simulation: the
     // blocks after still run (their own keys are the same whatever the
     // root), so one round fetches what every block's root needs.
@@ -160,19 +160,16 @@ pub fn simulate(
             Err(error) => return unheld(pending).ok_or(error.into()),
         };
         let block = assemble::assemble(&executed, root, request.return_full_transactions, codes);
-        answer_bytes += block.json.len();
-        if answer_bytes > MAX_ANSWER_BYTES {
+        if json.len() + block.json.len() + 2 > MAX_ANSWER_BYTES {
             return Err(CallError::Unsupported.into());
         }
         chain.sealed(planned.number, block.hash);
-        rendered.push(block.json);
+        json.push(if json.is_empty() { '[' } else { ',' });
+        json.push_str(&block.json);
     }
     if let Some(incomplete) = unheld(pending) {
         return Ok(incomplete);
     }
-    let mut json = String::with_capacity(answer_bytes + rendered.len() + 2);
-    json.push('[');
-    json.push_str(&rendered.join(","));
     json.push(']');
     Ok(Simulated::Done(json, db.take_read_keys()))
 }

@@ -28,6 +28,14 @@ pub(crate) struct Planned<'a> {
     pub(crate) withdrawals: Vec<Withdrawal>,
 }
 
+/// A block's time when not given; past 64 bits geth wraps it, which
+/// neve does not follow (the node's).
+fn next_time(previous: u64) -> Result<u64, SimError> {
+    previous
+        .checked_add(TIME_STEP)
+        .ok_or_else(|| crate::error::CallError::Unsupported.into())
+}
+
 pub(crate) fn plan<'a>(
     base: &BlockFacts,
     blocks: &'a [SimBlock],
@@ -53,7 +61,7 @@ pub(crate) fn plan<'a>(
         }
         let number = number.to::<u64>();
         for gap in previous_number + 1..number {
-            previous_time += TIME_STEP;
+            previous_time = next_time(previous_time)?;
             planned.push(Planned {
                 number: gap,
                 time: previous_time,
@@ -65,7 +73,7 @@ pub(crate) fn plan<'a>(
         }
         previous_number = number;
         let time = match overrides.and_then(|o| o.time) {
-            None => previous_time + TIME_STEP,
+            None => next_time(previous_time)?,
             Some(time) => {
                 let time = time.to::<u64>();
                 if time <= previous_time {

@@ -21,9 +21,9 @@ pub const MAX_CALLS: usize = 10_000;
 
 /// Most bytes of blocks one answer may hold. Gas bounds what calls return
 /// and log, the request's size bounds what it echoes (full transactions);
-/// this is the backstop: an answer past it is the node's (421). Default
-/// is 32 MiB.
-pub const MAX_ANSWER_BYTES: usize = 32 << 20;
+/// this is the backstop, below a batch's answer cap: an answer past it is
+/// the node's (421). Default is 20 MiB.
+pub const MAX_ANSWER_BYTES: usize = 20 << 20;
 
 /// `eth_simulateV1`'s first parameter.
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -1,17 +1,21 @@
-//! A simulated block's `stateRoot`: the pinned block's verified trie with
-//! everything the simulation changed so far applied, as geth's
-//! `IntermediateRoot` (empty accounts an execution touched deleted).
+//! A simulated block's `stateRoot`: the previous block's trie (at first
+//! the pinned block's verified trie) with the block's changes applied, as
+//! geth's `IntermediateRoot` (empty accounts an execution touched
+//! deleted). Each block applies only its own changes: the nodes earlier
+//! blocks made are kept for the request.
 //!
-//! Only verified nodes are read. A node on a changed key's path that is
-//! not held is fetched with a proof of that key; a node a deletion
-//! collapses into is fetched with a proof of a key found under its path
-//! (a preimage whose hash starts with the path: about 16^depth tries, so
-//! only for shallow paths, where such nodes are; deeper is the node's).
+//! Only verified nodes and nodes made here from them are read. A node on
+//! a changed key's path that is not held is fetched with a proof of that
+//! key; a node a deletion collapses into is fetched with a proof of a key
+//! found under its path (a preimage whose hash starts with the path: about
+//! 16^depth tries, so only for shallow paths, where such nodes are, and
+//! for a bounded number of them; deeper, or more, is the node's).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use alloy_primitives::{Address, B256, U256, keccak256};
 use alloy_rlp::Encodable;
+use bytes::Bytes;
 use neve_state::{Read, Updated};
 use revm::database::AccountState;
 use revm::state::EvmState;
@@ -23,17 +27,40 @@ use crate::run::Pinned;
 use super::block::Overlay;
 
 /// Most candidate preimages tried for one node a deletion collapses into:
-/// enough for a path of 5 nibbles (16^5 ≈ 1 M keccak hashes, well under a
-/// second), past which the answer is the node's. Default is 4,000,000.
-const MAX_PREIMAGE_TRIES: u64 = 4_000_000;
+/// 16 times what a path of [`MAX_SIBLING_DEPTH`] nibbles needs on average
+/// (16^4), so a search fails about once in e^16. Default is 1,048,576.
+const MAX_PREIMAGE_TRIES: u64 = 1 << 20;
 
-/// Deepest path a collapsed-into node is fetched for.
-const MAX_SIBLING_DEPTH: usize = 5;
+/// Deepest path a collapsed-into node is fetched for. Default is 4.
+const MAX_SIBLING_DEPTH: usize = 4;
 
-/// What the simulation changed, by account, since the pinned block.
+/// Most collapsed-into nodes searched for in one run: with
+/// [`MAX_PREIMAGE_TRIES`], at most 16 M hashes (a few seconds), about
+/// 1 M (a quarter of a second) at the average. Default is 16.
+const MAX_SIBLINGS: usize = 16;
+
+/// Most keys (accounts and slots) one request may change: each is a trie
+/// update for its block's root, and a proof to fetch if its path is not
+/// held. A larger change (a state override of a whole contract's storage)
+/// is the node's. Default is 20,000.
+pub(crate) const MAX_CHANGED_KEYS: usize = 20_000;
+
+/// The simulated chain's state as tries: what changed since the last
+/// root, and the nodes made so far.
 #[derive(Default)]
 pub(crate) struct Changes {
-    accounts: BTreeMap<Address, Changed>,
+    /// Changed since the last root computed.
+    dirty: BTreeMap<Address, Changed>,
+    /// Keys changed in the whole request.
+    changed_keys: usize,
+    /// The last root computed, and each account's storage root in it
+    /// (where its storage changed).
+    root: Option<B256>,
+    storage_roots: HashMap<Address, [u8; 32]>,
+    /// Nodes of the simulated tries, by hash.
+    nodes: HashMap<[u8; 32], Bytes>,
+    /// Preimages found under a path, by (length, path).
+    preimages: HashMap<(usize, Vec<u8>), Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -51,25 +78,26 @@ struct Changed {
 
 impl Changes {
     /// An execution's changes (a call's, a system call's).
-    pub(crate) fn record(&mut self, state: &EvmState, executed: bool) {
+    pub(crate) fn record(&mut self, state: &EvmState) -> Result<(), CallError> {
         for (address, account) in state {
             if !account.is_touched() {
                 continue;
             }
-            let changed = self.accounts.entry(*address).or_default();
-            changed.executed |= executed;
+            let changed = self.dirty.entry(*address).or_default();
+            changed.executed = true;
             if account.is_created() || account.is_selfdestructed() {
                 changed.fresh_storage = true;
                 changed.slots.clear();
             }
-            changed.slots.extend(
-                account
-                    .storage
-                    .iter()
-                    .filter(|(_, slot)| slot.is_changed())
-                    .map(|(key, _)| *key),
-            );
+            let slots = account
+                .storage
+                .iter()
+                .filter(|(_, slot)| slot.is_changed())
+                .map(|(key, _)| *key);
+            self.changed_keys += 1 + slots.clone().count();
+            changed.slots.extend(slots);
         }
+        self.within_bound()
     }
 
     /// An account a state override set: `replaced` when its whole
@@ -79,19 +107,31 @@ impl Changes {
         address: Address,
         replaced: bool,
         slots: impl Iterator<Item = U256>,
-    ) {
-        let changed = self.accounts.entry(address).or_default();
+    ) -> Result<(), CallError> {
+        let changed = self.dirty.entry(address).or_default();
         changed.executed = false;
         if replaced {
             changed.fresh_storage = true;
             changed.slots.clear();
         }
+        let before = changed.slots.len();
         changed.slots.extend(slots);
+        self.changed_keys += 1 + changed.slots.len() - before;
+        self.within_bound()
     }
 
     /// An account credited outside the calls (a withdrawal).
-    pub(crate) fn touched(&mut self, address: Address) {
-        self.accounts.entry(address).or_default().executed = true;
+    pub(crate) fn touched(&mut self, address: Address) -> Result<(), CallError> {
+        self.dirty.entry(address).or_default().executed = true;
+        self.changed_keys += 1;
+        self.within_bound()
+    }
+
+    fn within_bound(&self) -> Result<(), CallError> {
+        if self.changed_keys > MAX_CHANGED_KEYS {
+            return Err(CallError::Unsupported);
+        }
+        Ok(())
     }
 }
 
@@ -101,17 +141,21 @@ pub(crate) enum Root {
     Needs(Needs),
 }
 
+/// The root after the block just executed. On [`Root::Needs`] its changes
+/// stay pending, so the next block's root is computed with them (and
+/// names what they need too).
 pub(crate) fn state_root(
     pinned: &Pinned<'_>,
     overlay: &Overlay<'_>,
-    changes: &Changes,
+    changes: &mut Changes,
 ) -> Result<Root, CallError> {
-    let state = pinned.state;
-    let base_root = pinned.block.state_root;
+    let base_root = changes.root.unwrap_or(pinned.block.state_root);
     let mut needs = Needs::default();
-    let mut account_updates = Vec::with_capacity(changes.accounts.len());
+    let mut siblings = 0usize;
+    let mut account_updates = Vec::with_capacity(changes.dirty.len());
     let mut by_key = BTreeMap::new();
-    for (address, changed) in &changes.accounts {
+    let mut storage_roots = Vec::new();
+    for (address, changed) in &changes.dirty {
         let key = keccak256(address).0;
         by_key.insert(key, *address);
         let Some(now) = overlay.cache.accounts.get(address) else {
@@ -121,12 +165,18 @@ pub(crate) fn state_root(
             || (changed.executed && now.info.is_empty());
         if gone {
             account_updates.push((key, None));
+            storage_roots.push((*address, neve_state::EMPTY_ROOT));
             continue;
         }
-        let base_storage = if changed.fresh_storage {
+        let start = if changed.fresh_storage {
             neve_state::EMPTY_ROOT
+        } else if let Some(root) = changes.storage_roots.get(address) {
+            *root
         } else {
-            match state.account(&base_root.0, &address.0.0, false) {
+            match pinned
+                .state
+                .account(&pinned.block.state_root.0, &address.0.0, false)
+            {
                 Read::Found(read) => read
                     .account
                     .map_or(neve_state::EMPTY_ROOT, |a| a.storage_root),
@@ -142,7 +192,7 @@ pub(crate) fn state_root(
             changed.slots.iter().copied().collect()
         };
         let mut slot_keys = BTreeMap::new();
-        let updates: Vec<([u8; 32], Option<bytes::Bytes>)> = slots
+        let updates: Vec<([u8; 32], Option<Bytes>)> = slots
             .iter()
             .map(|slot| {
                 let value = now.storage.get(slot).copied().unwrap_or_default();
@@ -151,10 +201,7 @@ pub(crate) fn state_root(
                 (key, (!value.is_zero()).then(|| rlp(&value)))
             })
             .collect();
-        let storage_root = match state
-            .updated_root(&base_storage, &updates)
-            .map_err(|_| CallError::Unsupported)?
-        {
+        let storage_root = match apply(pinned, &mut changes.nodes, &start, &updates)? {
             Updated::Root(root) => root,
             Updated::Unheld(unheld) => {
                 let entry = needs.accounts.entry(*address).or_default();
@@ -164,11 +211,13 @@ pub(crate) fn state_root(
                     }
                 }
                 for path in unheld.siblings {
-                    entry.0.insert(B256::from_slice(&under(&path, 32)?));
+                    let preimage = under(&mut changes.preimages, &mut siblings, &path, 32)?;
+                    entry.0.insert(B256::from_slice(&preimage));
                 }
                 continue;
             }
         };
+        storage_roots.push((*address, storage_root));
         let mut leaf = Vec::with_capacity(110);
         let storage_root = B256::from(storage_root);
         let fields: [&dyn Encodable; 4] = [
@@ -183,11 +232,14 @@ pub(crate) fn state_root(
     if !needs.is_empty() {
         return Ok(Root::Needs(needs));
     }
-    match state
-        .updated_root(&base_root.0, &account_updates)
-        .map_err(|_| CallError::Unsupported)?
-    {
-        Updated::Root(root) => Ok(Root::Hash(B256::from(root))),
+    match apply(pinned, &mut changes.nodes, &base_root.0, &account_updates)? {
+        Updated::Root(root) => {
+            let root = B256::from(root);
+            changes.root = Some(root);
+            changes.storage_roots.extend(storage_roots);
+            changes.dirty.clear();
+            Ok(Root::Hash(root))
+        }
         Updated::Unheld(unheld) => {
             for key in unheld.keys {
                 if let Some(address) = by_key.get(&key) {
@@ -195,8 +247,11 @@ pub(crate) fn state_root(
                 }
             }
             for path in unheld.siblings {
-                let address = Address::from_slice(&under(&path, 20)?);
-                needs.accounts.entry(address).or_default();
+                let preimage = under(&mut changes.preimages, &mut siblings, &path, 20)?;
+                needs
+                    .accounts
+                    .entry(Address::from_slice(&preimage))
+                    .or_default();
             }
             if needs.is_empty() {
                 return Err(CallError::Unsupported);
@@ -206,15 +261,48 @@ pub(crate) fn state_root(
     }
 }
 
-/// A preimage of `len` bytes whose hash lies under `path`, or the node's.
-fn under(path: &[u8], len: usize) -> Result<Vec<u8>, CallError> {
-    if path.len() > MAX_SIBLING_DEPTH {
-        return Err(CallError::Unsupported);
-    }
-    neve_state::preimage_under(path, len, MAX_PREIMAGE_TRIES).ok_or(CallError::Unsupported)
+/// `updates` applied to the trie at `root`, reading the simulation's own
+/// nodes first, then the verified store; the new nodes kept.
+fn apply(
+    pinned: &Pinned<'_>,
+    nodes: &mut HashMap<[u8; 32], Bytes>,
+    root: &[u8; 32],
+    updates: &[([u8; 32], Option<Bytes>)],
+) -> Result<Updated, CallError> {
+    let mut made = Vec::new();
+    let updated = neve_state::apply_updates(
+        root,
+        updates,
+        |hash| nodes.get(hash).cloned().or_else(|| pinned.state.node(hash)),
+        |hash, node| made.push((hash, node)),
+    )
+    .map_err(|_| CallError::Unsupported)?;
+    nodes.extend(made);
+    Ok(updated)
 }
 
-fn rlp(value: &U256) -> bytes::Bytes {
+/// A preimage of `len` bytes whose hash lies under `path` (found once per
+/// request), or the node's.
+fn under(
+    found: &mut HashMap<(usize, Vec<u8>), Vec<u8>>,
+    searched: &mut usize,
+    path: &[u8],
+    len: usize,
+) -> Result<Vec<u8>, CallError> {
+    if let Some(preimage) = found.get(&(len, path.to_vec())) {
+        return Ok(preimage.clone());
+    }
+    *searched += 1;
+    if path.len() > MAX_SIBLING_DEPTH || *searched > MAX_SIBLINGS {
+        return Err(CallError::Unsupported);
+    }
+    let preimage =
+        neve_state::preimage_under(path, len, MAX_PREIMAGE_TRIES).ok_or(CallError::Unsupported)?;
+    found.insert((len, path.to_vec()), preimage.clone());
+    Ok(preimage)
+}
+
+fn rlp(value: &U256) -> Bytes {
     let mut out = Vec::with_capacity(33);
     value.encode(&mut out);
     out.into()

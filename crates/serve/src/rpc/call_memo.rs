@@ -149,7 +149,9 @@ impl CallMemo {
         let Some(answer) = Answer::of(reply) else {
             return;
         };
-        if key.len() + answer.bytes() + ENTRY_OVERHEAD > self.generation_bytes {
+        // An answer over a quarter of a generation would push out many
+        // small ones for itself: it is not kept.
+        if key.len() + answer.bytes() + ENTRY_OVERHEAD > self.generation_bytes / 4 {
             return;
         }
         let mut generations = self.lock();
