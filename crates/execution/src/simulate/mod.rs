@@ -27,6 +27,8 @@ mod plan;
 mod precompiles;
 mod request;
 mod root;
+#[cfg(test)]
+mod tests;
 mod transfers;
 
 pub use request::{

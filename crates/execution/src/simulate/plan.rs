@@ -18,6 +18,7 @@ use super::{Refusal, SimError, refused};
 const TIME_STEP: u64 = 12;
 
 /// One block to simulate, its number and time settled.
+#[derive(Debug)]
 pub(crate) struct Planned<'a> {
     pub(crate) number: u64,
     pub(crate) time: u64,

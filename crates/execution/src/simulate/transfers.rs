@@ -114,6 +114,28 @@ impl Transfers {
     }
 }
 
+/// The frame operations the inspector's hooks make, for tests.
+#[cfg(test)]
+pub(crate) struct FrameOps<'a>(&'a mut Transfers);
+
+#[cfg(test)]
+impl FrameOps<'_> {
+    pub(crate) fn push_frame(&mut self) {
+        self.0.enter();
+    }
+
+    pub(crate) fn pop_frame(&mut self, failed: bool) {
+        self.0.exit(failed);
+    }
+}
+
+#[cfg(test)]
+impl Transfers {
+    pub(crate) fn frames_for_test(&mut self, op: impl FnOnce(&mut FrameOps<'_>)) {
+        op(&mut FrameOps(self));
+    }
+}
+
 impl<CTX> Inspector<CTX> for Transfers {
     fn log(&mut self, _: &mut CTX, log: Log) {
         self.capture(

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A wallet's preview head to head while the chain grows: a geth dev chain
+# sealing a block a second with `neve load` traffic throughout (a token and
+# its holders), a neve following the tip, and `neve bench`'s `simulate`
+# workload (eth_simulateV1 at `latest`: one block of 1-3 calls on the
+# token, an approval, a transfer and a balance read, transfers traced)
+# against both in one run, at c1 and c16. Then each server's CPU per
+# simulation (its utime + stime from /proc over a run at c16 against it
+# alone, divided by the answers).
+#
+#   scripts/bench-simulate.sh [SECONDS]      # per cell; default 10
+#   NEVE_ARGS="--call-memo-bytes 0" scripts/bench-simulate.sh   # every one run
+source "$(dirname "$0")/lib.sh"
+seconds=${1:-10}
+
+DEV_PERIOD=1 start_geth_dev
+"$neve" load --rpc "$geth_url" --seconds $((seconds * 8 + 300)) --tps 200 --accounts 2000 >"$work/load.log" 2>&1 &
+pids+=($!)
+until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
+port=$(free_port)
+url="http://127.0.0.1:$port"
+"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$port" \
+  --data-dir "$work/neve" ${NEVE_ARGS:-} >"$work/neve.log" 2>&1 &
+neve_pid=$!
+pids+=($neve_pid)
+until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
+out=${OUT:-$work/bench}
+"$neve" bench --target "neve=$url" --target "geth=$geth_url" --workload simulate \
+  --conns 1,16 --warmup "$seconds" --duration "$seconds" --out "$out"
+answers() {
+  python3 -c '
+import json, sys
+point = json.load(open(sys.argv[1]))["workloads"][0]["targets"][0]["points"][0]
+print(point["outcomes"].get("ok", 0))' "$1/results.json"
+}
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks=$(getconf CLK_TCK)
+for target in "neve=$url=$neve_pid" "geth=$geth_url=$geth_pid"; do
+  IFS== read -r name target_url pid <<<"$target"
+  before=$(cpu_of "$pid")
+  "$neve" bench --target "$name=$target_url" --workload simulate --conns 16 --warmup 0 \
+    --duration "$seconds" --out "$work/cpu-$name" >/dev/null 2>&1
+  after=$(cpu_of "$pid")
+  n=$(answers "$work/cpu-$name")
+  python3 -c "print(f'$name: {($after - $before) / $ticks / max(1, $n) * 1e6:.1f} µs CPU per simulation ({$n} answered)')"
+done
