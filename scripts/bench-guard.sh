@@ -73,10 +73,18 @@ declare -A FLOOR=(
   # 2026-11-26); the floors guard against calls falling back to the node's
   # cost or to 421s (the reject path fails the cell on its own).
   [call/1]=0.5 [call/16]=1
+  # eth_simulateV1, a wallet's preview at `latest` (one block of 1-3
+  # calls on the token, transfers traced: a block assembled, its state
+  # root from the verified trie): 2.0x at c1 and 8.8x at c16 against geth
+  # on a chain sealing a block a second under load, 136 us of neve's CPU
+  # a simulation against geth's 2,187 (scripts/bench-simulate.sh,
+  # 2026-11-28). The floors guard against previews falling back to the
+  # node's cost.
+  [simulate/1]=0.5 [simulate/16]=2
 )
 # WORKLOADS="…" narrows the run (an A/B against a build that predates a
 # workload); the default is every workload with a floor.
-read -ra WORKLOADS <<<"${WORKLOADS:-randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call}"
+read -ra WORKLOADS <<<"${WORKLOADS:-randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call simulate}"
 CONNS=(1 16)
 
 # neve's state budget (--state-cache-bytes), set here rather than left at

@@ -10,6 +10,7 @@
 #
 #   scripts/bench-simulate.sh [SECONDS]      # per cell; default 10
 #   NEVE_ARGS="--call-memo-bytes 0" scripts/bench-simulate.sh   # every one run
+#   WORKLOADS="call simulate" scripts/bench-simulate.sh        # beside eth_call
 source "$(dirname "$0")/lib.sh"
 seconds=${1:-10}
 
@@ -25,8 +26,10 @@ neve_pid=$!
 pids+=($neve_pid)
 until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
 out=${OUT:-$work/bench}
-"$neve" bench --target "neve=$url" --target "geth=$geth_url" --workload simulate \
-  --conns 1,16 --warmup "$seconds" --duration "$seconds" --out "$out"
+workloads=()
+for w in ${WORKLOADS:-simulate}; do workloads+=(--workload "$w"); done
+"$neve" bench --target "neve=$url" --target "geth=$geth_url" "${workloads[@]}" \
+  --conns 1,16 --warmup "$seconds" --duration "$seconds" --out "$out" --allow-flagged
 answers() {
   python3 -c '
 import json, sys
@@ -44,3 +47,6 @@ for target in "neve=$url=$neve_pid" "geth=$geth_url=$geth_pid"; do
   n=$(answers "$work/cpu-$name")
   python3 -c "print(f'$name: {($after - $before) / $ticks / max(1, $n) * 1e6:.1f} µs CPU per simulation ({$n} answered)')"
 done
+# How neve answered them: from the memo, run over held state, after
+# fetching, or missed (and why calls were refused, if any were).
+curl -s "$url/metrics" | grep -E '^neve_calls_(total|refused_total)|^neve_state_fetch' | sed 's/^/  /'

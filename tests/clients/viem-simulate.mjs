@@ -63,7 +63,11 @@ function describe(e) {
 }
 
 const replacer = (_, v) => typeof v === "bigint" ? `${v}n` : v instanceof Error ? describe(v) : v;
-const plain = (v) => JSON.parse(JSON.stringify(v, replacer) ?? "null");
+// Keys sorted: JSON's objects are unordered, and neve writes a block's
+// fields in another order than geth (viem keeps the order it was given).
+const sorted = (v) => Array.isArray(v) ? v.map(sorted)
+  : v && typeof v === "object" ? Object.fromEntries(Object.keys(v).sort().map(k => [k, sorted(v[k])])) : v;
+const plain = (v) => sorted(JSON.parse(JSON.stringify(v, replacer) ?? "null"));
 
 // Paths at which `a` and `b` differ, with both values.
 function differences(a, b, path = "$", out = []) {
@@ -97,6 +101,12 @@ async function both(what, action) {
 
 function expect(what, ok, value) {
   if (!ok) { console.error(`${what}: ${JSON.stringify(value, replacer)?.slice(0, 2000)}`); process.exit(1); }
+}
+
+// The revert reason viem decoded, wherever in the error's causes.
+function reason(e) {
+  for (let c = e; c; c = c.cause) if (c.reason) return c.reason;
+  return undefined;
 }
 
 let compared = 0;
@@ -142,7 +152,7 @@ for (const at of [{ blockNumber: head }, { blockTag: "latest" }]) {
     calls: [{ to: PROBE, abi: parseAbi(["function go()"]), functionName: "go" }],
     stateOverrides: [{ address: PROBE, code: REVERTS }],
   }));
-  expect("the revert", !error && value.results[0].status === "failure" && value.results[0].error?.reason === "nope", error ?? value);
+  expect("the revert", !error && value.results[0].status === "failure" && reason(value.results[0].error) === "nope", error ?? value.results);
 }
 
 // simulateBlocks: a stranger funded by an override calls from it, then a
@@ -182,7 +192,7 @@ for (const validation of [undefined, false, true]) {
       expect(`${what}: numbers`, first.number === head + 1n && second.number === head + 2n, value);
       expect(`${what}: the stranger's calls`, first.calls.every(c => c.status === "success") && first.calls[0].logs.length === 1 && first.calls[1].logs.length === 1, first.calls);
       expect(`${what}: the holder's transfer`, second.calls[0].status === "success" && second.calls[0].logs.length === 1, second.calls);
-      expect(`${what}: the revert`, second.calls[1].status === "failure" && second.calls[1].error?.reason === "nope", second.calls);
+      expect(`${what}: the revert`, second.calls[1].status === "failure" && reason(second.calls[1].error) === "nope", second.calls);
       expect(`${what}: transactions`, first.transactions.length === 2 && first.transactions.every(t => typeof t === (returnFullTransactions ? "object" : "string")), first.transactions);
       simulated++;
     }
@@ -190,6 +200,7 @@ for (const validation of [undefined, false, true]) {
 }
 // Validation refuses ether sent from an account without any: the same
 // error through both.
+let refusal;
 {
   const { error } = await both("simulateBlocks validation refusal", (c) => c.simulateBlocks({
     blockNumber: head,
@@ -197,7 +208,8 @@ for (const validation of [undefined, false, true]) {
     validation: true,
   }));
   expect("the refusal", error, "answered");
+  refusal = describe(error);
 }
 
-console.log(JSON.stringify({ head: Number(head), compared, simulated }));
+console.log(JSON.stringify({ head: Number(head), compared, simulated, refusal }));
 process.exit(0);

@@ -49,4 +49,10 @@ async fn viem_simulates_calls_and_blocks_through_neve_as_through_geth() {
     // refusal.
     assert_eq!(summary["compared"].as_u64(), Some(19), "{summary}");
     assert_eq!(summary["simulated"].as_u64(), Some(12), "{summary}");
+    // The refusal reached viem as the node's error code, which it maps to
+    // its own error type.
+    assert_eq!(
+        summary["refusal"]["name"], "InsufficientFundsError",
+        "{summary}"
+    );
 }

@@ -237,14 +237,9 @@ fn render(
     full: bool,
     codes: CallCodes,
 ) -> String {
-    let mut out = String::with_capacity(2048);
-    out.push('{');
-    let mut field = |name: &str, value: String| {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        let _ = write!(out, "\"{name}\":{value}");
-    };
+    // geth writes a block as a map: its keys in alphabetical order.
+    let mut fields: Vec<(&'static str, String)> = Vec::with_capacity(28);
+    let mut field = |name: &'static str, value: String| fields.push((name, value));
     field("hash", data(hash.as_slice()));
     field("parentHash", data(header.parent_hash.as_slice()));
     field("sha3Uncles", data(header.ommers_hash.as_slice()));
@@ -336,6 +331,12 @@ fn render(
         .map(|(call, encoded)| call_json(call, encoded.hash, header, hash, codes))
         .collect();
     field("calls", format!("[{}]", calls.join(",")));
+    fields.sort_unstable_by_key(|(name, _)| *name);
+    let mut out = String::with_capacity(fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum());
+    for (name, value) in fields {
+        out.push(if out.is_empty() { '{' } else { ',' });
+        let _ = write!(out, "\"{name}\":{value}");
+    }
     out.push('}');
     out
 }
