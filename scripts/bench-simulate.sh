@@ -14,17 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 seconds=${1:-10}
 
-DEV_PERIOD=1 start_geth_dev
-"$neve" load --rpc "$geth_url" --seconds $((seconds * 8 + 300)) --tps 200 --accounts 2000 >"$work/load.log" 2>&1 &
-pids+=($!)
-until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
-port=$(free_port)
-url="http://127.0.0.1:$port"
-"$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$port" \
-  --data-dir "$work/neve" ${NEVE_ARGS:-} >"$work/neve.log" 2>&1 &
-neve_pid=$!
-pids+=($neve_pid)
-until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
+follow_busy_chain $((seconds * 8 + 300))
 out=${OUT:-$work/bench}
 workloads=()
 for w in ${WORKLOADS:-simulate}; do workloads+=(--workload "$w"); done

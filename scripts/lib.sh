@@ -73,6 +73,24 @@ start_geth_dev() {
   until rpc "$geth_url" '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}' | grep -q result; do sleep 0.2; done
 }
 
+# follow_busy_chain SECONDS: a geth dev chain sealing a block a second
+# with `neve load` traffic (a token and its holders) for SECONDS, and a neve
+# following its tip (NEVE_ARGS added), caught up; sets url and neve_pid.
+follow_busy_chain() {
+  DEV_PERIOD=1 start_geth_dev
+  "$neve" load --rpc "$geth_url" --seconds "$1" --tps 200 --accounts 2000 >"$work/load.log" 2>&1 &
+  pids+=($!)
+  until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
+  local port
+  port=$(free_port)
+  url="http://127.0.0.1:$port"
+  "$neve" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:$port" \
+    --data-dir "$work/neve" ${NEVE_ARGS:-} >"$work/neve.log" 2>&1 &
+  neve_pid=$!
+  pids+=("$neve_pid")
+  until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
+}
+
 # grow_chain BLOCKS TPS: neve load until geth's head reaches BLOCKS.
 grow_chain() {
   echo "growing a chain of $1+ blocks with neve load at $2 tx/s …" >&2

@@ -314,27 +314,35 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
     Ok(params)
 }
 
-/// Params of `eth_call` or `eth_estimateGas` against the corpus's token.
-fn call_params(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<String, BenchError> {
-    let missing = |what: &str| {
-        BenchError::Corpus(format!(
-            "{} needs {what}, and the common range has none",
-            call.method
-        ))
-    };
-    let token = corpus
+/// What `method` needs that the corpus's common range does not have.
+fn missing(method: &str, what: &str) -> BenchError {
+    BenchError::Corpus(format!(
+        "{method} needs {what}, and the common range has none"
+    ))
+}
+
+/// The corpus's token (its busiest log contract).
+fn token_of<'a>(corpus: &'a Corpus, method: &str) -> Result<&'a String, BenchError> {
+    corpus
         .log_address
         .as_ref()
-        .ok_or_else(|| missing("a contract with logs"))?;
-    let mut address = || {
-        corpus
-            .addresses
-            .choose(rng)
-            .cloned()
-            .ok_or_else(|| missing("an address"))
-    };
-    let from = address()?;
-    let to = address()?;
+        .ok_or_else(|| missing(method, "a contract with logs"))
+}
+
+/// One of the chain's senders or recipients, at random.
+fn address_of(corpus: &Corpus, rng: &mut SmallRng, method: &str) -> Result<String, BenchError> {
+    corpus
+        .addresses
+        .choose(rng)
+        .cloned()
+        .ok_or_else(|| missing(method, "an address"))
+}
+
+/// Params of `eth_call` or `eth_estimateGas` against the corpus's token.
+fn call_params(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<String, BenchError> {
+    let token = token_of(corpus, &call.method)?;
+    let from = address_of(corpus, rng, &call.method)?;
+    let to = address_of(corpus, rng, &call.method)?;
     let word = |address: &str| format!("{:0>64}", address.trim_start_matches("0x"));
     // A token's reads and a simulated transfer, a third each for
     // calls (what a wallet or dapp front end asks of a token); a
@@ -365,23 +373,13 @@ fn call_params(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<St
 /// of the chain's senders (`approve(spender, 1)`, `transfer(to, 1)`,
 /// `balanceOf(to)`), with traced transfers, as viem's `simulateCalls` asks.
 fn preview_params(corpus: &Corpus, rng: &mut SmallRng) -> Result<String, BenchError> {
-    let missing = |what: &str| {
-        BenchError::Corpus(format!(
-            "eth_simulateV1 needs {what}, and the common range has none"
-        ))
-    };
-    let token = corpus
-        .log_address
-        .as_ref()
-        .ok_or_else(|| missing("a contract with logs"))?;
-    let mut address = || {
-        corpus
-            .addresses
-            .choose(rng)
-            .cloned()
-            .ok_or_else(|| missing("an address"))
-    };
-    let (from, spender, to) = (address()?, address()?, address()?);
+    let method = "eth_simulateV1";
+    let token = token_of(corpus, method)?;
+    let (from, spender, to) = (
+        address_of(corpus, rng, method)?,
+        address_of(corpus, rng, method)?,
+        address_of(corpus, rng, method)?,
+    );
     let word = |address: &str| format!("{:0>64}", address.trim_start_matches("0x"));
     let inputs = [
         format!("0x095ea7b3{}{:064x}", word(&spender), 1),

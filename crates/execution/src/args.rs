@@ -99,6 +99,25 @@ impl CallArgs {
         self.from.unwrap_or_default()
     }
 
+    /// `tx` with the call's lists and blob fields, as revm takes them.
+    pub(crate) fn with_lists(&self, tx: revm::context::TxEnv) -> revm::context::TxEnv {
+        revm::context::TxEnv {
+            access_list: self.access_list.clone().unwrap_or_default(),
+            blob_hashes: self.blob_versioned_hashes.clone().unwrap_or_default(),
+            max_fee_per_blob_gas: self
+                .max_fee_per_blob_gas
+                .map_or(0, |fee| fee.saturating_to()),
+            authorization_list: self
+                .authorization_list
+                .iter()
+                .flatten()
+                .cloned()
+                .map(revm::context::either::Either::Left)
+                .collect(),
+            ..tx
+        }
+    }
+
     /// The balance geth's `buyGas` wants of the sender for `gas` at
     /// `fee_cap`: gas × fee cap + value + blob gas × blob fee cap; `None`
     /// past 256 bits, which geth refuses ("required balance exceeds 256

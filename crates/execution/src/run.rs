@@ -8,7 +8,6 @@
 
 use alloy_primitives::{B256, Bytes, TxKind, U256};
 use neve_state::{HotKey, State};
-use revm::context::either::Either;
 use revm::context::result::{EVMError, ExecutionResult, HaltReason};
 use revm::context::{BlockEnv, CfgEnv, TxEnv};
 use revm::database::CacheDB;
@@ -366,7 +365,7 @@ fn setup(
     if fees.price == 0 {
         block.basefee = 0;
     }
-    let tx = TxEnv {
+    let tx = args.with_lists(TxEnv {
         tx_type: fees.tx_type(args),
         caller: sender,
         gas_limit,
@@ -376,20 +375,9 @@ fn setup(
         data: args.input(),
         nonce: sender_nonce,
         chain_id: Some(pinned.chain_id),
-        access_list: args.access_list.clone().unwrap_or_default(),
         gas_priority_fee: fees.tip,
-        blob_hashes: args.blob_versioned_hashes.clone().unwrap_or_default(),
-        max_fee_per_blob_gas: args
-            .max_fee_per_blob_gas
-            .map_or(0, |fee| fee.saturating_to()),
-        authorization_list: args
-            .authorization_list
-            .iter()
-            .flatten()
-            .cloned()
-            .map(Either::Left)
-            .collect(),
-    };
+        ..Default::default()
+    });
     let mut cfg = CfgEnv::new_with_spec(spec);
     cfg.chain_id = pinned.chain_id;
     cfg.disable_nonce_check = true;

@@ -26,14 +26,6 @@ const FIVE_MB: &str = "0x63004c4b406000f3";
 /// `CLZ(1)` returned as a word: Osaka's opcode (0x1e).
 const CLZ: &str = "0x60011e5f5260205ff3";
 
-/// A neve's counter from `/metrics`.
-fn metric(neve: &Neve, name: &str) -> u64 {
-    let (_, text) = neve.get("/metrics").unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics")) as u64
-}
-
 /// Waits until neve executes calls at `latest` (its rules learnt).
 async fn until_calls_answered(client: &RpcClient) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -379,13 +371,6 @@ async fn the_call_paths_bounds_hold_and_its_answers_are_geths() {
         "a call whose client hung up was not charged: gas counted {}",
         metric(&charged, "neve_call_gas_total")
     );
-}
-
-/// Whether `client`'s address is refused for its budget (429).
-async fn over_budget(client: &RpcClient) -> bool {
-    let chain_id = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"});
-    let answer = client.post(chain_id.to_string().into()).await;
-    format!("{answer:?}").contains("status: 429")
 }
 
 /// Anonymous resident memory of process `pid`, in bytes.

@@ -298,21 +298,6 @@ async fn simulations_equal_geths_at_latest_and_in_the_tail() {
     );
 }
 
-/// A neve's counter from `/metrics`.
-fn metric(neve: &support::Neve, name: &str) -> u64 {
-    let (_, text) = neve.get("/metrics").unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics")) as u64
-}
-
-/// Whether `client`'s address is refused for its budget (429).
-async fn over_budget(client: &RpcClient) -> bool {
-    let chain_id = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"});
-    let answer = client.post(chain_id.to_string().into()).await;
-    format!("{answer:?}").contains("status: 429")
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_simulation_bounds_hold_against_requests_built_to_break_them() {
     let TokenChain {

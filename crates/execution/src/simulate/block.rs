@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use alloy_consensus::Header;
 use alloy_eips::eip4895::Withdrawal;
 use alloy_primitives::{Address, B256, Bytes, Log, TxKind, U256, address, b256};
-use revm::context::either::Either;
 use revm::context::result::{EVMError, ExecutionResult, HaltReason};
 use revm::context::{BlockEnv, CfgEnv, TxEnv};
 use revm::database::CacheDB;
@@ -320,7 +319,7 @@ impl<'p, 'a> Chain<'p, 'a> {
             (false, true) => u64::MAX - 1,
             (false, false) => state_nonce,
         };
-        let env = TxEnv {
+        let env = args.with_lists(TxEnv {
             tx_type: tx.tx_type,
             caller: sender,
             gas_limit: gas,
@@ -330,20 +329,9 @@ impl<'p, 'a> Chain<'p, 'a> {
             data: tx.input.clone(),
             nonce: run_nonce,
             chain_id: Some(tx.chain_id),
-            access_list: args.access_list.clone().unwrap_or_default(),
             gas_priority_fee: (tx.tx_type != 0).then_some(tx.tip),
-            blob_hashes: args.blob_versioned_hashes.clone().unwrap_or_default(),
-            max_fee_per_blob_gas: args
-                .max_fee_per_blob_gas
-                .map_or(0, |fee| fee.saturating_to()),
-            authorization_list: args
-                .authorization_list
-                .iter()
-                .flatten()
-                .cloned()
-                .map(Either::Left)
-                .collect(),
-        };
+            ..Default::default()
+        });
         if wraps {
             set_nonce(evm, sender, u64::MAX - 1);
         }

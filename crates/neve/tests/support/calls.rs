@@ -153,3 +153,18 @@ pub async fn neve_on_a_token_chain() -> TokenChain {
         slots,
     }
 }
+
+/// A neve's counter from `/metrics`.
+pub fn metric(neve: &super::Neve, name: &str) -> u64 {
+    let (_, text) = neve.get("/metrics").unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics")) as u64
+}
+
+/// Whether `client`'s address is refused for its budget (429).
+pub async fn over_budget(client: &RpcClient) -> bool {
+    let chain_id = json!({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"});
+    let answer = client.post(chain_id.to_string().into()).await;
+    format!("{answer:?}").contains("status: 429")
+}
