@@ -258,6 +258,24 @@ async fn simulations_equal_geths_at_latest_and_in_the_tail() {
     while support::head(&client).await < head {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // Whole balances moved away: every holder's slot deleted, the
+    // branches they leave collapsing into nodes no proof of theirs
+    // brought (found under their paths, fetched, proved), block after
+    // block.
+    let everyone: Vec<Value> = (4..HOLDERS)
+        .map(|index| {
+            json!({"from": holder(index), "to": cast.wallet,
+                "input": token_call("transfer(address,uint256)", &[word(STRANGER), format!("{:064x}", 1000)])})
+        })
+        .collect();
+    let (first, rest) = everyone.split_at(everyone.len() / 2);
+    same(
+        &client,
+        &geth,
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{"calls": first}, {"calls": rest}]}, "latest"]),
+    )
+    .await;
     let mut dice = Dice(0x5eed_cafe_f00d);
     let (mut answered, mut refused) = (0, 0);
     for round in 0..240u64 {

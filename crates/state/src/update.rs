@@ -24,8 +24,10 @@ use bytes::Bytes;
 
 use crate::trie::{EMPTY_ROOT, Hash, HexPath, Malformed, Next, child, nibble, node_items};
 use encode::Encoder;
+use node::Node;
 
 mod encode;
+mod node;
 
 /// What the update needs that the getter does not hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -150,27 +152,6 @@ pub fn preimage_under(prefix: &[u8], len: usize, tries: u64) -> Option<Vec<u8>> 
 struct Up {
     key: Hash,
     value: Option<Bytes>,
-}
-
-/// A node of the trie being rewritten. What no update goes through stays a
-/// reference, so an untouched subtree is neither fetched nor re-encoded.
-#[derive(Debug)]
-enum Node {
-    Empty,
-    /// Referenced by hash, not read.
-    Hash(Hash),
-    /// Referenced inline (its encoding, under 32 bytes), not decoded.
-    Inline(Bytes),
-    Leaf {
-        path: Vec<u8>,
-        value: Bytes,
-    },
-    Extension {
-        path: Vec<u8>,
-        child: Box<Node>,
-    },
-    /// No value item: every key has 64 nibbles, so none ends at a branch.
-    Branch(Box<[Node; 16]>),
 }
 
 fn no_children() -> Box<[Node; 16]> {

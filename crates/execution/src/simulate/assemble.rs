@@ -12,9 +12,9 @@ use alloy_eips::eip2718::Encodable2718;
 use alloy_primitives::{B256, Bloom, Bytes, Signature, TxKind, U256, hex, keccak256};
 use alloy_rlp::{Encodable, Header as RlpHeader};
 
-use super::CallCodes;
 use super::block::{CallResult, Executed};
 use super::call::SimTx;
+use super::error::CallCodes;
 
 /// A block ready for the answer.
 pub(crate) struct Assembled {

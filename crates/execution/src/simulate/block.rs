@@ -28,13 +28,13 @@ use crate::rules::Dialect;
 use crate::run::{GAS_CAP, Pinned};
 
 use super::call::{SimTx, invalid_transaction, transaction};
+use super::error::{Refusal, SimError, refused};
 use super::header::{self, BLOB_GAS, Parent};
 use super::plan::Planned;
 use super::precompiles::SimPrecompiles;
 use super::request::SimulateRequest;
 use super::root::Changes;
 use super::transfers::{SimLog, Transfers};
-use super::{Refusal, SimError, refused};
 
 /// EIP-4788's contract.
 const BEACON_ROOTS: Address = address!("0x000F3df6D732807Ef1319fB7B8bB8522d0Beac02");
@@ -358,7 +358,7 @@ impl<'p, 'a> Chain<'p, 'a> {
             ExecutionResult::Success { output, logs, .. } => (output.into_data(), None, logs),
             ExecutionResult::Revert { output, .. } => (
                 Bytes::new(),
-                Some((true, crate::revert_message(&output), Some(output))),
+                Some((true, crate::revert::revert_message(&output), Some(output))),
                 Vec::new(),
             ),
             ExecutionResult::Halt { reason, .. } => {

@@ -8,7 +8,7 @@ use alloy_primitives::{Address, Bytes, U256};
 use crate::args::CallArgs;
 use crate::error::CallError;
 
-use super::{Refusal, SimError, refused};
+use super::error::{Refusal, SimError, refused};
 
 /// One call's transaction, as geth's `ToTransaction` makes it.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use crate::error::CallError;
 use crate::rules::Fork;
 use crate::run::MEMORY_LIMIT;
 
-use super::SimError;
+use super::error::SimError;
 use super::plan::Planned;
 
 /// Gas of one blob.

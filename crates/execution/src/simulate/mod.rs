@@ -22,6 +22,7 @@
 mod assemble;
 mod block;
 mod call;
+mod error;
 mod header;
 mod plan;
 mod precompiles;
@@ -31,6 +32,7 @@ mod root;
 mod tests;
 mod transfers;
 
+pub use error::{CallCodes, Refusal, SimError};
 pub use request::{
     MAX_ANSWER_BYTES, MAX_BLOCKS, MAX_CALLS, MAX_CALLS_PER_BLOCK, SimBlock, SimulateRequest,
 };
@@ -43,68 +45,6 @@ use crate::db::Needs;
 use crate::error::CallError;
 use crate::rules::Dialect;
 use crate::run::Pinned;
-
-/// Why geth refuses a simulation as a whole, by the code it answers with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// -32602.
-    InvalidParams,
-    /// -38010.
-    NonceTooLow,
-    /// -38011.
-    NonceTooHigh,
-    /// -38012.
-    BaseFeeTooLow,
-    /// -38013.
-    IntrinsicGas,
-    /// -38014.
-    InsufficientFunds,
-    /// -38015.
-    BlockGasLimitReached,
-    /// -38020.
-    BlockNumberInvalid,
-    /// -38021.
-    BlockTimestampInvalid,
-    /// -38024.
-    SenderIsNotEoa,
-    /// -38025.
-    MaxInitCodeSizeExceeded,
-    /// -38026.
-    ClientLimitExceeded,
-    /// -32603: a transaction error geth has no code of its own for.
-    Internal,
-    /// -32000: geth's plain errors (an override that does not apply).
-    Failed,
-}
-
-/// A simulation refused before or instead of its blocks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SimError {
-    /// geth's refusal, its code and its words.
-    Refused(Refusal, String),
-    /// Not answered here (421), or an internal failure.
-    Call(CallError),
-}
-
-impl From<CallError> for SimError {
-    fn from(error: CallError) -> Self {
-        SimError::Call(error)
-    }
-}
-
-fn refused(refusal: Refusal, message: impl Into<String>) -> SimError {
-    SimError::Refused(refusal, message.into())
-}
-
-/// The codes a call's own error carries inside the answer (the caller's
-/// one enum of codes says them).
-#[derive(Clone, Copy, Debug)]
-pub struct CallCodes {
-    /// A revert (geth: 3).
-    pub reverted: i64,
-    /// Any other failure of the EVM (geth: -32015).
-    pub vm_error: i64,
-}
 
 /// What a simulation came to.
 #[derive(Debug)]

@@ -10,8 +10,8 @@ use alloy_primitives::U256;
 use crate::args::{BlockOverrides, CallArgs, StateOverride};
 use crate::block::BlockFacts;
 
+use super::error::{Refusal, SimError, refused};
 use super::request::{MAX_BLOCKS, SimBlock};
-use super::{Refusal, SimError, refused};
 
 /// Seconds between blocks whose time is not given: geth's
 /// `timestampIncrement`.

@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use crate::args::{BlockOverrides, CallArgs, StateOverride};
 
-use super::{Refusal, SimError, refused};
+use super::error::{Refusal, SimError, refused};
 
 /// Most simulated blocks in one request, gaps included, counted from the
 /// pinned block: geth's `maxSimulateBlocks`. Default is 256.

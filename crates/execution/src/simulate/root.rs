@@ -24,8 +24,6 @@ use crate::db::Needs;
 use crate::error::CallError;
 use crate::run::Pinned;
 
-use super::block::Overlay;
-
 /// Most candidate preimages tried for one node a deletion collapses into:
 /// 16 times what a path of [`MAX_SIBLING_DEPTH`] nibbles needs on average
 /// (16^4), so a search fails about once in e^16. Default is 1,048,576.
@@ -146,7 +144,7 @@ pub(crate) enum Root {
 /// names what they need too).
 pub(crate) fn state_root(
     pinned: &Pinned<'_>,
-    overlay: &Overlay<'_>,
+    overlay: &revm::database::CacheDB<&crate::db::VerifiedDb<'_>>,
     changes: &mut Changes,
 ) -> Result<Root, CallError> {
     let base_root = changes.root.unwrap_or(pinned.block.state_root);

@@ -4,7 +4,7 @@
 use alloy_primitives::keccak256;
 use bytes::Bytes;
 
-use super::Node;
+use super::node::Node;
 use crate::trie::Hash;
 
 pub(super) struct Encoder<P> {
