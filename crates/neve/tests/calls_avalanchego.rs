@@ -6,8 +6,8 @@
 //! coreth's `PREVRANDAO` and coinbase, its deprecated native-asset
 //! contracts and P256VERIFY), through a neve mirroring that neve too. What
 //! neve cannot answer as coreth does is 421: warp, block overrides, one
-//! storage cell reached by both its keys, `eth_createAccessList` and the
-//! fee methods (coreth's oracle is its own).
+//! storage cell reached by both its keys, `eth_createAccessList`, the fee
+//! methods (coreth's oracle is its own) and `eth_simulateV1`.
 
 mod support;
 
@@ -221,6 +221,13 @@ async fn calls_equal_avalanchegos_and_coreths_own_are_misses() {
         missed(&client, method, json!([])).await;
     }
     missed(&client, "eth_feeHistory", json!([1, "latest", [50]])).await;
+    // Simulated blocks are geth's, not coreth's: the node's.
+    missed(
+        &client,
+        "eth_simulateV1",
+        json!([{"blockStateCalls": [{"calls": [{"to": STRANGER}]}]}, at]),
+    )
+    .await;
     // Nothing read disagreed with a proof.
     assert_eq!(neve.health().unwrap()["state"]["refused_proofs"], 0);
 
