@@ -228,6 +228,68 @@ fn data(bytes: &[u8]) -> String {
     format!("\"0x{}\"", hex::encode(bytes))
 }
 
+/// A JSON object written straight into the answer, key by key.
+struct Object<'a> {
+    out: &'a mut String,
+    empty: bool,
+}
+
+impl<'a> Object<'a> {
+    fn open(out: &'a mut String) -> Self {
+        out.push('{');
+        Object { out, empty: true }
+    }
+
+    /// Writes `"name":` and hands the buffer over for the value.
+    fn key(&mut self, name: &str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        self.out.push('"');
+        self.out.push_str(name);
+        self.out.push_str("\":");
+        self.out
+    }
+
+    fn data(&mut self, name: &str, bytes: &[u8]) {
+        push_data(self.key(name), bytes);
+    }
+
+    fn quantity(&mut self, name: &str, value: impl std::fmt::LowerHex) {
+        let _ = write!(self.key(name), "\"0x{value:x}\"");
+    }
+
+    fn close(self) {
+        self.out.push('}');
+    }
+}
+
+/// `"0x…"`, the bytes in lowercase hex.
+fn push_data(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2 + 4);
+    out.push_str("\"0x");
+    for byte in bytes {
+        out.push(DIGITS[usize::from(byte >> 4)] as char);
+        out.push(DIGITS[usize::from(byte & 0x0f)] as char);
+    }
+    out.push('"');
+}
+
+/// A list of `items`, each written by `write`.
+fn push_list<T>(out: &mut String, items: &[T], mut write: impl FnMut(&mut String, usize, &T)) {
+    out.push('[');
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        write(out, index, item);
+    }
+    out.push(']');
+}
+
+/// The block as geth writes it: a Go map, its keys in alphabetical order.
 fn render(
     executed: &Executed,
     header: &alloy_consensus::Header,
@@ -237,48 +299,42 @@ fn render(
     full: bool,
     codes: CallCodes,
 ) -> String {
-    // geth writes a block as a map: its keys in alphabetical order.
-    let mut fields: Vec<(&'static str, String)> = Vec::with_capacity(28);
-    let mut field = |name: &'static str, value: String| fields.push((name, value));
-    field("hash", data(hash.as_slice()));
-    field("parentHash", data(header.parent_hash.as_slice()));
-    field("sha3Uncles", data(header.ommers_hash.as_slice()));
-    field("miner", data(header.beneficiary.as_slice()));
-    field("stateRoot", data(header.state_root.as_slice()));
-    field(
-        "transactionsRoot",
-        data(header.transactions_root.as_slice()),
-    );
-    field("receiptsRoot", data(header.receipts_root.as_slice()));
-    field("logsBloom", data(header.logs_bloom.as_slice()));
-    field("difficulty", quantity(header.difficulty));
-    field("number", quantity(header.number));
-    field("gasLimit", quantity(header.gas_limit));
-    field("gasUsed", quantity(header.gas_used));
-    field("timestamp", quantity(header.timestamp));
-    field("extraData", data(&header.extra_data));
-    field("mixHash", data(header.mix_hash.as_slice()));
-    field("nonce", data(header.nonce.as_slice()));
+    let mut out = String::with_capacity(2048);
+    let mut block = Object::open(&mut out);
     if let Some(fee) = header.base_fee_per_gas {
-        field("baseFeePerGas", quantity(fee));
-    }
-    if let Some(root) = header.withdrawals_root {
-        field("withdrawalsRoot", data(root.as_slice()));
+        block.quantity("baseFeePerGas", fee);
     }
     if let Some(gas) = header.blob_gas_used {
-        field("blobGasUsed", quantity(gas));
+        block.quantity("blobGasUsed", gas);
     }
+    push_list(block.key("calls"), &executed.calls, |out, index, call| {
+        call_json(out, call, encoded[index].hash, header, hash, codes)
+    });
+    block.quantity("difficulty", header.difficulty);
     if let Some(gas) = header.excess_blob_gas {
-        field("excessBlobGas", quantity(gas));
+        block.quantity("excessBlobGas", gas);
     }
+    block.data("extraData", &header.extra_data);
+    block.quantity("gasLimit", header.gas_limit);
+    block.quantity("gasUsed", header.gas_used);
+    block.data("hash", hash.as_slice());
+    block.data("logsBloom", header.logs_bloom.as_slice());
+    block.data("miner", header.beneficiary.as_slice());
+    block.data("mixHash", header.mix_hash.as_slice());
+    block.data("nonce", header.nonce.as_slice());
+    block.quantity("number", header.number);
     if let Some(root) = header.parent_beacon_block_root {
-        field("parentBeaconBlockRoot", data(root.as_slice()));
+        block.data("parentBeaconBlockRoot", root.as_slice());
     }
+    block.data("parentHash", header.parent_hash.as_slice());
+    block.data("receiptsRoot", header.receipts_root.as_slice());
     if let Some(requests) = header.requests_hash {
-        field("requestsHash", data(requests.as_slice()));
+        block.data("requestsHash", requests.as_slice());
     }
-    field("size", quantity(size));
-    field("uncles", "[]".to_string());
+    block.data("sha3Uncles", header.ommers_hash.as_slice());
+    block.quantity("size", size);
+    block.data("stateRoot", header.state_root.as_slice());
+    block.quantity("timestamp", header.timestamp);
     // geth keeps each transaction's sender by the unsigned transaction's
     // hash, which the sender is not part of: of two identical calls from
     // different senders, both show the later one's.
@@ -288,111 +344,90 @@ fn render(
         .zip(encoded)
         .map(|(tx, encoded)| (encoded.hash, tx.from))
         .collect();
-    let transactions: Vec<String> = executed
-        .txs
-        .iter()
-        .zip(encoded)
-        .enumerate()
-        .map(|(index, (tx, encoded))| {
+    push_list(
+        block.key("transactions"),
+        &executed.txs,
+        |out, index, tx| {
+            let tx_hash = encoded[index].hash;
             if full {
-                transaction_json(
+                out.push_str(&transaction_json(
                     tx,
-                    senders[&encoded.hash],
-                    encoded.hash,
+                    senders[&tx_hash],
+                    tx_hash,
                     header,
                     hash,
                     index,
-                )
+                ));
             } else {
-                data(encoded.hash.as_slice())
+                push_data(out, tx_hash.as_slice());
             }
-        })
-        .collect();
-    field("transactions", format!("[{}]", transactions.join(",")));
+        },
+    );
+    block.data("transactionsRoot", header.transactions_root.as_slice());
+    block.key("uncles").push_str("[]");
     if let Some(withdrawals) = &executed.withdrawals {
-        let list: Vec<String> = withdrawals
-            .iter()
-            .map(|w| {
-                format!(
-                    "{{\"index\":{},\"validatorIndex\":{},\"address\":{},\"amount\":{}}}",
-                    quantity(w.index),
-                    quantity(w.validator_index),
-                    data(w.address.as_slice()),
-                    quantity(w.amount)
-                )
-            })
-            .collect();
-        field("withdrawals", format!("[{}]", list.join(",")));
+        push_list(block.key("withdrawals"), withdrawals, |out, _, w| {
+            let mut withdrawal = Object::open(out);
+            withdrawal.quantity("index", w.index);
+            withdrawal.quantity("validatorIndex", w.validator_index);
+            withdrawal.data("address", w.address.as_slice());
+            withdrawal.quantity("amount", w.amount);
+            withdrawal.close();
+        });
     }
-    let calls: Vec<String> = executed
-        .calls
-        .iter()
-        .zip(encoded)
-        .map(|(call, encoded)| call_json(call, encoded.hash, header, hash, codes))
-        .collect();
-    field("calls", format!("[{}]", calls.join(",")));
-    fields.sort_unstable_by_key(|(name, _)| *name);
-    let mut out = String::with_capacity(fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum());
-    for (name, value) in fields {
-        out.push(if out.is_empty() { '{' } else { ',' });
-        let _ = write!(out, "\"{name}\":{value}");
+    if let Some(root) = header.withdrawals_root {
+        block.data("withdrawalsRoot", root.as_slice());
     }
-    out.push('}');
+    block.close();
     out
 }
 
+/// One call's result, geth's `simCallResult`.
 fn call_json(
+    out: &mut String,
     call: &CallResult,
     tx_hash: B256,
     header: &alloy_consensus::Header,
     block_hash: B256,
     codes: CallCodes,
-) -> String {
-    let logs: Vec<String> = call
-        .logs
-        .iter()
-        .map(|log| {
-            let topics: Vec<String> = log.topics.iter().map(|t| data(t.as_slice())).collect();
-            format!(
-                "{{\"address\":{},\"topics\":[{}],\"data\":{},\"blockNumber\":{},\"transactionHash\":{},\"transactionIndex\":{},\"blockHash\":{},\"blockTimestamp\":{},\"logIndex\":{},\"removed\":false}}",
-                data(log.address.as_slice()),
-                topics.join(","),
-                data(&log.data),
-                quantity(header.number),
-                data(tx_hash.as_slice()),
-                quantity(log.tx_index),
-                data(block_hash.as_slice()),
-                quantity(header.timestamp),
-                quantity(log.index),
-            )
-        })
-        .collect();
-    let error = match &call.error {
-        None => String::new(),
-        Some((reverted, message, revert_data)) => {
-            let message = go_escaped(&serde_json::to_string(message).expect("strings serialise"));
-            let code = if *reverted {
-                codes.reverted
-            } else {
-                codes.vm_error
-            };
-            match revert_data {
-                Some(bytes) => format!(
-                    ",\"error\":{{\"message\":{message},\"code\":{code},\"data\":{}}}",
-                    data(bytes)
-                ),
-                None => format!(",\"error\":{{\"message\":{message},\"code\":{code}}}"),
-            }
+) {
+    let mut result = Object::open(out);
+    result.data("returnData", &call.return_data);
+    push_list(result.key("logs"), &call.logs, |out, _, log| {
+        let mut entry = Object::open(out);
+        entry.data("address", log.address.as_slice());
+        push_list(entry.key("topics"), &log.topics, |out, _, topic| {
+            push_data(out, topic.as_slice())
+        });
+        entry.data("data", &log.data);
+        entry.quantity("blockNumber", header.number);
+        entry.data("transactionHash", tx_hash.as_slice());
+        entry.quantity("transactionIndex", log.tx_index);
+        entry.data("blockHash", block_hash.as_slice());
+        entry.quantity("blockTimestamp", header.timestamp);
+        entry.quantity("logIndex", log.index);
+        entry.key("removed").push_str("false");
+        entry.close();
+    });
+    result.quantity("gasUsed", call.gas_used);
+    result.quantity("maxUsedGas", call.max_used_gas);
+    result.quantity("status", u8::from(call.success));
+    if let Some((reverted, message, revert_data)) = &call.error {
+        let mut error = Object::open(result.key("error"));
+        let message = serde_json::to_string(message).expect("strings serialise");
+        error.key("message").push_str(&go_escaped(&message));
+        let code = if *reverted {
+            codes.reverted
+        } else {
+            codes.vm_error
+        };
+        let _ = write!(error.key("code"), "{code}");
+        if let Some(bytes) = revert_data {
+            error.data("data", bytes);
         }
-    };
-    format!(
-        "{{\"returnData\":{},\"logs\":[{}],\"gasUsed\":{},\"maxUsedGas\":{},\"status\":{}{error}}}",
-        data(&call.return_data),
-        logs.join(","),
-        quantity(call.gas_used),
-        quantity(call.max_used_gas),
-        quantity(u8::from(call.success)),
-    )
+        error.close();
+    }
+    result.close();
 }
 
 /// JSON text escaped as Go's `encoding/json` escapes it: a revert
