@@ -9,6 +9,7 @@
 #
 #   A_BIN=/path/to/old/neve B_BIN=/path/to/new/neve scripts/bench-cpu-ab.sh
 #   WL=randblock RATE=20000 ROUNDS=6 DUR=10 A_BIN=… B_BIN=… scripts/bench-cpu-ab.sh
+#   WL=simulate RATE=5000 NEVE_ARGS="--call-memo-bytes 0" A_BIN=… B_BIN=… scripts/bench-cpu-ab.sh
 source "$(dirname "$0")/lib.sh"
 : "${A_BIN:?A_BIN names a neve build}" "${B_BIN:?B_BIN names a neve build}"
 A_BIN=$(realpath "$A_BIN"); B_BIN=$(realpath "$B_BIN")
@@ -21,7 +22,7 @@ for t in a b; do
   bin=$A_BIN; [ $t = b ] && bin=$B_BIN
   port[$t]=$(free_port)
   "$bin" serve --upstream "$geth_url" --ws-url "$geth_ws" --floor 0 --listen "127.0.0.1:${port[$t]}" \
-    --data-dir "$work/n$t" >"$work/n$t.log" 2>&1 &
+    --data-dir "$work/n$t" ${NEVE_ARGS:-} >"$work/n$t.log" 2>&1 &
   pid[$t]=$!; pids+=($!)
 done
 for t in a b; do
