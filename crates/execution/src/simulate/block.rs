@@ -107,11 +107,7 @@ pub(crate) struct Chain<'p, 'a> {
 }
 
 impl<'p, 'a> Chain<'p, 'a> {
-    pub(crate) fn new(
-        pinned: &'p Pinned<'a>,
-        request: &'p SimulateRequest,
-        _: &VerifiedDb<'_>,
-    ) -> Self {
+    pub(crate) fn new(pinned: &'p Pinned<'a>, request: &'p SimulateRequest) -> Self {
         let base = pinned.block;
         Chain {
             pinned,
