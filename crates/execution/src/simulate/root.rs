@@ -37,10 +37,11 @@ const MAX_SIBLING_DEPTH: usize = 4;
 /// 1 M (a quarter of a second) at the average. Default is 16.
 const MAX_SIBLINGS: usize = 16;
 
-/// Most keys (accounts and slots) one request may change: each is a trie
-/// update for its block's root, and a proof to fetch if its path is not
-/// held. A larger change (a state override of a whole contract's storage)
-/// is the node's. Default is 20,000.
+/// Most trie updates (an account or a slot changed in a block, counted
+/// once a block) one request may make: each is work for its block's root,
+/// and a proof to fetch if its path is not held. A larger change (a state
+/// override of a whole contract's storage) is the node's. Default is
+/// 20,000.
 pub(crate) const MAX_CHANGED_KEYS: usize = 20_000;
 
 /// The simulated chain's state as tries: what changed since the last
@@ -81,7 +82,7 @@ impl Changes {
             if !account.is_touched() {
                 continue;
             }
-            let changed = self.dirty.entry(*address).or_default();
+            let changed = self.changed(*address);
             changed.executed = true;
             if account.is_created() || account.is_selfdestructed() {
                 changed.fresh_storage = true;
@@ -92,8 +93,7 @@ impl Changes {
                 .iter()
                 .filter(|(_, slot)| slot.is_changed())
                 .map(|(key, _)| *key);
-            self.changed_keys += 1 + slots.clone().count();
-            changed.slots.extend(slots);
+            self.add_slots(*address, slots);
         }
         self.within_bound()
     }
@@ -106,23 +106,39 @@ impl Changes {
         replaced: bool,
         slots: impl Iterator<Item = U256>,
     ) -> Result<(), CallError> {
-        let changed = self.dirty.entry(address).or_default();
+        let changed = self.changed(address);
         changed.executed = false;
         if replaced {
             changed.fresh_storage = true;
             changed.slots.clear();
         }
-        let before = changed.slots.len();
-        changed.slots.extend(slots);
-        self.changed_keys += 1 + changed.slots.len() - before;
+        self.add_slots(address, slots);
         self.within_bound()
     }
 
     /// An account credited outside the calls (a withdrawal).
     pub(crate) fn touched(&mut self, address: Address) -> Result<(), CallError> {
-        self.dirty.entry(address).or_default().executed = true;
-        self.changed_keys += 1;
+        self.changed(address).executed = true;
         self.within_bound()
+    }
+
+    /// `address`'s entry among this block's changes; a new one counts as a
+    /// key to update (the bound counts updates to the roots, not touches:
+    /// a thousand calls from one sender change one account).
+    fn changed(&mut self, address: Address) -> &mut Changed {
+        if !self.dirty.contains_key(&address) {
+            self.changed_keys += 1;
+        }
+        self.dirty.entry(address).or_default()
+    }
+
+    fn add_slots(&mut self, address: Address, slots: impl Iterator<Item = U256>) {
+        let changed = self.dirty.entry(address).or_default();
+        for slot in slots {
+            if changed.slots.insert(slot) {
+                self.changed_keys += 1;
+            }
+        }
     }
 
     fn within_bound(&self) -> Result<(), CallError> {
