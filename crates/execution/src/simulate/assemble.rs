@@ -9,7 +9,7 @@ use alloy_consensus::{
     TxEip4844, TxEip7702, TxEnvelope,
 };
 use alloy_eips::eip2718::Encodable2718;
-use alloy_primitives::{B256, Bloom, Bytes, Signature, TxKind, U256, hex, keccak256};
+use alloy_primitives::{B256, Bloom, Bytes, Signature, TxKind, U256, keccak256};
 use alloy_rlp::{Encodable, Header as RlpHeader};
 
 use super::block::{CallResult, Executed};
@@ -220,12 +220,9 @@ fn encode(tx: &SimTx) -> Encoded {
     }
 }
 
-fn quantity(value: impl std::fmt::LowerHex) -> String {
-    format!("\"0x{value:x}\"")
-}
-
-fn data(bytes: &[u8]) -> String {
-    format!("\"0x{}\"", hex::encode(bytes))
+/// A value serde writes (the lists a transaction carries).
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("transaction lists serialise")
 }
 
 /// A JSON object written straight into the answer, key by key.
@@ -350,14 +347,7 @@ fn render(
         |out, index, tx| {
             let tx_hash = encoded[index].hash;
             if full {
-                out.push_str(&transaction_json(
-                    tx,
-                    senders[&tx_hash],
-                    tx_hash,
-                    header,
-                    hash,
-                    index,
-                ));
+                transaction_json(out, tx, senders[&tx_hash], tx_hash, header, hash, index);
             } else {
                 push_data(out, tx_hash.as_slice());
             }
@@ -442,75 +432,65 @@ fn go_escaped(json: &str) -> String {
 
 /// geth's `RPCTransaction` of a simulated transaction, its sender set.
 fn transaction_json(
+    out: &mut String,
     tx: &SimTx,
     from: alloy_primitives::Address,
     hash: B256,
     header: &alloy_consensus::Header,
     block_hash: B256,
     index: usize,
-) -> String {
-    let mut out = format!(
-        "{{\"blockHash\":{},\"blockNumber\":{},\"blockTimestamp\":{},\"from\":{},\"gas\":{}",
-        data(block_hash.as_slice()),
-        quantity(header.number),
-        quantity(header.timestamp),
-        data(from.as_slice()),
-        quantity(tx.gas),
-    );
+) {
+    let mut entry = Object::open(out);
+    entry.data("blockHash", block_hash.as_slice());
+    entry.quantity("blockNumber", header.number);
+    entry.quantity("blockTimestamp", header.timestamp);
+    entry.data("from", from.as_slice());
+    entry.quantity("gas", tx.gas);
     let base_fee = u128::from(header.base_fee_per_gas.unwrap_or_default());
     let price = if tx.tx_type == 0 {
         tx.fee_cap
     } else {
         tx.tip.saturating_add(base_fee).min(tx.fee_cap)
     };
-    let _ = write!(out, ",\"gasPrice\":{}", quantity(price));
+    entry.quantity("gasPrice", price);
     if tx.tx_type != 0 {
-        let _ = write!(
-            out,
-            ",\"maxFeePerGas\":{},\"maxPriorityFeePerGas\":{}",
-            quantity(tx.fee_cap),
-            quantity(tx.tip)
-        );
+        entry.quantity("maxFeePerGas", tx.fee_cap);
+        entry.quantity("maxPriorityFeePerGas", tx.tip);
     }
     if tx.tx_type == 3 {
-        let fee = tx.args.max_fee_per_blob_gas.unwrap_or_default();
-        let _ = write!(out, ",\"maxFeePerBlobGas\":{}", quantity(fee));
-    }
-    let to = tx.to.map_or("null".to_string(), |to| data(to.as_slice()));
-    let _ = write!(
-        out,
-        ",\"hash\":{},\"input\":{},\"nonce\":{},\"to\":{to},\"transactionIndex\":{},\"value\":{},\"type\":{}",
-        data(hash.as_slice()),
-        data(&tx.input),
-        quantity(tx.nonce),
-        quantity(index),
-        quantity(tx.value),
-        quantity(tx.tx_type),
-    );
-    if tx.tx_type != 0 {
-        let list = serde_json::to_string(&tx.args.access_list.clone().unwrap_or_default())
-            .expect("access lists serialise");
-        let _ = write!(
-            out,
-            ",\"accessList\":{list},\"chainId\":{}",
-            quantity(tx.chain_id)
+        entry.quantity(
+            "maxFeePerBlobGas",
+            tx.args.max_fee_per_blob_gas.unwrap_or_default(),
         );
     }
+    entry.data("hash", hash.as_slice());
+    entry.data("input", &tx.input);
+    entry.quantity("nonce", tx.nonce);
+    match tx.to {
+        Some(to) => entry.data("to", to.as_slice()),
+        None => entry.key("to").push_str("null"),
+    }
+    entry.quantity("transactionIndex", index);
+    entry.quantity("value", tx.value);
+    entry.quantity("type", tx.tx_type);
+    if tx.tx_type != 0 {
+        let list = tx.args.access_list.clone().unwrap_or_default();
+        entry.key("accessList").push_str(&to_json(&list));
+        entry.quantity("chainId", tx.chain_id);
+    }
     if tx.tx_type == 3 {
-        let hashes =
-            serde_json::to_string(&tx.args.blob_versioned_hashes.clone().unwrap_or_default())
-                .expect("hashes serialise");
-        let _ = write!(out, ",\"blobVersionedHashes\":{hashes}");
+        let hashes = tx.args.blob_versioned_hashes.clone().unwrap_or_default();
+        entry.key("blobVersionedHashes").push_str(&to_json(&hashes));
     }
     if tx.tx_type == 4 {
-        let list = serde_json::to_string(&tx.args.authorization_list.clone().unwrap_or_default())
-            .expect("authorizations serialise");
-        let _ = write!(out, ",\"authorizationList\":{list}");
+        let list = tx.args.authorization_list.clone().unwrap_or_default();
+        entry.key("authorizationList").push_str(&to_json(&list));
     }
-    out.push_str(",\"v\":\"0x0\",\"r\":\"0x0\",\"s\":\"0x0\"");
+    for signature in ["v", "r", "s"] {
+        entry.quantity(signature, 0u8);
+    }
     if tx.tx_type != 0 {
-        out.push_str(",\"yParity\":\"0x0\"");
+        entry.quantity("yParity", 0u8);
     }
-    out.push('}');
-    out
+    entry.close();
 }

@@ -53,7 +53,7 @@ const SYSTEM_CONTRACTS: [Address; 4] = [
     REQUEST_QUEUES[1].1,
 ];
 /// EIP-6110's deposit event: a block with one carries a deposit request,
-/// which needs the chain's deposit contract address neve is not told.
+/// which neve does not parse (the node's).
 const DEPOSIT_TOPIC: B256 =
     b256!("0x649bbc62d0e31342afea4e5cd82d4049e7e1ee912fc0889aa790803be39038c5");
 
