@@ -33,6 +33,11 @@ pub struct BlockFacts {
     pub blob_gas_used: Option<u64>,
     /// The verified state root every read starts from.
     pub state_root: B256,
+    /// The parent's hash (a replayed block runs over its parent's state).
+    pub parent_hash: B256,
+    /// EIP-4788's root, from Cancun on (a replayed block's first system
+    /// call stores it).
+    pub parent_beacon_block_root: Option<B256>,
     /// Which forks the header's own fields show (Shanghai's
     /// `withdrawalsRoot`, Cancun's `blobGasUsed`, Prague's
     /// `requestsHash`): what rules claimed for it must agree with.
@@ -72,6 +77,10 @@ struct HeaderJson {
     gas_used: U256,
     state_root: B256,
     #[serde(default)]
+    parent_hash: B256,
+    #[serde(default)]
+    parent_beacon_block_root: Option<B256>,
+    #[serde(default)]
     withdrawals_root: Option<B256>,
     #[serde(default)]
     blob_gas_used: Option<U256>,
@@ -109,6 +118,8 @@ impl BlockFacts {
                 .map(|gas| small(gas, "blobGasUsed"))
                 .transpose()?,
             state_root: header.state_root,
+            parent_hash: header.parent_hash,
+            parent_beacon_block_root: header.parent_beacon_block_root,
             shows: HeaderForks {
                 withdrawals: header.withdrawals_root.is_some(),
                 blob_gas: header.blob_gas_used.is_some(),
@@ -226,6 +237,8 @@ mod tests {
             gas_used: 0,
             blob_gas_used: Some(0),
             state_root: B256::ZERO,
+            parent_hash: Default::default(),
+            parent_beacon_block_root: None,
             shows,
         };
         let fork = |spec, dialect| crate::rules::Fork {

@@ -29,6 +29,8 @@ mod revert;
 mod rules;
 mod run;
 pub mod simulate;
+mod system;
+pub mod trace;
 mod tracer;
 
 pub use access_list::{

@@ -290,6 +290,7 @@ fn serve_config(args: ServeArgs) -> ServeConfig {
         state_fetch_timeout: (args.state_fetch == Switch::On)
             .then_some(args.state_fetch_timeout_ms.0),
         call_memo_bytes: args.call_memo_bytes.0,
+        trace_memo_bytes: args.trace_memo_bytes.0,
         client_rate: args.client_rate,
         cors_origins: Origins::from_list(&args.cors_origins),
         ws_origins: Origins::from_list(args.ws_origins.as_ref().unwrap_or(&args.cors_origins)),

@@ -12,6 +12,11 @@ use crate::fallback::{DEFAULT_FALLBACK_IN_FLIGHT, DEFAULT_FALLBACK_METHODS};
 /// 32 MiB, some 100,000 answers of a token read with their keys.
 pub const DEFAULT_CALL_MEMO_BYTES: u64 = 32 << 20;
 
+/// Default byte budget of the traces' answer memo: 128 MiB, some fifty
+/// blocks of 1,000 transactions under `callTracer` (a trace above a
+/// quarter of a generation, 16 MiB, is not kept).
+pub const DEFAULT_TRACE_MEMO_BYTES: u64 = 128 << 20;
+
 /// What serving needs to know about the upstream, provided by whoever runs
 /// the ingest (the binary wires it); serve never talks to ingest directly.
 pub trait ChainView: Send + Sync + 'static {
@@ -200,6 +205,9 @@ pub struct ServeConfig {
     /// Bytes of calls' answers kept to serve again at the same block; 0
     /// keeps none. See [`DEFAULT_CALL_MEMO_BYTES`].
     pub call_memo_bytes: u64,
+    /// Bytes of traces kept to serve again; 0 keeps none. See
+    /// [`DEFAULT_TRACE_MEMO_BYTES`].
+    pub trace_memo_bytes: u64,
     /// Units of work per second each client address may spend; 0 is no
     /// limit. See [`DEFAULT_CLIENT_RATE`] and `clients`.
     pub client_rate: u64,
@@ -267,6 +275,7 @@ impl Default for ServeConfig {
             fallback_in_flight: DEFAULT_FALLBACK_IN_FLIGHT,
             state_fetch_timeout: Some(DEFAULT_STATE_FETCH_TIMEOUT),
             call_memo_bytes: DEFAULT_CALL_MEMO_BYTES,
+            trace_memo_bytes: DEFAULT_TRACE_MEMO_BYTES,
             client_rate: DEFAULT_CLIENT_RATE,
             cors_origins: Origins::None,
             ws_origins: Origins::None,

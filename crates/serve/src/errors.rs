@@ -34,6 +34,9 @@ pub enum ErrorCode {
     Simulation(neve_execution::simulate::Refusal),
     /// -32015: a simulated call the EVM failed (inside the answer).
     VmError,
+    /// -32000: a trace geth refuses before replaying (the genesis block
+    /// has no parent state), with geth's message.
+    NotTraceable,
     /// -32003: the rest of a batch whose answers passed
     /// [`crate::config::DEFAULT_MAX_BATCH_ANSWER_BYTES`] (geth's code and message).
     ResponseTooLarge,
@@ -52,7 +55,7 @@ impl ErrorCode {
             ErrorCode::LimitExceeded => -32005,
             ErrorCode::ResponseTooLarge => -32003,
             ErrorCode::ExecutionReverted => 3,
-            ErrorCode::ExecutionFailed => -32000,
+            ErrorCode::ExecutionFailed | ErrorCode::NotTraceable => -32000,
             ErrorCode::VmError => -32015,
             ErrorCode::Simulation(refusal) => {
                 use neve_execution::simulate::Refusal;

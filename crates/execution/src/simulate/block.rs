@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use alloy_consensus::Header;
 use alloy_eips::eip4895::Withdrawal;
-use alloy_primitives::{Address, B256, Bytes, Log, TxKind, U256, address, b256};
+use alloy_primitives::{Address, B256, Bytes, Log, TxKind, U256};
 use revm::context::result::{EVMError, ExecutionResult, HaltReason};
 use revm::context::{BlockEnv, CfgEnv, TxEnv};
 use revm::database::CacheDB;
@@ -26,6 +26,9 @@ use crate::halt::{halt_message, needs_last_step};
 use crate::overrides::apply_state_overrides;
 use crate::rules::Dialect;
 use crate::run::{GAS_CAP, Pinned};
+use crate::system::{
+    BEACON_ROOTS, DEPOSIT_TOPIC, HISTORY_STORAGE, REQUEST_QUEUES, SYSTEM_CONTRACTS,
+};
 
 use super::call::{SimTx, invalid_transaction, transaction};
 use super::error::{Refusal, SimError, refused};
@@ -35,27 +38,6 @@ use super::precompiles::SimPrecompiles;
 use super::request::SimulateRequest;
 use super::root::Changes;
 use super::transfers::{SimLog, Transfers};
-
-/// EIP-4788's contract.
-const BEACON_ROOTS: Address = address!("0x000F3df6D732807Ef1319fB7B8bB8522d0Beac02");
-/// EIP-2935's contract.
-const HISTORY_STORAGE: Address = address!("0x0000F90827F1C53a10cb7A02335B175320002935");
-/// EIP-7002's and EIP-7251's queues, with their request types.
-const REQUEST_QUEUES: [(u8, Address); 2] = [
-    (0x01, address!("0x00000961Ef480Eb55e80D19ad83579A64c007002")),
-    (0x02, address!("0x0000BBdDc7CE488642fb579F8B00f3a590007251")),
-];
-/// Every contract a block's system calls run.
-const SYSTEM_CONTRACTS: [Address; 4] = [
-    BEACON_ROOTS,
-    HISTORY_STORAGE,
-    REQUEST_QUEUES[0].1,
-    REQUEST_QUEUES[1].1,
-];
-/// EIP-6110's deposit event: a block with one carries a deposit request,
-/// which neve does not parse (the node's).
-const DEPOSIT_TOPIC: B256 =
-    b256!("0x649bbc62d0e31342afea4e5cd82d4049e7e1ee912fc0889aa790803be39038c5");
 
 /// The overlay every block reads and writes.
 pub(crate) type Overlay<'a> = CacheDB<&'a VerifiedDb<'a>>;

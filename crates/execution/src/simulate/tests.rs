@@ -27,6 +27,8 @@ fn base() -> BlockFacts {
         gas_used: 0,
         blob_gas_used: Some(0),
         state_root: Default::default(),
+        parent_hash: Default::default(),
+        parent_beacon_block_root: None,
         shows: HeaderForks::default(),
     }
 }

@@ -266,6 +266,11 @@ pub struct ServeArgs {
     /// every call.
     #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_CALL_MEMO_BYTES), help_heading = STATE)]
     pub(super) call_memo_bytes: Bytes,
+    /// Byte budget of traces kept to serve again (`debug_trace*`: a block
+    /// traced once serves every indexer that asks); 0 replays every
+    /// trace.
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_TRACE_MEMO_BYTES), help_heading = STATE)]
+    pub(super) trace_memo_bytes: Bytes,
     /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
     #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS, help_heading = STATE)]
     pub(super) state_hot_keys: usize,

@@ -23,7 +23,8 @@ use neve_execution::{
 use crate::errors::ErrorCode;
 use crate::params::{ParamError, Params};
 use crate::rpc::{
-    Context, Job, Method, NoReply, PinnedRun, Ran, Reads, Reply, answered, failure, hex_quantity,
+    Context, Job, Method, NoReply, Pin, PinnedRun, Ran, Reads, Reply, answered, failure,
+    hex_quantity,
 };
 
 pub(crate) const METHODS: &[Method] = &[
@@ -47,7 +48,7 @@ pub(crate) const METHODS: &[Method] = &[
 /// A call of geth's layout, its block the second parameter.
 const fn call_at(parse: crate::rpc::Parse, memo: bool) -> PinnedRun {
     PinnedRun {
-        block_param: 1,
+        pin: Pin::At(1),
         parse,
         memo,
     }

@@ -17,6 +17,7 @@ mod raw;
 mod receipts;
 mod simulate;
 mod state;
+mod trace;
 mod uncles;
 
 use std::cell::Cell;
@@ -39,6 +40,7 @@ const FAMILIES: &[&[Method]] = &[
     calls::METHODS,
     fees::METHODS,
     simulate::METHODS,
+    trace::METHODS,
 ];
 
 /// Every served method, in the table's order.

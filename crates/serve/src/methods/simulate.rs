@@ -11,7 +11,7 @@ use neve_execution::{CallError, Pinned};
 
 use crate::errors::ErrorCode;
 use crate::params::{ParamError, Params};
-use crate::rpc::{Context, Job, Method, PinnedRun, Ran, Reads, Reply};
+use crate::rpc::{Context, Job, Method, Pin, PinnedRun, Ran, Reads, Reply};
 
 pub(crate) const METHODS: &[Method] = &[
     // (options, block), as geth.
@@ -19,7 +19,7 @@ pub(crate) const METHODS: &[Method] = &[
         "eth_simulateV1",
         (1, 2),
         PinnedRun {
-            block_param: 1,
+            pin: Pin::At(1),
             parse,
             memo: true,
         },

@@ -71,6 +71,11 @@ pub(crate) struct Context {
     pub(crate) call_codes: neve_execution::CodeCache,
     /// Calls' answers by block and call, served again without running.
     pub(crate) call_answers: super::CallMemo,
+    /// Traces' answers by replayed block and request, apart from the
+    /// calls' (a block's trace is megabytes).
+    pub(crate) trace_answers: super::CallMemo,
+    /// Replays that did not reproduce their block's verified receipts.
+    pub(crate) replays_diverged: std::sync::atomic::AtomicU64,
     /// The chain runs coreth's EVM and price oracle: see
     /// [`Context::runs_coreth`].
     pub(crate) coreth: bool,

@@ -29,10 +29,32 @@ pub(crate) trait Job {
 /// argument otherwise.
 pub(crate) type Parse = fn(&Params<'_>) -> Result<Box<dyn Job>, ParamError>;
 
+/// Which block an executed method runs over.
+pub(crate) enum Pin {
+    /// The one this parameter names (`latest` when absent): the state
+    /// after it, as a call runs.
+    At(usize),
+    /// The parent of the block its parameters name ([`Locate`]): a trace
+    /// replays that block over its parent's state.
+    Parent(Locate),
+}
+
+/// Finds the block a trace replays, as [`Reads`] allows.
+pub(crate) type Locate = fn(&Context, &Params<'_>, Reads) -> Result<Located, NoReply>;
+
+/// The block a trace replays, or its answer without a replay.
+pub(crate) enum Located {
+    /// Its height (at least 1) and hash.
+    Block(u64, [u8; 32]),
+    /// Answered at once: a block not stored (a miss), or the genesis
+    /// block (geth's refusal).
+    Reply(Reply),
+}
+
 /// How an executed method runs, as its family declares it.
 pub(crate) struct PinnedRun {
-    /// Which parameter names the block it runs at (`latest` when absent).
-    pub(crate) block_param: usize,
+    /// The block it runs over.
+    pub(crate) pin: Pin,
     pub(crate) parse: Parse,
     /// Whether its answers are kept in the memo (`call_memo.rs`): only
     /// those that depend on nothing but the pinned block and the request.
@@ -66,17 +88,32 @@ impl Context {
         let memo = executed.memo.then_some(MemoKey {
             tag,
             most,
-            block_param: executed.block_param,
+            block_param: match executed.pin {
+                Pin::At(param) => param,
+                // Kept under the replayed block's hash; every parameter
+                // is part of the key.
+                Pin::Parent(_) => usize::MAX,
+            },
         });
         if reads.waits == Waits::Never {
-            let kept = memo.and_then(|memo| self.remembered(&memo, p, reads));
+            let kept = memo.and_then(|memo| self.remembered(&memo, &executed.pin, p, reads));
             return Ok(kept.unwrap_or(Reply::Execute));
         }
         let Some(state) = &self.state else {
             return Ok(Reply::Unsupported);
         };
         let job = (executed.parse)(p)?;
-        let at = p.block_ref_or_latest(executed.block_param)?;
+        // The block pinned, and the hash answers are kept under.
+        let (at, replayed) = match executed.pin {
+            Pin::At(param) => (p.block_ref_or_latest(param)?, None),
+            Pin::Parent(locate) => match locate(self, p, reads)? {
+                Located::Reply(reply) => return Ok(reply),
+                Located::Block(height, hash) => (
+                    BlockRef::Tag(BlockTag::Number(height.saturating_sub(1))),
+                    Some(hash),
+                ),
+            },
+        };
         let Some(rules) = self.call_rules.get() else {
             return Ok(Reply::Miss);
         };
@@ -130,7 +167,8 @@ impl Context {
             Dialect::Coreth => in_coreths_words(reply),
         };
         if let Some(memo) = memo {
-            self.call_answers.insert(memo.key(&facts.hash.0, p), &reply);
+            let block = replayed.unwrap_or(facts.hash.0);
+            self.memo(&executed.pin).insert(memo.key(&block, p), &reply);
         }
         Ok(reply)
     }
@@ -167,13 +205,29 @@ impl Context {
     /// The kept answer to this call, looked up on the async worker: the
     /// block from memory only, and anything unusual left for the run to
     /// answer.
-    fn remembered(&self, memo: &MemoKey, p: &Params<'_>, reads: Reads) -> Option<Reply> {
-        if !self.call_answers.enabled() {
+    fn remembered(&self, memo: &MemoKey, pin: &Pin, p: &Params<'_>, reads: Reads) -> Option<Reply> {
+        if !self.memo(pin).enabled() {
             return None;
         }
-        let at = p.block_ref_or_latest(memo.block_param).ok()?;
-        let block = self.block(at, reads).ok()??;
-        self.call_answers.get(&memo.key(&block.hash(), p))
+        let hash = match pin {
+            Pin::At(param) => {
+                let at = p.block_ref_or_latest(*param).ok()?;
+                self.block(at, reads).ok()??.hash()
+            }
+            Pin::Parent(locate) => match locate(self, p, reads).ok()? {
+                Located::Block(_, hash) => hash,
+                Located::Reply(_) => return None,
+            },
+        };
+        self.memo(pin).get(&memo.key(&hash, p))
+    }
+
+    /// Where answers of a method pinned so are kept: traces apart.
+    fn memo(&self, pin: &Pin) -> &super::CallMemo {
+        match pin {
+            Pin::At(_) => &self.call_answers,
+            Pin::Parent(_) => &self.trace_answers,
+        }
     }
 }
 

@@ -169,6 +169,7 @@ impl Server {
         families.extend(
             self.store_figures()
                 .into_iter()
+                .chain(self.trace_figures())
                 .chain(state)
                 .map(|(name, help, value)| figure(name, help, value as f64)),
         );
@@ -177,6 +178,31 @@ impl Server {
             CONTENT_TYPE,
             Chunks::new(vec![Bytes::from(encode(families))]),
         )
+    }
+
+    /// (name, help, value) of the traces' figures: the memo's and the
+    /// replays that were not the chain's.
+    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 3] {
+        let memo = self.ctx.trace_answers.counts();
+        [
+            (
+                "neve_trace_memo_hits_total",
+                "Traces answered from the memo, without a replay.",
+                memo.hits,
+            ),
+            (
+                "neve_trace_memo_stored_total",
+                "Traces kept in the memo.",
+                memo.stored,
+            ),
+            (
+                "neve_trace_replays_diverged_total",
+                "Replays of a block that did not reproduce its verified receipts (answered 421, logged).",
+                self.ctx
+                    .replays_diverged
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+        ]
     }
 
     /// (name, help, value) of the store's figures and the limits it and

@@ -101,6 +101,8 @@ pub async fn serve(
             call_blocks: Default::default(),
             call_codes: Default::default(),
             call_answers: crate::rpc::CallMemo::new(config.call_memo_bytes),
+            trace_answers: crate::rpc::CallMemo::new(config.trace_memo_bytes),
+            replays_diverged: Default::default(),
             fee_blocks: Default::default(),
             coreth: Context::runs_coreth(
                 config.coreth_upstream,

@@ -80,6 +80,8 @@ pub(crate) fn server_configured(
             call_blocks: Default::default(),
             call_codes: Default::default(),
             call_answers: Default::default(),
+            trace_answers: Default::default(),
+            replays_diverged: Default::default(),
             fee_blocks: Default::default(),
             coreth: false,
             config: {

@@ -1,0 +1,111 @@
+//! A stored block as a replay takes it ([`ReplayBlock`]): its verified
+//! header's facts, each transaction decoded from the raw block's bytes
+//! with its verified sender, and each receipt's status, cumulative gas and
+//! logs, which the replay must reproduce.
+
+use alloy_consensus::TxEnvelope;
+use alloy_eips::eip2718::Decodable2718;
+use alloy_primitives::{Address, B256, Bytes, Log, U64};
+use serde::Deserialize;
+
+use crate::block::BlockFacts;
+
+/// A block to replay over its parent's state.
+pub struct ReplayBlock {
+    /// Its verified header's facts.
+    pub facts: BlockFacts,
+    /// Its transactions, from the first up to the last one traced.
+    pub txs: Vec<BlockTx>,
+    /// Their receipts, one each.
+    pub receipts: Vec<ReceiptFacts>,
+}
+
+/// One transaction of a stored block.
+pub struct BlockTx {
+    /// Its hash.
+    pub hash: B256,
+    /// Its sender (checked against its signature at ingest).
+    pub sender: Address,
+    /// The signed transaction.
+    pub tx: TxEnvelope,
+}
+
+/// What a replay must reproduce of a transaction's receipt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiptFacts {
+    /// Whether it succeeded.
+    pub success: bool,
+    /// The block's gas used up to and with it.
+    pub cumulative_gas: u64,
+    /// Its logs.
+    pub logs: Vec<Log>,
+}
+
+/// A stored transaction or receipt the replay cannot read: the block is
+/// not one to replay here.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreadable(pub String);
+
+impl BlockTx {
+    /// A transaction from the hex digits of its EIP-2718 encoding (as the
+    /// raw block holds them), its stored JSON (for its verified `from`)
+    /// and its hash, which the encoding must hash to.
+    pub fn parse(hash: B256, raw_hex: &[u8], json: &[u8]) -> Result<BlockTx, Unreadable> {
+        let raw = alloy_primitives::hex::decode(raw_hex)
+            .map_err(|e| Unreadable(format!("transaction {hash}: {e}")))?;
+        let tx = TxEnvelope::decode_2718(&mut raw.as_slice())
+            .map_err(|e| Unreadable(format!("transaction {hash}: {e}")))?;
+        if *tx.tx_hash() != hash {
+            return Err(Unreadable(format!(
+                "transaction {hash}: its encoding hashes to {}",
+                tx.tx_hash()
+            )));
+        }
+        #[derive(Deserialize)]
+        struct From {
+            from: Address,
+        }
+        let from: From = serde_json::from_slice(json)
+            .map_err(|e| Unreadable(format!("transaction {hash}: {e}")))?;
+        Ok(BlockTx {
+            hash,
+            sender: from.from,
+            tx,
+        })
+    }
+}
+
+impl ReceiptFacts {
+    /// A receipt's facts from its stored JSON (a receipt without a status,
+    /// before Byzantium, is not one neve replays).
+    pub fn from_json(json: &[u8]) -> Result<ReceiptFacts, Unreadable> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Receipt {
+            status: Option<U64>,
+            cumulative_gas_used: U64,
+            logs: Vec<LogJson>,
+        }
+        #[derive(Deserialize)]
+        struct LogJson {
+            address: Address,
+            topics: Vec<B256>,
+            data: Bytes,
+        }
+        let receipt: Receipt =
+            serde_json::from_slice(json).map_err(|e| Unreadable(format!("a receipt: {e}")))?;
+        let status = receipt
+            .status
+            .ok_or_else(|| Unreadable("a receipt without a status".into()))?;
+        Ok(ReceiptFacts {
+            success: status == U64::from(1),
+            cumulative_gas: receipt.cumulative_gas_used.to(),
+            logs: receipt
+                .logs
+                .into_iter()
+                .map(|log| Log::new_unchecked(log.address, log.topics, log.data))
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,60 @@
+//! Traces, as geth's `debug_trace*` answer them: a stored block replayed
+//! over its parent's verified state (`replay.rs`), its transactions under
+//! geth's struct logger (`struct_log.rs`, written straight into the
+//! answer) or one of geth's native tracers (revm-inspectors'), each
+//! replay proved against the block's verified receipts. neve never
+//! executes blocks to follow the chain: a block is replayed only to
+//! answer a trace asked of it.
+//!
+//! Start at [`trace`], then [`ReplayBlock`] and [`TraceConfig`].
+
+mod hex;
+mod inputs;
+mod inspector;
+mod limits;
+mod native;
+mod opcodes;
+mod options;
+mod replay;
+mod struct_log;
+
+pub use inputs::{BlockTx, ReceiptFacts, ReplayBlock, Unreadable};
+pub use limits::{MAX_TRACE_BYTES, MAX_TRACE_TIME, Stopped};
+pub use options::{DEFAULT_TIMEOUT, LoggerConfig, TraceConfig, TraceOptions, Tracer, Unsupported};
+pub use replay::{ReplayError, Replayed, Which};
+
+use crate::run::Pinned;
+
+/// Replays `block` over `pinned` (its parent's verified state), tracing
+/// `which` of its transactions as `options` ask, within
+/// [`MAX_TRACE_TIME`] (or the options' shorter timeout) and
+/// [`MAX_TRACE_BYTES`].
+pub fn trace(
+    pinned: &Pinned<'_>,
+    block: &ReplayBlock,
+    which: Which,
+    options: &TraceOptions,
+) -> Result<Replayed, ReplayError> {
+    let limits = limits::Limits::new(options.timeout, MAX_TRACE_BYTES);
+    replay::replay(pinned, block, which, options, &limits)
+}
+
+/// A block's traces as geth answers `debug_traceBlockBy*`:
+/// `[{"txHash":"0x..","result":..},..]`.
+pub fn block_answer(traces: &[(alloy_primitives::B256, Vec<u8>)]) -> Vec<u8> {
+    let bytes = traces.iter().map(|(_, t)| t.len() + 90).sum::<usize>();
+    let mut out = Vec::with_capacity(bytes + 2);
+    out.push(b'[');
+    for (i, (hash, trace)) in traces.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"txHash\":\"0x");
+        hex::hex_into(&mut out, hash.as_slice());
+        out.extend_from_slice(b"\",\"result\":");
+        out.extend_from_slice(trace);
+        out.push(b'}');
+    }
+    out.push(b']');
+    out
+}

@@ -1,0 +1,271 @@
+//! geth's struct logger (`eth/tracers/logger`), as a revm inspector that
+//! writes each step as geth's legacy JSON straight into the answer: one
+//! buffer, capped, never a tree of steps. A step is begun where revm
+//! calls `step` (before the instruction, as geth's `OnOpcode`) and
+//! written at `step_end`, once its gas cost is known.
+//!
+//! What geth words otherwise than neve can (a step that fails before it
+//! executes: geth logs its full cost and an error of its own words) makes
+//! the trace unsure, and the answer the node's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+use alloy_primitives::{Address, B256};
+use revm::Inspector;
+use revm::bytecode::opcode;
+use revm::context_interface::{ContextTr, JournalTr};
+use revm::interpreter::interpreter_types::{InputsTr, Jumps, ReturnData};
+use revm::interpreter::{InstructionResult, Interpreter};
+
+use super::limits::Limits;
+use super::options::LoggerConfig;
+
+/// One step begun: what geth writes of it before its cost, and what its
+/// end needs.
+struct Begun {
+    /// Bytes of `{"pc":..,"op":"..","gas":..,"gasCost":` (and the comma
+    /// before it) at the end of the steps written.
+    head_len: usize,
+    /// Gas left before it.
+    gas: u64,
+    op: u8,
+    /// The contract whose storage an `SLOAD` or `SSTORE` reads or writes,
+    /// and the slot.
+    slot: Option<(Address, B256)>,
+    refund: i64,
+}
+
+/// geth's struct logger over one transaction.
+pub(crate) struct StructLogger {
+    config: LoggerConfig,
+    /// The `structLogs` elements written so far, comma separated.
+    logs: Vec<u8>,
+    /// The step begun, its head already in `logs`.
+    begun: Option<Begun>,
+    /// The step's fields after its cost, written at its start.
+    tail: Vec<u8>,
+    /// Steps written: the first takes no comma.
+    count: usize,
+    /// Bytes of steps so far, as geth counts them against `limit`.
+    result_size: usize,
+    /// Each contract's slots read or written so far in the transaction.
+    storage: HashMap<Address, BTreeMap<B256, B256>>,
+    /// The refund counter of each frame below the current one, at its
+    /// last step: geth's counter is the transaction's, revm's a frame's.
+    refunds: Vec<i64>,
+    limits: Limits,
+    unsure: bool,
+}
+
+impl StructLogger {
+    pub(crate) fn new(config: LoggerConfig, limits: Limits) -> Self {
+        StructLogger {
+            config,
+            logs: Vec::new(),
+            begun: None,
+            tail: Vec::new(),
+            count: 0,
+            result_size: 0,
+            storage: HashMap::new(),
+            refunds: Vec::new(),
+            limits,
+            unsure: false,
+        }
+    }
+
+    /// geth's result: `{"gas":..,"failed":..,"returnValue":"0x..","structLogs":[..]}`
+    /// into `out`; `gas` is the receipt's, `output` what the transaction
+    /// returned (or its revert data).
+    pub(crate) fn finish(
+        self,
+        out: &mut Vec<u8>,
+        gas: u64,
+        failed: bool,
+        output: &[u8],
+    ) -> Result<(), super::limits::Stopped> {
+        self.limits.stopped()?;
+        if self.unsure {
+            return Err(super::limits::Stopped::Unsure);
+        }
+        let _ = write!(
+            out,
+            "{{\"gas\":{gas},\"failed\":{failed},\"returnValue\":\"0x"
+        );
+        super::hex::hex_into(out, output);
+        out.extend_from_slice(b"\",\"structLogs\":[");
+        out.extend_from_slice(&self.logs);
+        out.extend_from_slice(b"]}");
+        Ok(())
+    }
+
+    /// Stack, return data and memory as geth writes them after `depth`.
+    fn write_tail(&mut self, interp: &Interpreter, depth: usize) {
+        let tail = &mut self.tail;
+        tail.clear();
+        let _ = write!(tail, ",\"depth\":{depth}");
+        if !self.config.disable_stack {
+            tail.extend_from_slice(b",\"stack\":[");
+            for (i, value) in interp.stack.data().iter().enumerate() {
+                if i > 0 {
+                    tail.push(b',');
+                }
+                let _ = write!(tail, "\"{value:#x}\"");
+            }
+            tail.push(b']');
+        }
+        if self.config.enable_return_data {
+            let data = interp.return_data.buffer();
+            if !data.is_empty() {
+                tail.extend_from_slice(b",\"returnData\":\"0x");
+                super::hex::hex_into(tail, data);
+                tail.push(b'"');
+            }
+        }
+        if self.config.enable_memory {
+            let memory = interp.memory.context_memory();
+            if !memory.is_empty() {
+                tail.extend_from_slice(b",\"memory\":[");
+                for (i, word) in memory.chunks(32).enumerate() {
+                    if i > 0 {
+                        tail.push(b',');
+                    }
+                    let mut padded = [0u8; 32];
+                    padded[..word.len()].copy_from_slice(word);
+                    tail.extend_from_slice(b"\"0x");
+                    super::hex::hex_into(tail, &padded);
+                    tail.push(b'"');
+                }
+                tail.push(b']');
+            }
+        }
+    }
+}
+
+impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
+    fn step(&mut self, interp: &mut Interpreter, context: &mut CTX) {
+        if self.limits.tick() {
+            interp.halt_fatal();
+            return;
+        }
+        // geth stops logging once its output passed `limit`.
+        if self.config.limit != 0 && self.result_size > self.config.limit {
+            return;
+        }
+        let depth = context.journal_ref().depth();
+        let op = interp.bytecode.opcode();
+        let gas = interp.gas.remaining();
+        // The transaction's refund counter: this frame's and those below.
+        self.refunds.resize(depth.saturating_sub(1), 0);
+        let refund = self.refunds.iter().sum::<i64>() + interp.gas.refunded();
+        let stack = interp.stack.data();
+        let top = |n: usize| stack.len().checked_sub(n + 1).map(|i| stack[i]);
+        let slot = match op {
+            opcode::SLOAD | opcode::SSTORE if !self.config.disable_storage => {
+                top(0).map(|key| (interp.input.target_address(), B256::from(key.to_be_bytes())))
+            }
+            _ => None,
+        };
+        if op == opcode::SSTORE
+            && let (Some((address, key)), Some(value)) = (slot, top(1))
+        {
+            self.storage
+                .entry(address)
+                .or_default()
+                .insert(key, B256::from(value.to_be_bytes()));
+        }
+        let start = self.logs.len();
+        if self.count > 0 {
+            self.logs.push(b',');
+        }
+        let _ = write!(
+            self.logs,
+            "{{\"pc\":{},\"op\":\"{}\",\"gas\":{gas},\"gasCost\":",
+            interp.bytecode.pc(),
+            super::opcodes::name(op)
+        );
+        self.write_tail(interp, depth);
+        self.begun = Some(Begun {
+            head_len: self.logs.len() - start,
+            gas,
+            op,
+            slot,
+            refund,
+        });
+    }
+
+    fn step_end(&mut self, interp: &mut Interpreter, context: &mut CTX) {
+        let Some(begun) = self.begun.take() else {
+            return;
+        };
+        let depth = context.journal_ref().depth();
+        // Remembered for the frames this step may call into.
+        if self.refunds.len() < depth {
+            self.refunds.resize(depth, 0);
+        }
+        if let Some(last) = depth.checked_sub(1) {
+            self.refunds[last] = interp.gas.refunded();
+        }
+        let failed = interp
+            .bytecode
+            .action
+            .as_ref()
+            .and_then(|action| action.instruction_result())
+            .is_some_and(geth_fails_before_executing);
+        if failed {
+            // geth logs such a step with a cost and an error of its own.
+            self.unsure = true;
+        }
+        let cost = begun.gas.saturating_sub(interp.gas.remaining());
+        let before = self.logs.len() - begun.head_len;
+        let _ = write!(self.logs, "{cost}");
+        self.logs.extend_from_slice(&self.tail);
+        if let Some((address, key)) = begun.slot {
+            if begun.op == opcode::SLOAD
+                && let Some(value) = interp.stack.data().last()
+            {
+                self.storage
+                    .entry(address)
+                    .or_default()
+                    .insert(key, B256::from(value.to_be_bytes()));
+            }
+            if let Some(slots) = self.storage.get(&address) {
+                self.logs.extend_from_slice(b",\"storage\":{");
+                for (i, (key, value)) in slots.iter().enumerate() {
+                    if i > 0 {
+                        self.logs.push(b',');
+                    }
+                    let _ = write!(self.logs, "\"{key}\":\"{value}\"");
+                }
+                self.logs.push(b'}');
+            }
+        }
+        if begun.refund != 0 {
+            let _ = write!(self.logs, ",\"refund\":{}", begun.refund.max(0));
+        }
+        self.logs.push(b'}');
+        self.count += 1;
+        // geth counts each step's bytes without the comma between them.
+        self.result_size += self.logs.len() - before - usize::from(self.count > 1);
+        if !self.limits.holds(self.logs.len()) {
+            interp.halt_fatal();
+        }
+    }
+}
+
+/// A step geth refuses before executing it (its gas or stack checks), so
+/// logs with its full cost and an error: out of gas, a stack too short or
+/// too deep.
+fn geth_fails_before_executing(result: InstructionResult) -> bool {
+    matches!(
+        result,
+        InstructionResult::OutOfGas
+            | InstructionResult::MemoryOOG
+            | InstructionResult::MemoryLimitOOG
+            | InstructionResult::PrecompileOOG
+            | InstructionResult::InvalidOperandOOG
+            | InstructionResult::ReentrancySentryOOG
+            | InstructionResult::StackUnderflow
+            | InstructionResult::StackOverflow
+    )
+}
