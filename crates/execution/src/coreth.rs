@@ -177,6 +177,11 @@ impl<'a, DB> KeyedDb<'a, DB> {
             aliased,
         }
     }
+
+    /// The database below.
+    pub(crate) fn inner(&self) -> &DB {
+        &self.inner
+    }
 }
 
 /// The cell coreth keeps `slot` in.

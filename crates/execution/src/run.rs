@@ -210,14 +210,14 @@ where
 }
 
 /// A run's transaction and its environment, as geth sets them for a call.
-struct Setup {
+pub(crate) struct Setup {
     spec: SpecId,
     dialect: Dialect,
     fees: Fees,
     gas_limit: u64,
-    block: BlockEnv,
-    tx: TxEnv,
-    cfg: CfgEnv,
+    pub(crate) block: BlockEnv,
+    pub(crate) tx: TxEnv,
+    pub(crate) cfg: CfgEnv,
 }
 
 fn execute<I>(
@@ -343,6 +343,19 @@ fn setup(
     spec: SpecId,
     cache: &mut RunDb<'_>,
 ) -> Result<Setup, CallError> {
+    setup_at(pinned, pinned.block, request, gas, spec, cache)
+}
+
+/// [`setup`] in the environment of `facts` (a traced call at a
+/// transaction of a block runs in that block, over its parent's state).
+pub(crate) fn setup_at(
+    pinned: &Pinned<'_>,
+    facts: &BlockFacts,
+    request: &Request,
+    gas: Option<u64>,
+    spec: SpecId,
+    cache: &mut RunDb<'_>,
+) -> Result<Setup, CallError> {
     let args = &request.args;
     let dialect = pinned.fork.dialect;
     let sender = args.sender();
@@ -354,11 +367,11 @@ fn setup(
     // The base fee the pre-checks see: a block override's, else the block's.
     let base_fee = match request.block.as_ref().and_then(|o| o.base_fee_per_gas) {
         Some(base_fee) => Some(base_fee.saturating_to()),
-        None => pinned.block.base_fee,
+        None => facts.base_fee,
     };
     let fees = Fees::of(args, base_fee, gas_limit)?;
     refuse_impossible_creation(args, &fees, gas_limit)?;
-    let mut block = block_env(pinned.block, &pinned.fork, args);
+    let mut block = block_env(facts, &pinned.fork, args);
     if let Some(overrides) = &request.block {
         apply_block_overrides(&mut block, overrides)?;
     }
@@ -400,7 +413,7 @@ fn setup(
 
 /// A call's chain id, where it names one, is the chain's (coreth does not
 /// check it).
-fn check_chain_id(pinned: &Pinned<'_>, args: &CallArgs) -> Result<(), CallError> {
+pub(crate) fn check_chain_id(pinned: &Pinned<'_>, args: &CallArgs) -> Result<(), CallError> {
     match args.chain_id {
         Some(chain_id)
             if pinned.fork.dialect != Dialect::Coreth

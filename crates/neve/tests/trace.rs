@@ -90,3 +90,77 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
     }
     assert!(traced > 10, "{traced} blocks traced");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
+    let TokenChain {
+        node: _node,
+        geth,
+        neve,
+        client,
+        head,
+        token,
+        holders,
+        ..
+    } = neve_on_a_token_chain().await;
+    let _ = &neve;
+    let funded = neve_devnet::GETH_DEV_ADDRESS;
+    let calls = [
+        json!({"from": holders[0], "to": token, "data": transfer(&holders[1], 1)}),
+        json!({"from": holders[0], "to": token, "data": transfer(&holders[1], u64::MAX)}),
+        json!({"from": funded, "to": STRANGER, "value": "0x10"}),
+        json!({"from": funded, "data": format!("0x600a600c600039600a6000f3{}", "602a60005260206000f3")}),
+        json!({"to": PROBE}),
+    ];
+    let mut compared = 0;
+    for number in (1..=head).rev().take(6) {
+        let block = block(&geth, number).await;
+        let txs = block["transactions"].as_array().unwrap().len();
+        for config in configs() {
+            for (i, call) in calls.iter().enumerate() {
+                let mut config = config.clone();
+                let object = config.as_object_mut().unwrap();
+                match i % 3 {
+                    0 if txs > 0 => {
+                        object.insert(
+                            "txIndex".into(),
+                            json!(quantity((number % txs as u64) as u64)),
+                        );
+                    }
+                    1 => {
+                        let (name, code) = PROBES[(number as usize + i) % PROBES.len()];
+                        object.insert("stateOverrides".into(), json!({PROBE: {"code": code}}));
+                        if object.get("tracer").is_none()
+                            && object.get("limit").is_none()
+                            && call["to"] == PROBE
+                            && name == "endless loop"
+                        {
+                            // A struct log past neve's cap: the node's.
+                            let params = json!([call, quantity(number), config]);
+                            let (status, _) =
+                                support::calls::call(&client, "debug_traceCall", &params).await;
+                            assert_eq!(status, 421, "{params}");
+                            continue;
+                        }
+                    }
+                    _ => {
+                        object.insert(
+                            "blockOverrides".into(),
+                            json!({"number": quantity(number + 1)}),
+                        );
+                        object.insert("stateOverrides".into(), json!({PROBE: {"code": ENV}}));
+                    }
+                }
+                same(
+                    &client,
+                    &geth,
+                    "debug_traceCall",
+                    json!([call, quantity(number), config]),
+                )
+                .await;
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 100, "{compared}");
+}

@@ -10,8 +10,10 @@ use revm::Inspector;
 use revm::context_interface::ContextTr;
 use revm::handler::FrameResult;
 use revm::inspector::JournalExt;
+use revm::interpreter::interpreter_types::Jumps;
 use revm::interpreter::{
-    CallInputs, CallOutcome, CreateInputs, CreateOutcome, FrameInput, Interpreter,
+    CallInputs, CallOutcome, CreateInputs, CreateOutcome, FrameInput, InstructionResult,
+    Interpreter,
 };
 use revm_inspectors::tracing::DebugInspector;
 
@@ -32,15 +34,61 @@ pub(crate) enum TraceInspector {
     Native(Box<DebugInspector>, Budget),
 }
 
-/// What a native tracer recorded, counted as the JSON it becomes.
+/// A frame's halt in geth's words.
+pub(crate) struct Halted {
+    /// The frame's number, depth first.
+    pub(crate) frame: usize,
+    pub(crate) words: String,
+}
+
+/// What a native tracer recorded, counted as the JSON it becomes; and
+/// what geth words that revm-inspectors does not know: the opcode an
+/// undefined-opcode halt stopped at, by frame.
 pub(crate) struct Budget {
     limits: Limits,
     bytes: usize,
+    /// The opcode of the last step begun, and the stack's length then.
+    last_op: (u8, usize),
+    /// Frames begun so far (their order is the call tree's, depth first).
+    frames: usize,
+    /// The frames running, by their number.
+    running: Vec<usize>,
+    /// Each frame that halted where geth's words name more than revm's:
+    /// at an opcode that names none, or on its stack.
+    pub(crate) halts: Vec<Halted>,
 }
 
 impl Budget {
     pub(crate) fn new(limits: Limits) -> Self {
-        Budget { limits, bytes: 0 }
+        Budget {
+            limits,
+            bytes: 0,
+            last_op: (0, 0),
+            frames: 0,
+            running: Vec::new(),
+            halts: Vec::new(),
+        }
+    }
+
+    fn begin(&mut self) {
+        self.running.push(self.frames);
+        self.frames += 1;
+    }
+
+    fn end(&mut self, result: InstructionResult) {
+        let frame = self.running.pop();
+        let (op, stack_len) = self.last_op;
+        let words = match result {
+            InstructionResult::OpcodeNotFound => {
+                Some(format!("invalid opcode: {}", super::opcodes::name(op)))
+            }
+            InstructionResult::StackUnderflow => super::opcodes::stack_error(op, stack_len, true),
+            InstructionResult::StackOverflow => super::opcodes::stack_error(op, stack_len, false),
+            _ => None,
+        };
+        if let (Some(frame), Some(words)) = (frame, words) {
+            self.halts.push(Halted { frame, words });
+        }
     }
 
     fn add(&mut self, data: usize) {
@@ -80,8 +128,11 @@ where
         if let TraceInspector::Native(_, budget) = self
             && budget.limits.tick()
         {
-            interp.halt_fatal();
+            super::limits::halt(interp, context);
             return;
+        }
+        if let TraceInspector::Native(_, budget) = self {
+            budget.last_op = (interp.bytecode.opcode(), interp.stack.len());
         }
         each!(self, inner => inner.step(interp, context))
     }
@@ -107,6 +158,7 @@ where
     fn call(&mut self, context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
         if let TraceInspector::Native(_, budget) = self {
             budget.add(inputs.input.len());
+            budget.begin();
         }
         each!(self, inner => inner.call(context, inputs))
     }
@@ -114,6 +166,7 @@ where
     fn call_end(&mut self, context: &mut CTX, inputs: &CallInputs, outcome: &mut CallOutcome) {
         if let TraceInspector::Native(_, budget) = self {
             budget.add(outcome.result.output.len());
+            budget.end(outcome.result.result);
         }
         each!(self, inner => inner.call_end(context, inputs, outcome))
     }
@@ -121,6 +174,7 @@ where
     fn create(&mut self, context: &mut CTX, inputs: &mut CreateInputs) -> Option<CreateOutcome> {
         if let TraceInspector::Native(_, budget) = self {
             budget.add(inputs.init_code().len());
+            budget.begin();
         }
         each!(self, inner => inner.create(context, inputs))
     }
@@ -133,6 +187,7 @@ where
     ) {
         if let TraceInspector::Native(_, budget) = self {
             budget.add(outcome.result.output.len());
+            budget.end(outcome.result.result);
         }
         each!(self, inner => inner.create_end(context, inputs, outcome))
     }

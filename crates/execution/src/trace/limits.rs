@@ -16,6 +16,21 @@ pub const MAX_TRACE_TIME: Duration = Duration::from_secs(5);
 /// the node's). Default is 32 MiB.
 pub const MAX_TRACE_BYTES: usize = 32 << 20;
 
+/// Halts the run `interp` belongs to, as revm takes a halt from outside:
+/// the context's error set first (a fatal halt without one is a panic in
+/// revm's post-execution).
+pub(crate) fn halt<CTX: revm::context_interface::ContextTr>(
+    interp: &mut revm::interpreter::Interpreter,
+    context: &mut CTX,
+) {
+    if context.error().is_ok() {
+        *context.error() = Err(revm::context_interface::context::ContextError::Custom(
+            "trace stopped".into(),
+        ));
+    }
+    interp.halt_fatal();
+}
+
 /// Steps between two looks at the clock.
 const STEPS_PER_CHECK: u32 = 4096;
 

@@ -8,6 +8,8 @@
 //!
 //! Start at [`trace`], then [`ReplayBlock`] and [`TraceConfig`].
 
+mod call;
+mod flat;
 mod hex;
 mod inputs;
 mod inspector;
@@ -18,10 +20,12 @@ mod options;
 mod replay;
 mod struct_log;
 
+pub use call::trace_call;
+pub use flat::FlatConfig;
 pub use inputs::{BlockTx, ReceiptFacts, ReplayBlock, Unreadable};
 pub use limits::{MAX_TRACE_BYTES, MAX_TRACE_TIME, Stopped};
 pub use options::{DEFAULT_TIMEOUT, LoggerConfig, TraceConfig, TraceOptions, Tracer, Unsupported};
-pub use replay::{ReplayError, Replayed, Which};
+pub use replay::{ReplayError, Traces, Which};
 
 use crate::run::Pinned;
 
@@ -34,7 +38,7 @@ pub fn trace(
     block: &ReplayBlock,
     which: Which,
     options: &TraceOptions,
-) -> Result<Replayed, ReplayError> {
+) -> Result<Traces, ReplayError> {
     let limits = limits::Limits::new(options.timeout, MAX_TRACE_BYTES);
     replay::replay(pinned, block, which, options, &limits)
 }

@@ -1,6 +1,7 @@
 //! A native tracer's result (revm-inspectors') in geth's words, where the
 //! two differ: `callTracer`'s log indices count from the block's first
-//! log, `flatCallTracer`'s top call used the transaction's gas, and
+//! log, `flatCallTracer` is its frames flattened as geth does (`flat.rs`),
+//! and
 //! `prestateTracer` writes code hashes and leaves out accounts that were
 //! empty before the transaction (`account` in geth's `native/prestate.go`).
 //! Inside a `muxTracer`, each of its tracers the same.
@@ -16,16 +17,22 @@ use revm::primitives::KECCAK_EMPTY;
 use revm::state::EvmState;
 use serde::Serialize;
 
+use super::flat::{FlatConfig, Place};
+use super::inspector::Halted;
+
 /// What geth's words need of the transaction traced.
 pub(crate) struct TxFacts<'a> {
     /// Logs of the block's transactions before it.
     pub(crate) log_offset: u64,
-    /// Its receipt's gas.
-    pub(crate) gas_used: u64,
     /// An account's code hash before it (`None`: no account).
     pub(crate) code_hash_before: &'a dyn Fn(Address) -> Option<B256>,
     /// The state it left.
     pub(crate) after: &'a EvmState,
+    /// Frames whose halts geth words otherwise than revm-inspectors.
+    pub(crate) halts: &'a [Halted],
+    /// `flatCallTracer`'s configuration, when the call frames are to be
+    /// flattened, with where they happened and the rules' precompiles.
+    pub(crate) flat: Option<(FlatConfig, Place, Vec<Address>)>,
 }
 
 /// `trace` as geth writes it, into `out`.
@@ -35,15 +42,17 @@ pub(crate) fn write(
     out: &mut impl Write,
 ) -> serde_json::Result<()> {
     match trace {
+        GethTrace::CallTracer(mut frame) if facts.flat.is_some() => {
+            word_halts(&mut frame, facts.halts);
+            let (config, place, precompiles) = facts.flat.as_ref().expect("checked");
+            let frames = super::flat::flatten(frame, *config, place, precompiles)
+                .map_err(serde::ser::Error::custom)?;
+            serde_json::to_writer(out, &frames)
+        }
         GethTrace::CallTracer(mut frame) => {
+            word_halts(&mut frame, facts.halts);
             number_logs(&mut frame, facts.log_offset);
             serde_json::to_writer(out, &frame)
-        }
-        GethTrace::FlatCallTracer(mut traces) => {
-            if let Some(top) = traces.iter_mut().find(|t| t.trace.trace_address.is_empty()) {
-                top.set_gas_used(facts.gas_used);
-            }
-            serde_json::to_writer(out, &traces)
         }
         GethTrace::PreStateTracer(frame) => serde_json::to_writer(out, &prestate(frame, facts)),
         GethTrace::MuxTracer(mux) => {
@@ -77,6 +86,26 @@ fn name(kind: &GethDebugTracerType) -> String {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default(),
         GethDebugTracerType::JsTracer(code) => code.clone(),
+    }
+}
+
+/// geth's words for the frames that halted at an opcode that names none
+/// or on their stack (revm-inspectors' "invalid opcode", "stack
+/// underflow" and the like name neither the byte nor the bounds).
+fn word_halts(top: &mut CallFrame, halts: &[Halted]) {
+    fn walk(frame: &mut CallFrame, number: &mut usize, halts: &[Halted]) {
+        if let Some(halted) = halts.iter().find(|h| h.frame == *number)
+            && frame.error.is_some()
+        {
+            frame.error = Some(halted.words.clone());
+        }
+        *number += 1;
+        for call in &mut frame.calls {
+            walk(call, number, halts);
+        }
+    }
+    if !halts.is_empty() {
+        walk(top, &mut 0, halts);
     }
 }
 

@@ -270,6 +270,20 @@ pub(crate) fn name(op: u8) -> std::borrow::Cow<'static, str> {
     }
 }
 
+/// geth's error for `op` halted by its stack (`stack_len` items) being
+/// too short or too deep: `ErrStackUnderflow`'s and `ErrStackOverflow`'s
+/// words, with the bounds of geth's jump table (pops; 1024 + pops -
+/// pushes).
+pub(crate) fn stack_error(op: u8, stack_len: usize, underflow: bool) -> Option<String> {
+    let info = revm::bytecode::opcode::OpCode::new(op)?;
+    let (pops, pushes) = (info.inputs() as usize, info.outputs() as usize);
+    Some(if underflow {
+        format!("stack underflow ({stack_len} <=> {pops})")
+    } else {
+        format!("stack limit reached {stack_len} ({})", 1024 + pops - pushes)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -42,6 +42,16 @@ pub struct TraceConfig {
     timeout: Option<String>,
     #[serde(default)]
     tracer_config: Option<Box<RawValue>>,
+    /// `debug_traceCall`'s state overrides.
+    #[serde(default)]
+    pub state_overrides: Option<crate::args::StateOverride>,
+    /// `debug_traceCall`'s block overrides.
+    #[serde(default)]
+    pub block_overrides: Option<crate::args::BlockOverrides>,
+    /// `debug_traceCall`'s `txIndex`: the call runs in the block, after
+    /// its transactions before this one.
+    #[serde(default)]
+    pub tx_index: Option<alloy_primitives::U64>,
 }
 
 /// The struct logger's options (geth's `logger.Config`).
@@ -66,6 +76,8 @@ pub enum Tracer {
     StructLogger(LoggerConfig),
     /// One of geth's native tracers, as revm-inspectors writes it.
     Native(GethDebugTracingOptions),
+    /// `flatCallTracer`: geth's `callTracer` flattened as geth does it.
+    FlatCall(super::flat::FlatConfig),
 }
 
 /// What a trace asks for.
@@ -98,6 +110,23 @@ impl TraceConfig {
                 enable_return_data: self.enable_return_data.unwrap_or(false),
                 limit: usize::try_from(self.limit.unwrap_or(0).max(0)).unwrap_or(usize::MAX),
             }),
+            Some("flatCallTracer") => {
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Geth {
+                    #[serde(default)]
+                    convert_parity_errors: Option<bool>,
+                    #[serde(default)]
+                    include_precompiles: Option<bool>,
+                }
+                let text = self.tracer_config.as_deref().map_or("{}", RawValue::get);
+                let geth: Geth =
+                    parse(text).ok_or(Unsupported("a tracer configuration neve does not read"))?;
+                Tracer::FlatCall(super::flat::FlatConfig {
+                    convert_parity_errors: geth.convert_parity_errors.unwrap_or(false),
+                    include_precompiles: geth.include_precompiles.unwrap_or(false),
+                })
+            }
             Some(name) => {
                 let config = self.tracer_config.as_deref().map_or("{}", RawValue::get);
                 Tracer::Native(native(name, config)?)
@@ -202,8 +231,8 @@ fn config_of(
             let mut mux = alloy_primitives::map::HashMap::default();
             for (name, text) in tracers {
                 let inner = builtin(&name)?;
-                if inner == MuxTracer {
-                    return Err(Unsupported("a mux inside a mux"));
+                if matches!(inner, MuxTracer | FlatCallTracer) {
+                    return Err(Unsupported("a mux of a mux or a flatCallTracer"));
                 }
                 let text = text.as_deref().map_or("{}", RawValue::get);
                 let inner_config = config_of(inner, text)?;

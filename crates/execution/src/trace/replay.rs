@@ -9,9 +9,13 @@
 use alloy_consensus::Transaction as _;
 use alloy_eips::Typed2718 as _;
 use alloy_primitives::{Address, B256, Bytes};
+use alloy_rpc_types_trace::geth::{
+    GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingOptions,
+};
 use revm::context::either::Either;
+use revm::context::result::ResultAndState;
 use revm::context::result::{EVMError, ExecutionResult};
-use revm::context::{CfgEnv, TxEnv};
+use revm::context::{BlockEnv, CfgEnv, TxEnv};
 use revm::database::CacheDB;
 use revm::handler::SystemCallEvm;
 use revm::handler::system_call::SYSTEM_ADDRESS;
@@ -22,12 +26,14 @@ use revm::{
 use revm_inspectors::tracing::{DebugInspector, TransactionContext};
 
 use crate::args::CallArgs;
-use crate::db::{Needs, VerifiedDb};
+use crate::block::BlockFacts;
+use crate::db::{Needs, Never, VerifiedDb};
 use crate::overrides::block_env;
-use crate::rules::Dialect;
+use crate::rules::{Dialect, Fork};
 use crate::run::{MEMORY_LIMIT, Pinned};
 use crate::system::{BEACON_ROOTS, HISTORY_STORAGE};
 
+use super::flat::Place;
 use super::inputs::{BlockTx, ReceiptFacts, ReplayBlock};
 use super::inspector::{Budget, TraceInspector};
 use super::limits::{Limits, Stopped};
@@ -43,22 +49,27 @@ pub enum Which {
     /// The one at this index, after those before it run untraced
     /// (`debug_traceTransaction`).
     One(usize),
+    /// None: those before this index run, to reach the state a traced
+    /// call at it runs over (`debug_traceCall`'s `txIndex`).
+    Before(usize),
 }
 
-/// What a replay came to.
-#[derive(Debug)]
-pub enum Replayed {
-    /// Each traced transaction's hash and its trace, as geth's JSON.
-    Traced(Vec<(B256, Vec<u8>)>),
-    /// It read state not held: fetch these (at the parent), then again.
-    Needs(Needs),
-    /// `BLOCKHASH` of a block not stored: not answerable here.
-    OutsideTail,
-}
+/// Each traced transaction's hash and its trace, as geth's JSON.
+pub type Traces = Vec<(B256, Vec<u8>)>;
 
 /// Why a replay gives no trace.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
+    /// It read state not held: fetch these (at the pinned block), then
+    /// again.
+    #[error("state to fetch")]
+    Needs(Needs),
+    /// `BLOCKHASH` of a block not stored: not answerable here.
+    #[error("outside the tail")]
+    OutsideTail,
+    /// A call neve refuses as geth does (its arguments, its overrides).
+    #[error("{0}")]
+    Call(crate::error::CallError),
     /// Rules or a block neve does not replay (coreth's, rules it cannot
     /// name, a block not its pinned parent's child).
     #[error("not replayed here")]
@@ -93,7 +104,18 @@ pub(crate) fn replay(
     which: Which,
     options: &TraceOptions,
     limits: &Limits,
-) -> Result<Replayed, ReplayError> {
+) -> Result<Traces, ReplayError> {
+    let fork = fork_of(pinned, block)?;
+    let db = parent_state(pinned, &block.facts);
+    let mut overlay = CacheDB::new(&db);
+    let (traces, diverged) = run_block(pinned, block, &fork, &mut overlay, which, options, limits)?;
+    finish(&db, diverged).map(|()| traces)
+}
+
+/// The rules `block` runs under, if neve replays it over `pinned`: its
+/// parent's child, under rules neve names and its header agrees with, on
+/// a chain whose EVM is Ethereum's.
+pub(crate) fn fork_of(pinned: &Pinned<'_>, block: &ReplayBlock) -> Result<Fork, ReplayError> {
     let facts = &block.facts;
     let fork = pinned
         .rules
@@ -106,30 +128,72 @@ pub(crate) fn replay(
     {
         return Err(ReplayError::Unsupported);
     }
-    let last = match which {
-        Which::All => block.txs.len(),
-        Which::One(index) => index + 1,
-    };
-    if last > block.txs.len() || block.receipts.len() < last {
-        return Err(ReplayError::Unsupported);
-    }
-    let spec = fork.spec;
-    // `BLOCKHASH` as the block sees it: its parent's and older.
-    let db = VerifiedDb::new(
+    Ok(fork)
+}
+
+/// The parent's verified state as `facts`' block reads it: `BLOCKHASH`
+/// of its parent and older.
+pub(crate) fn parent_state<'a>(pinned: &Pinned<'a>, facts: &BlockFacts) -> VerifiedDb<'a> {
+    VerifiedDb::new(
         pinned.state,
         pinned.block.state_root,
         facts.number,
         pinned.block_hash,
     )
-    .with_codes(pinned.codes);
-    let mut overlay = CacheDB::new(&db);
-    let block_env = block_env(facts, &fork, &CallArgs::default());
+    .with_codes(pinned.codes)
+}
+
+/// What a replay over `db` came to once it ran: state to fetch first, a
+/// miss, a replay unlike the chain (`diverged`), or its traces.
+pub(crate) fn finish(
+    db: &VerifiedDb<'_>,
+    diverged: Option<ReplayError>,
+) -> Result<(), ReplayError> {
+    if db.outside_tail() {
+        return Err(ReplayError::OutsideTail);
+    }
+    let needs = db.take_needs();
+    if !needs.is_empty() {
+        return Err(ReplayError::Needs(needs));
+    }
+    if db.unsure() {
+        return Err(ReplayError::Unsupported);
+    }
+    diverged.map_or(Ok(()), Err)
+}
+
+/// Traces of the transactions `which` names, and how the replay first
+/// differed from the block's receipts, if it did.
+type BlockRun = (Traces, Option<ReplayError>);
+
+/// Runs `block`'s system calls and transactions (as `which` says) over
+/// `overlay`, committing each.
+pub(crate) fn run_block(
+    pinned: &Pinned<'_>,
+    block: &ReplayBlock,
+    fork: &Fork,
+    overlay: &mut CacheDB<&VerifiedDb<'_>>,
+    which: Which,
+    options: &TraceOptions,
+    limits: &Limits,
+) -> Result<BlockRun, ReplayError> {
+    let facts = &block.facts;
+    let last = match which {
+        Which::All => block.txs.len(),
+        Which::One(index) => index + 1,
+        Which::Before(index) => index,
+    };
+    if last > block.txs.len() || block.receipts.len() < last {
+        return Err(ReplayError::Unsupported);
+    }
+    let spec = fork.spec;
+    let block_env = block_env(facts, fork, &CallArgs::default());
     let mut cfg = CfgEnv::new_with_spec(spec);
     cfg.chain_id = pinned.chain_id;
     cfg.memory_limit = MEMORY_LIMIT;
     cfg.blob_base_fee_update_fraction = fork.blob_base_fee_update_fraction;
     let mut evm = Context::mainnet()
-        .with_db(&mut overlay)
+        .with_db(overlay)
         .with_block(block_env.clone())
         .with_cfg(cfg)
         .build_mainnet_with_inspector(TraceInspector::Idle);
@@ -168,7 +232,11 @@ pub(crate) fn replay(
         if limits.late() {
             return Err(Stopped::Timeout.into());
         }
-        let traced = which == Which::All || index + 1 == last;
+        let traced = match which {
+            Which::All => true,
+            Which::One(_) => index + 1 == last,
+            Which::Before(_) => false,
+        };
         let env = tx_env(tx);
         evm.inspector = if traced {
             tracer(options, limits)
@@ -207,48 +275,22 @@ pub(crate) fn replay(
         logs_before += receipt.logs.len() as u64;
         if traced {
             let inspector = std::mem::replace(&mut evm.inspector, TraceInspector::Idle);
-            let mut out = Vec::new();
-            match inspector {
-                TraceInspector::Struct(logger) => {
-                    let (failed, output) = match &done.result {
-                        ExecutionResult::Success { output, .. } => (false, output.data().clone()),
-                        ExecutionResult::Revert { output, .. } => (true, output.clone()),
-                        ExecutionResult::Halt { .. } => (true, Bytes::new()),
-                    };
-                    (*logger).finish(&mut out, gas_used, failed, &output)?;
-                }
-                TraceInspector::Native(mut native, _) => {
-                    let context = TransactionContext {
-                        block_hash: Some(facts.hash),
-                        tx_index: Some(index),
-                        tx_hash: Some(tx.hash),
-                    };
-                    let mut view: &CacheDB<&VerifiedDb<'_>> = &*evm.ctx.journaled_state.database;
-                    let trace = native
-                        .get_result(Some(context), &env, &block_env, &done, &mut view)
-                        .map_err(|e| ReplayError::Internal(e.to_string()))?;
-                    let code_hash_before = |address: Address| -> Option<B256> {
-                        match view.basic_ref(address) {
-                            Ok(info) => info.map(|info| info.code_hash),
-                            Err(never) => match never {},
-                        }
-                    };
-                    let facts = TxFacts {
-                        log_offset,
-                        gas_used,
-                        code_hash_before: &code_hash_before,
-                        after: &done.state,
-                    };
-                    let mut writer = Capped {
-                        out: &mut out,
-                        room: limits.room(answer_bytes),
-                    };
-                    if super::native::write(trace, &facts, &mut writer).is_err() {
-                        return Err(Stopped::TooLarge.into());
-                    }
-                }
-                TraceInspector::Idle => {}
-            }
+            let view: &CacheDB<&VerifiedDb<'_>> = evm.ctx.journaled_state.database;
+            let traced_tx = Traced {
+                context: TransactionContext {
+                    block_hash: Some(facts.hash),
+                    tx_index: Some(index),
+                    tx_hash: Some(tx.hash),
+                },
+                env: &env,
+                block_env: &block_env,
+                done: &done,
+                log_offset,
+                call: false,
+                options,
+                spec,
+            };
+            let out = written(inspector, &traced_tx, view, limits.room(answer_bytes))?;
             answer_bytes += out.len();
             if !limits.holds(answer_bytes) {
                 return Err(Stopped::TooLarge.into());
@@ -257,41 +299,138 @@ pub(crate) fn replay(
         }
         evm.ctx.journaled_state.database.commit(done.state);
     }
-    drop(evm);
-    if db.outside_tail() {
-        return Ok(Replayed::OutsideTail);
+    Ok((traces, diverged))
+}
+
+/// A transaction just traced, before its state is committed.
+pub(crate) struct Traced<'a> {
+    pub(crate) context: TransactionContext,
+    pub(crate) env: &'a TxEnv,
+    pub(crate) block_env: &'a BlockEnv,
+    pub(crate) done: &'a ResultAndState,
+    /// Logs before it in its block, as its state counted them.
+    pub(crate) log_offset: u64,
+    /// A call traced, not a block's transaction.
+    pub(crate) call: bool,
+    /// The tracer's options, and the rules it ran under.
+    pub(crate) options: &'a TraceOptions,
+    pub(crate) spec: SpecId,
+}
+
+/// The trace `inspector` recorded of `traced`, as geth writes it, in at
+/// most `room` bytes; `view` is the state before it.
+pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
+    inspector: TraceInspector,
+    traced: &Traced<'_>,
+    mut view: DB,
+    room: usize,
+) -> Result<Vec<u8>, ReplayError> {
+    let done = traced.done;
+    let gas_used = done.result.gas().tx_gas_used();
+    let mut out = Vec::new();
+    match inspector {
+        TraceInspector::Struct(logger) => {
+            let (failed, output) = match &done.result {
+                ExecutionResult::Success { output, .. } => (false, output.data().clone()),
+                ExecutionResult::Revert { output, .. } => (true, output.clone()),
+                ExecutionResult::Halt { .. } => (true, Bytes::new()),
+            };
+            (*logger).finish(&mut out, gas_used, failed, &output)?;
+            if out.len() > room {
+                return Err(Stopped::TooLarge.into());
+            }
+        }
+        TraceInspector::Native(mut native, budget) => {
+            let trace = native
+                .get_result(
+                    Some(traced.context),
+                    traced.env,
+                    traced.block_env,
+                    done,
+                    &mut view,
+                )
+                .map_err(|e| ReplayError::Internal(e.to_string()))?;
+            let code_hash_before = |address: Address| -> Option<B256> {
+                match view.basic_ref(address) {
+                    Ok(info) => info.map(|info| info.code_hash),
+                    Err(never) => match never {},
+                }
+            };
+            let facts = TxFacts {
+                log_offset: traced.log_offset,
+                code_hash_before: &code_hash_before,
+                after: &done.state,
+                halts: &budget.halts,
+                flat: match &traced.options.tracer {
+                    Tracer::FlatCall(config) => Some((
+                        *config,
+                        Place {
+                            block_hash: traced.context.block_hash,
+                            block_number: if traced.call {
+                                0
+                            } else {
+                                traced.block_env.number.saturating_to()
+                            },
+                            tx_hash: traced.context.tx_hash,
+                            tx_index: traced.context.tx_index.unwrap_or(0) as u64,
+                        },
+                        precompiles(traced.spec),
+                    )),
+                    _ => None,
+                },
+            };
+            let mut writer = Capped {
+                out: &mut out,
+                room,
+            };
+            if super::native::write(trace, &facts, &mut writer).is_err() {
+                return Err(Stopped::TooLarge.into());
+            }
+        }
+        TraceInspector::Idle => {}
     }
-    let needs = db.take_needs();
-    if !needs.is_empty() {
-        return Ok(Replayed::Needs(needs));
-    }
-    if db.unsure() {
-        return Err(ReplayError::Unsupported);
-    }
-    match diverged {
-        Some(error) => Err(error),
-        None => Ok(Replayed::Traced(traces)),
-    }
+    Ok(out)
 }
 
 /// The tracer `options` name, bounded by `limits`.
-fn tracer(options: &TraceOptions, limits: &Limits) -> TraceInspector {
+pub(crate) fn tracer(options: &TraceOptions, limits: &Limits) -> TraceInspector {
     match &options.tracer {
         Tracer::StructLogger(config) => {
             TraceInspector::Struct(Box::new(StructLogger::new(*config, limits.clone())))
         }
-        Tracer::Native(native) => match DebugInspector::new(native.clone()) {
-            Ok(inspector) => {
-                TraceInspector::Native(Box::new(inspector), Budget::new(limits.clone()))
-            }
-            // Options were checked when parsed; a tracer revm-inspectors
-            // refuses is the node's.
-            Err(_) => {
-                limits.stop(Stopped::Unsure);
-                TraceInspector::Idle
-            }
-        },
+        Tracer::FlatCall(_) => {
+            let call = GethDebugTracingOptions {
+                tracer: Some(GethDebugTracerType::BuiltInTracer(
+                    GethDebugBuiltInTracerType::CallTracer,
+                )),
+                ..Default::default()
+            };
+            native_tracer(call, limits)
+        }
+        Tracer::Native(native) => native_tracer(native.clone(), limits),
     }
+}
+
+/// A native tracer of `options`, bounded by `limits`.
+fn native_tracer(options: GethDebugTracingOptions, limits: &Limits) -> TraceInspector {
+    match DebugInspector::new(options) {
+        Ok(inspector) => TraceInspector::Native(Box::new(inspector), Budget::new(limits.clone())),
+        // Options were checked when parsed; a tracer revm-inspectors
+        // refuses is the node's.
+        Err(_) => {
+            limits.stop(Stopped::Unsure);
+            TraceInspector::Idle
+        }
+    }
+}
+
+/// The precompiles' addresses under `spec`.
+fn precompiles(spec: SpecId) -> Vec<Address> {
+    let spec = revm::precompile::PrecompileSpecId::from_spec_id(spec);
+    revm::precompile::Precompiles::new(spec)
+        .addresses()
+        .copied()
+        .collect()
 }
 
 /// How a transaction's run differs from its receipt, if it does.

@@ -34,6 +34,8 @@ struct Begun {
     /// and the slot.
     slot: Option<(Address, B256)>,
     refund: i64,
+    /// The stack's length before it (geth's stack errors name it).
+    stack_len: usize,
 }
 
 /// geth's struct logger over one transaction.
@@ -45,6 +47,8 @@ pub(crate) struct StructLogger {
     begun: Option<Begun>,
     /// The step's fields after its cost, written at its start.
     tail: Vec<u8>,
+    /// Bytes of `,"depth":..` at the start of `tail` (an error follows it).
+    depth_len: usize,
     /// Steps written: the first takes no comma.
     count: usize,
     /// Bytes of steps so far, as geth counts them against `limit`.
@@ -65,6 +69,7 @@ impl StructLogger {
             logs: Vec::new(),
             begun: None,
             tail: Vec::new(),
+            depth_len: 0,
             count: 0,
             result_size: 0,
             storage: HashMap::new(),
@@ -104,6 +109,7 @@ impl StructLogger {
         let tail = &mut self.tail;
         tail.clear();
         let _ = write!(tail, ",\"depth\":{depth}");
+        self.depth_len = tail.len();
         if !self.config.disable_stack {
             tail.extend_from_slice(b",\"stack\":[");
             for (i, value) in interp.stack.data().iter().enumerate() {
@@ -145,7 +151,7 @@ impl StructLogger {
 impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
     fn step(&mut self, interp: &mut Interpreter, context: &mut CTX) {
         if self.limits.tick() {
-            interp.halt_fatal();
+            super::limits::halt(interp, context);
             return;
         }
         // geth stops logging once its output passed `limit`.
@@ -191,6 +197,7 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
             op,
             slot,
             refund,
+            stack_len: interp.stack.len(),
         });
     }
 
@@ -206,20 +213,38 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
         if let Some(last) = depth.checked_sub(1) {
             self.refunds[last] = interp.gas.refunded();
         }
-        let failed = interp
+        let result = interp
             .bytecode
             .action
             .as_ref()
-            .and_then(|action| action.instruction_result())
-            .is_some_and(geth_fails_before_executing);
-        if failed {
-            // geth logs such a step with a cost and an error of its own.
+            .and_then(|action| action.instruction_result());
+        // geth logs a step its stack refuses with the words of its error
+        // (and the opcode's constant gas, which revm charged too).
+        let error = match result {
+            Some(InstructionResult::StackUnderflow) => {
+                super::opcodes::stack_error(begun.op, begun.stack_len, true)
+            }
+            Some(InstructionResult::StackOverflow) => {
+                super::opcodes::stack_error(begun.op, begun.stack_len, false)
+            }
+            _ => None,
+        };
+        if error.is_none() && result.is_some_and(geth_fails_before_executing) {
+            // Out of gas before it executed: geth logs the cost it could
+            // not pay, which revm does not tell.
             self.unsure = true;
         }
         let cost = begun.gas.saturating_sub(interp.gas.remaining());
         let before = self.logs.len() - begun.head_len;
         let _ = write!(self.logs, "{cost}");
-        self.logs.extend_from_slice(&self.tail);
+        let depth_len = self.depth_len;
+        self.logs.extend_from_slice(&self.tail[..depth_len]);
+        if let Some(error) = error {
+            self.logs.extend_from_slice(b",\"error\":");
+            self.logs
+                .extend_from_slice(super::hex::go_json_string(&error).as_bytes());
+        }
+        self.logs.extend_from_slice(&self.tail[depth_len..]);
         if let Some((address, key)) = begun.slot {
             if begun.op == opcode::SLOAD
                 && let Some(value) = interp.stack.data().last()
@@ -248,14 +273,13 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
         // geth counts each step's bytes without the comma between them.
         self.result_size += self.logs.len() - before - usize::from(self.count > 1);
         if !self.limits.holds(self.logs.len()) {
-            interp.halt_fatal();
+            super::limits::halt(interp, context);
         }
     }
 }
 
-/// A step geth refuses before executing it (its gas or stack checks), so
-/// logs with its full cost and an error: out of gas, a stack too short or
-/// too deep.
+/// A step geth refuses before executing it for its gas, so logs with the
+/// full cost it could not pay and an error.
 fn geth_fails_before_executing(result: InstructionResult) -> bool {
     matches!(
         result,
@@ -265,7 +289,5 @@ fn geth_fails_before_executing(result: InstructionResult) -> bool {
             | InstructionResult::PrecompileOOG
             | InstructionResult::InvalidOperandOOG
             | InstructionResult::ReentrancySentryOOG
-            | InstructionResult::StackUnderflow
-            | InstructionResult::StackOverflow
     )
 }

@@ -1,5 +1,5 @@
-//! Traces: `debug_traceTransaction`, `debug_traceBlockByNumber` and
-//! `debug_traceBlockByHash`, as geth answers them. Executed methods
+//! Traces: `debug_traceTransaction`, `debug_traceBlockByNumber`,
+//! `debug_traceBlockByHash` and `debug_traceCall`, as geth answers them. Executed methods
 //! pinned to the parent of the block they replay ([`Pin::Parent`]): the
 //! block's transactions run over the parent's verified state
 //! (`neve_execution::trace`), fetched in rounds like a call's, charged by
@@ -14,10 +14,9 @@
 use std::sync::atomic::Ordering;
 
 use neve_execution::trace::{
-    BlockTx, ReceiptFacts, ReplayBlock, ReplayError, Replayed, TraceConfig, TraceOptions,
-    Unsupported, Which,
+    BlockTx, ReceiptFacts, ReplayBlock, ReplayError, TraceConfig, TraceOptions, Unsupported, Which,
 };
-use neve_execution::{BlockFacts, CallError, Pinned};
+use neve_execution::{BlockFacts, CallError, Pinned, Request};
 use neve_store::Block;
 
 use crate::errors::ErrorCode;
@@ -43,6 +42,8 @@ pub(crate) const METHODS: &[Method] = &[
         (1, 2),
         replays(locate_hash, parse_hash),
     ),
+    // (call, block, config with overrides and `txIndex`), as geth.
+    Method::executed("debug_traceCall", (2, 3), replays(locate_call, parse_call)),
 ];
 
 const fn replays(locate: crate::rpc::Locate, parse: crate::rpc::Parse) -> PinnedRun {
@@ -87,6 +88,18 @@ fn locate_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Located, N
     Ok(located(ctx.block(BlockRef::Hash(p.hash(0)?), reads)?))
 }
 
+fn locate_call(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Located, NoReply> {
+    let at = p.block_ref(1)?;
+    if call_config(p)?.tx_index.is_none() {
+        return Ok(Located::After(at));
+    }
+    Ok(match ctx.block(at, reads)? {
+        // geth finds no transaction in the genesis block.
+        Some(block) if block.height() > 0 => Located::Block(block.height(), block.hash()),
+        _ => Located::Reply(Reply::Miss),
+    })
+}
+
 /// What a trace request names: its block (and transaction), and how to
 /// trace it (or that neve does not: the node's).
 struct Trace {
@@ -127,12 +140,84 @@ fn parse_hash(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
 /// The trace configuration at `index` (geth's `TraceConfig`; absent or
 /// `null` is geth's default, the struct logger).
 fn options(p: &Params<'_>, index: usize) -> Result<Result<TraceOptions, Unsupported>, ParamError> {
-    let config: TraceConfig = match p.optional(index) {
+    Ok(config_at(p, index)?.options())
+}
+
+fn config_at(p: &Params<'_>, index: usize) -> Result<TraceConfig, ParamError> {
+    Ok(match p.optional(index) {
         Some(raw) => serde_json::from_str(raw.get())
             .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))?,
         None => TraceConfig::default(),
+    })
+}
+
+/// `debug_traceCall`'s configuration (geth's `TraceCallConfig`).
+fn call_config(p: &Params<'_>) -> Result<TraceConfig, ParamError> {
+    config_at(p, 2)
+}
+
+/// `debug_traceCall`: a call, the block it runs at, how to trace it.
+struct TraceCall {
+    request: Request,
+    at: BlockRef,
+    tx_index: Option<usize>,
+    options: Result<TraceOptions, Unsupported>,
+}
+
+fn parse_call(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
+    // A `null` call is geth's zero value: every field absent.
+    let args = match p.optional(0) {
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|e| ParamError(format!("invalid argument 0: {e}")))?,
+        None => {
+            p.object(0)?;
+            Default::default()
+        }
     };
-    Ok(config.options())
+    let at = p.block_ref(1)?;
+    let config = call_config(p)?;
+    let options = config.options();
+    let tx_index = config
+        .tx_index
+        .map(|index| usize::try_from(index.to::<u64>()).unwrap_or(usize::MAX));
+    Ok(Box::new(TraceCall {
+        request: Request {
+            args,
+            state: config.state_overrides,
+            block: config.block_overrides,
+        },
+        at,
+        tx_index,
+        options,
+    }))
+}
+
+impl Job for TraceCall {
+    fn run(&self, ctx: &Context, reads: Reads, pinned: &Pinned<'_>) -> Result<Ran, CallError> {
+        let Ok(options) = &self.options else {
+            return Ok(Ran::Miss);
+        };
+        let block;
+        let at = match self.tx_index {
+            None => None,
+            Some(index) => {
+                let Some(found) = ctx.block(self.at, reads).ok().flatten() else {
+                    return Ok(Ran::Miss);
+                };
+                if index >= found.tx_count() as usize {
+                    // geth: "transaction index out of range"; the node's.
+                    return Ok(Ran::Miss);
+                }
+                let Some(replayed) = replay_block(&found, Which::Before(index)) else {
+                    return Ok(Ran::Miss);
+                };
+                block = replayed;
+                Some((&block, index))
+            }
+        };
+        let traced = neve_execution::trace::trace_call(pinned, &self.request, options, at);
+        answered(ctx, pinned.block.number, traced)
+    }
 }
 
 impl Job for Trace {
@@ -154,36 +239,54 @@ impl Job for Trace {
         let Some(replayed) = replay_block(&block, which) else {
             return Ok(Ran::Miss);
         };
-        let height = block.height();
-        match neve_execution::trace::trace(pinned, &replayed, which, options) {
-            Ok(Replayed::Traced(traces)) => {
-                let answer = match which {
-                    Which::One(_) => traces.into_iter().next().map(|(_, trace)| trace),
-                    Which::All => Some(neve_execution::trace::block_answer(&traces)),
-                };
-                Ok(match answer {
-                    Some(answer) => Ran::Answered(Reply::bytes(answer.into()), Vec::new()),
-                    None => Ran::Miss,
-                })
-            }
-            Ok(Replayed::Needs(needs)) => Ok(Ran::Needs(needs)),
-            Ok(Replayed::OutsideTail) => Ok(Ran::Miss),
-            Err(ReplayError::Diverged { index, what }) => {
-                ctx.replays_diverged.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    block = height,
-                    transaction = index,
-                    %what,
-                    "a replay did not reproduce the block's verified receipts; its trace is the node's"
-                );
-                Ok(Ran::Miss)
-            }
-            Err(ReplayError::Internal(message)) => {
-                tracing::warn!(block = height, %message, "a replay failed; its trace is the node's");
-                Ok(Ran::Miss)
-            }
-            Err(ReplayError::Unsupported | ReplayError::Stopped(_)) => Ok(Ran::Miss),
+        let traced =
+            neve_execution::trace::trace(pinned, &replayed, which, options).and_then(|traces| {
+                match which {
+                    Which::All => Ok(neve_execution::trace::block_answer(&traces)),
+                    _ => traces
+                        .into_iter()
+                        .next()
+                        .map(|(_, trace)| trace)
+                        .ok_or(ReplayError::Unsupported),
+                }
+            });
+        answered(ctx, block.height(), traced)
+    }
+}
+
+/// What a replay came to, as an answer: the trace, the state to fetch,
+/// geth's refusal of the call, or a miss (a replay unlike the chain's is
+/// counted and logged).
+fn answered(
+    ctx: &Context,
+    height: u64,
+    traced: Result<Vec<u8>, ReplayError>,
+) -> Result<Ran, CallError> {
+    match traced {
+        Ok(answer) => Ok(Ran::Answered(Reply::bytes(answer.into()), Vec::new())),
+        Err(ReplayError::Needs(needs)) => Ok(Ran::Needs(needs)),
+        Err(ReplayError::Diverged { index, what }) => {
+            ctx.replays_diverged.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                block = height,
+                transaction = index,
+                %what,
+                "a replay did not reproduce the block's verified receipts; its trace is the node's"
+            );
+            Ok(Ran::Miss)
         }
+        Err(ReplayError::Internal(message)) => {
+            tracing::warn!(block = height, %message, "a replay failed; its trace is the node's");
+            Ok(Ran::Miss)
+        }
+        // Refused before it ran, in geth's words for a call.
+        Err(ReplayError::Call(error @ (CallError::Args(_) | CallError::Override(_)))) => Err(error),
+        Err(
+            ReplayError::Call(_)
+            | ReplayError::Unsupported
+            | ReplayError::Stopped(_)
+            | ReplayError::OutsideTail,
+        ) => Ok(Ran::Miss),
     }
 }
 
@@ -198,6 +301,7 @@ fn replay_block(block: &Block, which: Which) -> Option<ReplayBlock> {
     let last = match which {
         Which::All => block.tx_count(),
         Which::One(index) => u32::try_from(index).ok()? + 1,
+        Which::Before(index) => u32::try_from(index).ok()?,
     };
     let mut txs = Vec::with_capacity(last as usize);
     let mut receipts = Vec::with_capacity(last as usize);

@@ -46,6 +46,8 @@ pub(crate) type Locate = fn(&Context, &Params<'_>, Reads) -> Result<Located, NoR
 pub(crate) enum Located {
     /// Its height (at least 1) and hash.
     Block(u64, [u8; 32]),
+    /// None: it runs over the state after this block, as a call does.
+    After(BlockRef),
     /// Answered at once: a block not stored (a miss), or the genesis
     /// block (geth's refusal).
     Reply(Reply),
@@ -112,6 +114,7 @@ impl Context {
                     BlockRef::Tag(BlockTag::Number(height.saturating_sub(1))),
                     Some(hash),
                 ),
+                Located::After(at) => (at, None),
             },
         };
         let Some(rules) = self.call_rules.get() else {
@@ -216,6 +219,7 @@ impl Context {
             }
             Pin::Parent(locate) => match locate(self, p, reads).ok()? {
                 Located::Block(_, hash) => hash,
+                Located::After(at) => self.block(at, reads).ok()??.hash(),
                 Located::Reply(_) => return None,
             },
         };
