@@ -1,7 +1,10 @@
 //! `debug_trace*` against the live node: on a chain of `neve load`
-//! traffic (transfers, a token's calls, contract creations), every block
-//! and transaction of the tail traced through neve under every tracer and
-//! option equals geth's answer.
+//! traffic (transfers, a token's calls) and of transactions through
+//! `support/Tracee.sol` (calls nested with value and logs, failures
+//! inside calls and of whole transactions, contracts made and destroyed,
+//! slots cleared, precompiles), every block and transaction of the tail
+//! traced through neve under every tracer and option equals geth's
+//! answer, as do traced calls at blocks and transaction indices.
 
 mod support;
 
@@ -30,6 +33,131 @@ fn configs() -> Vec<Value> {
     ]
 }
 
+/// The trace test contract's creation code (`support/Tracee.sol`).
+const TRACEE_CODE: &str = include_str!("support/Tracee.bin");
+
+/// Calldata of `signature` with `words`.
+fn calldata(signature: &str, words: &[String]) -> String {
+    let selector = &alloy_primitives::keccak256(signature)[..4];
+    format!(
+        "0x{}{}",
+        alloy_primitives::hex::encode(selector),
+        words.concat()
+    )
+}
+
+fn word(value: u64) -> String {
+    format!("{value:064x}")
+}
+
+/// Sends `txs` from the dev account at once (a block may take several)
+/// and waits for their receipts; returns them.
+async fn send_all(geth: &RpcClient, txs: &[Value]) -> Vec<Value> {
+    let mut hashes = Vec::new();
+    for tx in txs {
+        let mut tx = tx.clone();
+        tx["from"] = json!(neve_devnet::GETH_DEV_ADDRESS);
+        tx.as_object_mut()
+            .unwrap()
+            .entry("gas")
+            .or_insert(json!("0x4c4b40"));
+        let hash: String = geth.call("eth_sendTransaction", [tx]).await.unwrap();
+        hashes.push(hash);
+    }
+    let mut receipts = Vec::new();
+    for hash in hashes {
+        let receipt = loop {
+            let receipt: Value = geth
+                .call("eth_getTransactionReceipt", [&hash])
+                .await
+                .unwrap();
+            if !receipt.is_null() {
+                break receipt;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        receipts.push(receipt);
+    }
+    receipts
+}
+
+/// Deploys `Tracee` and runs transactions of every kind through it, some
+/// in one block; returns the heights of the blocks they are in, and those
+/// whose transactions run out of gas inside a call (a struct log's step
+/// geth prices in words neve does not have: the node's).
+async fn tracee_blocks(geth: &RpcClient) -> (Vec<u64>, Vec<u64>) {
+    let created = send_all(
+        geth,
+        &[json!({"data": format!("0x{}", TRACEE_CODE.trim())})],
+    )
+    .await;
+    let tracee = created[0]["contractAddress"].as_str().unwrap().to_string();
+    let to =
+        |data: String, value: u64| json!({"to": tracee, "data": data, "value": quantity(value)});
+    let salt = |n: u64| format!("{n:064x}");
+    let rounds = [
+        vec![
+            to(calldata("fan(uint256)", &[word(4)]), 1000),
+            to(calldata("fail(uint256)", &[word(0)]), 0),
+            to(calldata("fail(uint256)", &[word(1)]), 0),
+            to(calldata("make(bytes32)", &[salt(1)]), 64),
+            to(calldata("tidy(uint256,uint256)", &[word(0), word(3)]), 0),
+        ],
+        vec![
+            to(calldata("fail(uint256)", &[word(3)]), 0),
+            to(
+                calldata(
+                    "peek(address)",
+                    &[format!("{:0>64}", tracee.trim_start_matches("0x"))],
+                ),
+                0,
+            ),
+            json!({"to": tracee, "value": "0x5"}),
+            to(calldata("fan(uint256)", &[word(2)]), 7),
+            to(calldata("make(bytes32)", &[salt(2)]), 0),
+        ],
+        vec![to(calldata("fail(uint256)", &[word(2)]), 0)],
+    ];
+    let mut blocks = Vec::new();
+    let mut out_of_gas = Vec::new();
+    for (round, txs) in rounds.iter().enumerate() {
+        for receipt in send_all(geth, txs).await {
+            let number =
+                neve_upstream::parse_quantity(receipt["blockNumber"].as_str().unwrap()).unwrap();
+            if !blocks.contains(&number) {
+                blocks.push(number);
+            }
+            if round == 2 && !out_of_gas.contains(&number) {
+                out_of_gas.push(number);
+            }
+        }
+    }
+    (blocks, out_of_gas)
+}
+
+/// neve's answer is geth's byte for byte, as an indexer comparing raw
+/// answers sees it.
+async fn same_bytes(neve: &RpcClient, geth: &RpcClient, method: &str, params: &Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+    let (_, ours) = neve.post(body.clone().into()).await.unwrap();
+    let (_, theirs) = geth.post(body.into()).await.unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
+    let (ours, theirs) = (text(&ours), text(&theirs));
+    if ours != theirs {
+        let at = ours
+            .bytes()
+            .zip(theirs.bytes())
+            .position(|(a, b)| a != b)
+            .unwrap_or(ours.len().min(theirs.len()));
+        let around = |t: &str| t[at.saturating_sub(80)..(at + 80).min(t.len())].to_string();
+        panic!(
+            "{method} {params}: bytes differ at {at}\n  geth: {}\n  neve: {}",
+            around(&theirs),
+            around(&ours)
+        );
+    }
+}
+
 async fn block(client: &RpcClient, number: u64) -> Value {
     client
         .call("eth_getBlockByNumber", json!([quantity(number), false]))
@@ -47,9 +175,16 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
         head,
         ..
     } = neve_on_a_token_chain().await;
+    let (tracee, out_of_gas) = tracee_blocks(&geth).await;
+    if std::env::var("NEVE_TRACE_PAUSE").is_ok() {
+        // For a look by hand: both ends, and the blocks through `Tracee`.
+        eprintln!("PAUSE {} {} {tracee:?}", _node.http_url(), _neve.url);
+        tokio::time::sleep(std::time::Duration::from_secs(900)).await;
+    }
     let only = std::env::var("NEVE_TRACE_CONFIG").ok();
     let mut traced = 0;
-    for number in 1..=head {
+    // Every block of the tail, the ones through `Tracee` last.
+    for number in (1..=head).chain(tracee) {
         let block = block(&geth, number).await;
         let txs = block["transactions"].as_array().unwrap().clone();
         if txs.is_empty() {
@@ -61,6 +196,15 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
                 .is_some_and(|o| serde_json::from_str::<Value>(o).unwrap() != config)
             {
                 continue;
+            }
+            if out_of_gas.contains(&number) && config.get("tracer").is_none() {
+                // A step out of gas is priced in geth's words only: a
+                // struct log that reaches one is the node's.
+                let params = json!([quantity(number), config]);
+                let (status, _) = call(&client, "debug_traceBlockByNumber", &params).await;
+                if status == 421 {
+                    continue;
+                }
             }
             same(
                 &client,
@@ -76,7 +220,12 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
                 json!([block["hash"], config]),
             )
             .await;
-            for tx in txs.iter().step_by(17) {
+            if number > head || number % 7 == 0 {
+                let params = json!([quantity(number), config]);
+                same_bytes(&client, &geth, "debug_traceBlockByNumber", &params).await;
+            }
+            let step = if number > head { 1 } else { 17 };
+            for tx in txs.iter().step_by(step) {
                 same(
                     &client,
                     &geth,

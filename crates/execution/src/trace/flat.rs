@@ -120,6 +120,12 @@ fn flat(
     out: &mut Vec<Frame>,
 ) -> Result<(), String> {
     let output = || Some(input.output.clone().unwrap_or_default());
+    // geth gives every frame below the top a value, zero where it has
+    // none (a STATICCALL's).
+    let value = match trace_address.is_empty() {
+        true => input.value,
+        false => input.value.or(Some(U256::ZERO)),
+    };
     let (kind, action, result) = match input.typ.as_str() {
         "CREATE" | "CREATE2" => (
             "create",
@@ -127,7 +133,7 @@ fn flat(
                 creation_method: Some(input.typ.to_lowercase()),
                 from: Some(input.from),
                 gas: Some(input.gas),
-                value: input.value,
+                value,
                 init: Some(input.input.clone()),
                 ..Default::default()
             },
@@ -142,7 +148,7 @@ fn flat(
             "suicide",
             Action {
                 self_destructed: Some(input.from),
-                balance: input.value,
+                balance: value,
                 refund_address: input.to,
                 ..Default::default()
             },
@@ -154,7 +160,7 @@ fn flat(
                 from: Some(input.from),
                 to: input.to,
                 gas: Some(input.gas),
-                value: input.value,
+                value,
                 call_type: Some(input.typ.to_lowercase()),
                 input: Some(input.input.clone()),
                 ..Default::default()

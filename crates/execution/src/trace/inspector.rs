@@ -18,6 +18,7 @@ use revm::interpreter::{
 use revm_inspectors::tracing::DebugInspector;
 
 use super::limits::Limits;
+use super::lookups::Lookups;
 use super::struct_log::StructLogger;
 
 /// Bytes a native tracer's JSON spends on a call frame or a log besides
@@ -31,7 +32,7 @@ pub(crate) enum TraceInspector {
     /// geth's struct logger.
     Struct(Box<StructLogger>),
     /// A native tracer and its budget.
-    Native(Box<DebugInspector>, Budget),
+    Native(Box<DebugInspector>, Box<Budget>),
 }
 
 /// A frame's halt in geth's words.
@@ -56,11 +57,16 @@ pub(crate) struct Budget {
     /// Each frame that halted where geth's words name more than revm's:
     /// at an opcode that names none, or on its stack.
     pub(crate) halts: Vec<Halted>,
+    /// What geth's prestate tracer looks up, when it runs.
+    pub(crate) lookups: Option<Lookups>,
 }
 
 impl Budget {
-    pub(crate) fn new(limits: Limits) -> Self {
+    /// A budget; with `lookups`, noting what geth's prestate tracer
+    /// would look up.
+    pub(crate) fn new(limits: Limits, lookups: bool) -> Self {
         Budget {
+            lookups: lookups.then(Lookups::default),
             limits,
             bytes: 0,
             last_op: (0, 0),
@@ -133,11 +139,25 @@ where
         }
         if let TraceInspector::Native(_, budget) = self {
             budget.last_op = (interp.bytecode.opcode(), interp.stack.len());
+            if let Some(lookups) = &mut budget.lookups {
+                lookups.step(interp);
+            }
         }
         each!(self, inner => inner.step(interp, context))
     }
 
     fn step_end(&mut self, interp: &mut Interpreter, context: &mut CTX) {
+        if let TraceInspector::Native(_, budget) = self
+            && let Some(lookups) = &mut budget.lookups
+        {
+            let refused = interp
+                .bytecode
+                .action
+                .as_ref()
+                .and_then(|action| action.instruction_result())
+                .is_some_and(refused_before_executing);
+            lookups.step_end(!refused);
+        }
         each!(self, inner => inner.step_end(interp, context))
     }
 
@@ -188,6 +208,9 @@ where
         if let TraceInspector::Native(_, budget) = self {
             budget.add(outcome.result.output.len());
             budget.end(outcome.result.result);
+            if let (Some(lookups), Some(address)) = (&mut budget.lookups, outcome.address) {
+                lookups.created(address);
+            }
         }
         each!(self, inner => inner.create_end(context, inputs, outcome))
     }
@@ -212,4 +235,20 @@ where
     ) {
         each!(self, inner => inner.frame_end(context, frame_input, frame_result))
     }
+}
+
+/// A step geth refuses before it executes (its gas, its stack): geth's
+/// tracers see it with an error, and look nothing up for it.
+pub(crate) fn refused_before_executing(result: InstructionResult) -> bool {
+    matches!(
+        result,
+        InstructionResult::OutOfGas
+            | InstructionResult::MemoryOOG
+            | InstructionResult::MemoryLimitOOG
+            | InstructionResult::PrecompileOOG
+            | InstructionResult::InvalidOperandOOG
+            | InstructionResult::ReentrancySentryOOG
+            | InstructionResult::StackUnderflow
+            | InstructionResult::StackOverflow
+    )
 }

@@ -14,6 +14,7 @@ mod hex;
 mod inputs;
 mod inspector;
 mod limits;
+mod lookups;
 mod native;
 mod opcodes;
 mod options;

@@ -14,20 +14,23 @@ use alloy_rpc_types_trace::geth::{
     AccountState, CallFrame, GethDebugTracerType, GethTrace, PreStateFrame,
 };
 use revm::primitives::KECCAK_EMPTY;
-use revm::state::EvmState;
+use revm::state::{AccountInfo, EvmState};
 use serde::Serialize;
 
 use super::flat::{FlatConfig, Place};
 use super::inspector::Halted;
+use super::lookups::Lookups;
 
 /// What geth's words need of the transaction traced.
 pub(crate) struct TxFacts<'a> {
     /// Logs of the block's transactions before it.
     pub(crate) log_offset: u64,
-    /// An account's code hash before it (`None`: no account).
-    pub(crate) code_hash_before: &'a dyn Fn(Address) -> Option<B256>,
+    /// An account before it (`None`: no account).
+    pub(crate) account_before: &'a dyn Fn(Address) -> Option<AccountInfo>,
     /// The state it left.
     pub(crate) after: &'a EvmState,
+    /// What geth's prestate tracer looked up, when it ran.
+    pub(crate) looked_up: Option<LookedUp<'a>>,
     /// Frames whose halts geth words otherwise than revm-inspectors.
     pub(crate) halts: &'a [Halted],
     /// `flatCallTracer`'s configuration, when the call frames are to be
@@ -52,7 +55,7 @@ pub(crate) fn write(
         GethTrace::CallTracer(mut frame) => {
             word_halts(&mut frame, facts.halts);
             number_logs(&mut frame, facts.log_offset);
-            serde_json::to_writer(out, &frame)
+            serde_json::to_writer(out, &GethFrame(&frame))
         }
         GethTrace::PreStateTracer(frame) => serde_json::to_writer(out, &prestate(frame, facts)),
         GethTrace::MuxTracer(mux) => {
@@ -122,6 +125,91 @@ fn number_logs(frame: &mut CallFrame, offset: u64) {
     }
 }
 
+/// What geth's prestate tracer looked up: the steps' lookups, and the
+/// sender, the recipient and the coinbase.
+pub(crate) struct LookedUp<'a> {
+    pub(crate) lookups: &'a Lookups,
+    pub(crate) always: [Address; 3],
+}
+
+impl LookedUp<'_> {
+    fn account(&self, address: &Address) -> bool {
+        self.always.contains(address) || self.lookups.accounts.contains(address)
+    }
+
+    fn slot(&self, address: Address, slot: B256) -> bool {
+        self.lookups.slots.contains(&(address, slot))
+    }
+}
+
+/// A call frame as geth's `callTracer` writes it (`gen_callframe_json.go`):
+/// its keys, and its logs' keys, in geth's order.
+struct GethFrame<'a>(&'a CallFrame);
+
+impl Serialize for GethFrame<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Log<'a> {
+            address: &'a Option<Address>,
+            topics: &'a Option<Vec<B256>>,
+            data: &'a Option<Bytes>,
+            #[serde(with = "alloy_serde_quantity")]
+            index: u64,
+            #[serde(with = "alloy_serde_quantity")]
+            position: u64,
+        }
+        let frame = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("from", &frame.from)?;
+        map.serialize_entry("gas", &frame.gas)?;
+        map.serialize_entry("gasUsed", &frame.gas_used)?;
+        if let Some(to) = &frame.to {
+            map.serialize_entry("to", to)?;
+        }
+        map.serialize_entry("input", &frame.input)?;
+        if let Some(output) = frame.output.as_ref().filter(|o| !o.is_empty()) {
+            map.serialize_entry("output", output)?;
+        }
+        if let Some(error) = frame.error.as_ref().filter(|e| !e.is_empty()) {
+            map.serialize_entry("error", error)?;
+        }
+        if let Some(reason) = frame.revert_reason.as_ref().filter(|r| !r.is_empty()) {
+            map.serialize_entry("revertReason", reason)?;
+        }
+        if !frame.calls.is_empty() {
+            let calls: Vec<GethFrame<'_>> = frame.calls.iter().map(GethFrame).collect();
+            map.serialize_entry("calls", &calls)?;
+        }
+        if !frame.logs.is_empty() {
+            let logs: Vec<Log<'_>> = frame
+                .logs
+                .iter()
+                .map(|log| Log {
+                    address: &log.address,
+                    topics: &log.topics,
+                    data: &log.data,
+                    index: log.index.unwrap_or_default(),
+                    position: log.position.unwrap_or_default(),
+                })
+                .collect();
+            map.serialize_entry("logs", &logs)?;
+        }
+        if let Some(value) = &frame.value {
+            map.serialize_entry("value", value)?;
+        }
+        map.serialize_entry("type", &frame.typ)?;
+        map.end()
+    }
+}
+
+/// A quantity as geth's `hexutil.Uint` writes it.
+mod alloy_serde_quantity {
+    pub(super) fn serialize<S: serde::Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{value:#x}"))
+    }
+}
+
 /// An account as geth's prestate tracer writes it, its keys in geth's
 /// order.
 #[derive(Serialize)]
@@ -154,8 +242,24 @@ fn written_hash(hash: Option<B256>) -> Option<B256> {
 }
 
 fn prestate(frame: PreStateFrame, facts: &TxFacts<'_>) -> Prestate {
-    let before = |address: Address, state: AccountState| -> Option<(Address, Account)> {
-        let code_hash = written_hash((facts.code_hash_before)(address));
+    let looked_up = facts.looked_up.as_ref();
+    let code_hash_before =
+        |address: Address| written_hash((facts.account_before)(address).map(|a| a.code_hash));
+    // What geth looked up: revm-inspectors reports what revm loaded.
+    let kept = |address: &Address, state: &mut AccountState| {
+        let Some(looked_up) = looked_up else {
+            return true;
+        };
+        state
+            .storage
+            .retain(|slot, _| looked_up.slot(*address, *slot));
+        looked_up.account(address) || looked_up.lookups.slots.iter().any(|(a, _)| a == address)
+    };
+    let before = |address: Address, mut state: AccountState| -> Option<(Address, Account)> {
+        if !kept(&address, &mut state) {
+            return None;
+        }
+        let code_hash = code_hash_before(address);
         // geth leaves out what was empty before: no nonce, no balance, no
         // code.
         let empty = state.nonce.unwrap_or(0) == 0
@@ -182,11 +286,14 @@ fn prestate(frame: PreStateFrame, facts: &TxFacts<'_>) -> Prestate {
                 .collect(),
         ),
         PreStateFrame::Diff(diff) => {
-            let post = diff
+            let mut post: BTreeMap<Address, Account> = diff
                 .post
                 .into_iter()
-                .map(|(address, state)| {
-                    let was = written_hash((facts.code_hash_before)(address));
+                .filter_map(|(address, mut state)| {
+                    if !kept(&address, &mut state) {
+                        return None;
+                    }
+                    let was = code_hash_before(address);
                     let now = facts
                         .after
                         .get(&address)
@@ -199,9 +306,39 @@ fn prestate(frame: PreStateFrame, facts: &TxFacts<'_>) -> Prestate {
                         nonce: state.nonce,
                         storage: state.storage,
                     };
-                    (address, account)
+                    Some((address, account))
                 })
                 .collect();
+            // An account geth looked up that is none before and after (a
+            // precompile called, an empty account read): geth's state
+            // names no code hash for it, zero, unlike the empty code's.
+            if let Some(looked_up) = looked_up {
+                let looked: Vec<Address> = looked_up
+                    .always
+                    .iter()
+                    .chain(&looked_up.lookups.accounts)
+                    .copied()
+                    .collect();
+                for address in looked {
+                    let none_before = (facts.account_before)(address).is_none_or(|a| a.is_empty());
+                    let none_after = facts
+                        .after
+                        .get(&address)
+                        .is_none_or(|a| a.info.is_empty() && !a.is_selfdestructed());
+                    if none_before && none_after && !post.contains_key(&address) {
+                        post.insert(
+                            address,
+                            Account {
+                                balance: None,
+                                code: None,
+                                code_hash: Some(B256::ZERO),
+                                nonce: None,
+                                storage: BTreeMap::new(),
+                            },
+                        );
+                    }
+                }
+            }
             let pre = diff
                 .pre
                 .into_iter()

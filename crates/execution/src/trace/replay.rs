@@ -8,7 +8,7 @@
 
 use alloy_consensus::Transaction as _;
 use alloy_eips::Typed2718 as _;
-use alloy_primitives::{Address, B256, Bytes};
+use alloy_primitives::{Address, B256, Bytes, TxKind};
 use alloy_rpc_types_trace::geth::{
     GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingOptions,
 };
@@ -37,7 +37,7 @@ use super::flat::Place;
 use super::inputs::{BlockTx, ReceiptFacts, ReplayBlock};
 use super::inspector::{Budget, TraceInspector};
 use super::limits::{Limits, Stopped};
-use super::native::TxFacts;
+use super::native::{LookedUp, TxFacts};
 use super::options::{TraceOptions, Tracer};
 use super::struct_log::StructLogger;
 
@@ -350,17 +350,27 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
                     &mut view,
                 )
                 .map_err(|e| ReplayError::Internal(e.to_string()))?;
-            let code_hash_before = |address: Address| -> Option<B256> {
-                match view.basic_ref(address) {
-                    Ok(info) => info.map(|info| info.code_hash),
-                    Err(never) => match never {},
-                }
+            let account_before = |address: Address| match view.basic_ref(address) {
+                Ok(info) => info,
+                Err(never) => match never {},
             };
             let facts = TxFacts {
                 log_offset: traced.log_offset,
-                code_hash_before: &code_hash_before,
+                account_before: &account_before,
                 after: &done.state,
                 halts: &budget.halts,
+                looked_up: budget.lookups.as_ref().map(|lookups| LookedUp {
+                    lookups,
+                    always: [
+                        traced.env.caller,
+                        match traced.env.kind {
+                            TxKind::Call(to) => to,
+                            // A creation's address is looked up as made.
+                            TxKind::Create => traced.env.caller,
+                        },
+                        traced.block_env.beneficiary,
+                    ],
+                }),
                 flat: match &traced.options.tracer {
                     Tracer::FlatCall(config) => Some((
                         *config,
@@ -413,14 +423,32 @@ pub(crate) fn tracer(options: &TraceOptions, limits: &Limits) -> TraceInspector 
 
 /// A native tracer of `options`, bounded by `limits`.
 fn native_tracer(options: GethDebugTracingOptions, limits: &Limits) -> TraceInspector {
+    let lookups = runs_prestate(&options);
     match DebugInspector::new(options) {
-        Ok(inspector) => TraceInspector::Native(Box::new(inspector), Budget::new(limits.clone())),
+        Ok(inspector) => TraceInspector::Native(
+            Box::new(inspector),
+            Box::new(Budget::new(limits.clone(), lookups)),
+        ),
         // Options were checked when parsed; a tracer revm-inspectors
         // refuses is the node's.
         Err(_) => {
             limits.stop(Stopped::Unsure);
             TraceInspector::Idle
         }
+    }
+}
+
+/// Whether `options` run geth's prestate tracer (alone or in a mux).
+fn runs_prestate(options: &GethDebugTracingOptions) -> bool {
+    let prestate = GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::PreStateTracer);
+    match &options.tracer {
+        Some(tracer) if *tracer == prestate => true,
+        Some(GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::MuxTracer)) => options
+            .tracer_config
+            .clone()
+            .into_mux_config()
+            .is_ok_and(|mux| mux.0.contains_key(&prestate)),
+        _ => false,
     }
 }
 

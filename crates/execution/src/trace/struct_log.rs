@@ -16,7 +16,7 @@ use revm::Inspector;
 use revm::bytecode::opcode;
 use revm::context_interface::{ContextTr, JournalTr};
 use revm::interpreter::interpreter_types::{InputsTr, Jumps, ReturnData};
-use revm::interpreter::{InstructionResult, Interpreter};
+use revm::interpreter::{FrameInput, InstructionResult, Interpreter, InterpreterAction};
 
 use super::limits::Limits;
 use super::options::LoggerConfig;
@@ -33,7 +33,9 @@ struct Begun {
     /// The contract whose storage an `SLOAD` or `SSTORE` reads or writes,
     /// and the slot.
     slot: Option<(Address, B256)>,
+    /// The transaction's refund counter before it, and its frame's part.
     refund: i64,
+    frame_refund: i64,
     /// The stack's length before it (geth's stack errors name it).
     stack_len: usize,
 }
@@ -197,6 +199,7 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
             op,
             slot,
             refund,
+            frame_refund: interp.gas.refunded(),
             stack_len: interp.stack.len(),
         });
     }
@@ -229,12 +232,29 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
             }
             _ => None,
         };
-        if error.is_none() && result.is_some_and(geth_fails_before_executing) {
+        if error.is_none() && result.is_some_and(super::inspector::refused_before_executing) {
             // Out of gas before it executed: geth logs the cost it could
             // not pay, which revm does not tell.
             self.unsure = true;
         }
-        let cost = begun.gas.saturating_sub(interp.gas.remaining());
+        // geth's cost of a creation leaves out the gas it hands the new
+        // frame (a call's includes it, as revm's does).
+        let handed = match &interp.bytecode.action {
+            Some(InterpreterAction::NewFrame(FrameInput::Create(inputs))) => inputs.gas_limit(),
+            _ => 0,
+        };
+        let cost = begun
+            .gas
+            .saturating_sub(interp.gas.remaining())
+            .saturating_sub(handed);
+        // geth reads the refund counter once the step's gas is priced,
+        // which for SSTORE and SELFDESTRUCT counts their own refund.
+        let refund = match begun.op {
+            opcode::SSTORE | opcode::SELFDESTRUCT => {
+                begun.refund - begun.frame_refund + interp.gas.refunded()
+            }
+            _ => begun.refund,
+        };
         let before = self.logs.len() - begun.head_len;
         let _ = write!(self.logs, "{cost}");
         let depth_len = self.depth_len;
@@ -265,8 +285,8 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
                 self.logs.push(b'}');
             }
         }
-        if begun.refund != 0 {
-            let _ = write!(self.logs, ",\"refund\":{}", begun.refund.max(0));
+        if refund != 0 {
+            let _ = write!(self.logs, ",\"refund\":{}", refund.max(0));
         }
         self.logs.push(b'}');
         self.count += 1;
@@ -276,18 +296,4 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
             super::limits::halt(interp, context);
         }
     }
-}
-
-/// A step geth refuses before executing it for its gas, so logs with the
-/// full cost it could not pay and an error.
-fn geth_fails_before_executing(result: InstructionResult) -> bool {
-    matches!(
-        result,
-        InstructionResult::OutOfGas
-            | InstructionResult::MemoryOOG
-            | InstructionResult::MemoryLimitOOG
-            | InstructionResult::PrecompileOOG
-            | InstructionResult::InvalidOperandOOG
-            | InstructionResult::ReentrancySentryOOG
-    )
 }
