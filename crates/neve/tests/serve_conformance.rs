@@ -25,11 +25,21 @@ fn all_methods() -> Vec<String> {
 /// Cases neve answers 421, as its contract says, and a front end takes
 /// to the node: simulations on blocks whose rules `eth_config` no longer
 /// names (genesis, before the merge; block 0x35, under the previous blob
-/// schedule), and one at a block past the stored head.
+/// schedule), and one at a block past the stored head; traces of blocks
+/// before the merge (1 to 3, whose rules no method of the node names),
+/// and of a block or transaction neve does not hold (the node may: a
+/// block of another branch, a transaction not yet stored).
 const THE_NODES: &[&str] = &[
     "eth_simulateV1/ethSimulate-empty-with-block-num-set-firstblock",
     "eth_simulateV1/ethSimulate-empty-with-block-num-set-minusone",
     "eth_simulateV1/ethSimulate-make-call-with-future-block",
+    "debug_traceBlockByHash/trace-block-not-found",
+    "debug_traceBlockByNumber/trace-block-memory-encoding",
+    "debug_traceBlockByNumber/trace-block-return-data-behavior",
+    "debug_traceBlockByNumber/trace-block-storage-encoding",
+    "debug_traceBlockByNumber/trace-block-with-transactions",
+    "debug_traceTransaction/trace-legacy-transfer",
+    "debug_traceTransaction/trace-unknown-tx",
 ];
 
 /// Checks [`THE_NODES`]'s cases among `cases` get 421; returns the rest.

@@ -313,3 +313,138 @@ async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     }
     assert!(compared > 100, "{compared}");
 }
+
+/// A loop of 200,000 rounds that ends well (some 4.6 M gas, a million
+/// steps): its struct log is past neve's answer cap.
+const LOOPS: &str = "0x62030d405b600190038060045700";
+
+/// Creation code returning [`LOOPS`] as the runtime.
+const LOOPS_INIT: &str = "0x600e80600b6000396000f362030d405b600190038060045700";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_trace_bounds_hold_against_requests_built_to_break_them() {
+    let TokenChain {
+        node: _node,
+        geth,
+        neve,
+        client,
+        head,
+        ..
+    } = neve_on_a_token_chain().await;
+    let status = |params: Value, method: &'static str| {
+        let client = client.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let (status, answer) = call(&client, method, &params).await;
+            (status, answer, started.elapsed())
+        }
+    };
+    // A block of loops: its struct log (with memory) is gigabytes; neve
+    // stops at its cap and leaves it to the node, in well under geth's
+    // timeout, holding no more than the cap.
+    let created = send_all(&geth, &[json!({"data": LOOPS_INIT})]).await;
+    let loops = created[0]["contractAddress"].as_str().unwrap().to_string();
+    let receipts = send_all(&geth, &vec![json!({"to": loops}); 3]).await;
+    let number = receipts[2]["blockNumber"].clone();
+    neve.wait_for_height(
+        neve_upstream::parse_quantity(number.as_str().unwrap()).unwrap(),
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    let before = neve.rss_anon_bytes();
+    for config in [
+        json!({}),
+        json!({"enableMemory": true, "enableReturnData": true}),
+    ] {
+        let (code, _, took) = status(json!([number, config]), "debug_traceBlockByNumber").await;
+        assert_eq!(code, 421, "a struct log past the cap, {config}");
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        let tx = &receipts[2]["transactionHash"];
+        let (code, _, _) = status(json!([tx, config]), "debug_traceTransaction").await;
+        assert_eq!(code, 421, "{config}");
+    }
+    let grown = neve.rss_anon_bytes().saturating_sub(before);
+    assert!(grown < 256 << 20, "the traces held {grown} bytes");
+    // The same block under a native tracer is small: answered, as geth.
+    same(
+        &client,
+        &geth,
+        "debug_traceBlockByNumber",
+        json!([number, {"tracer": "callTracer"}]),
+    )
+    .await;
+    // With geth's `limit`, the struct log stops early: answered, as geth.
+    same(
+        &client,
+        &geth,
+        "debug_traceTransaction",
+        json!([receipts[0]["transactionHash"], {"limit": 10_000}]),
+    )
+    .await;
+    // A traced call of the same loop, under a state override.
+    let (code, _, _) = status(
+        json!([{"to": PROBE}, quantity(head), {"stateOverrides": {PROBE: {"code": LOOPS}}}]),
+        "debug_traceCall",
+    )
+    .await;
+    assert_eq!(code, 421);
+    // A timeout shorter than the run: stopped, the node's.
+    let (code, _, _) = status(
+        json!([number, {"timeout": "1ns"}]),
+        "debug_traceBlockByNumber",
+    )
+    .await;
+    assert_eq!(code, 421, "past its own timeout");
+    // Tracers neve does not run, and options it does not follow: the node's.
+    for config in [
+        json!({"tracer": "{result: function() { return 1 }, fault: function() {}}"}),
+        json!({"tracer": "bigramTracer"}),
+        json!({"tracer": ""}),
+        json!({"tracer": "prestateTracer", "tracerConfig": {"includeEmpty": true}}),
+        json!({"overrides": {"pragueTime": 0}}),
+    ] {
+        let (code, _, _) = status(json!([number, config]), "debug_traceBlockByNumber").await;
+        assert_eq!(code, 421, "{config}");
+    }
+    // A transaction index past the block's, a block past the head, a hash
+    // neve does not hold: the node's; genesis: geth's refusal.
+    let (code, _, _) = status(
+        json!([{"to": PROBE}, number, {"txIndex": "0xffffffff"}]),
+        "debug_traceCall",
+    )
+    .await;
+    assert_eq!(code, 421);
+    let (code, _, _) = status(json!([quantity(head + 1000)]), "debug_traceBlockByNumber").await;
+    assert_eq!(code, 421);
+    let (code, _, _) = status(
+        json!([format!("0x{}", "ab".repeat(32))]),
+        "debug_traceTransaction",
+    )
+    .await;
+    assert_eq!(code, 421);
+    same(&client, &geth, "debug_traceBlockByNumber", json!(["0x0"])).await;
+    // Malformed parameters: geth's -32602, nothing run.
+    for (method, params) in [
+        ("debug_traceBlockByNumber", json!(["3"])),
+        (
+            "debug_traceBlockByNumber",
+            json!([number, {"enableMemory": "yes"}]),
+        ),
+        ("debug_traceTransaction", json!(["0x12"])),
+        ("debug_traceCall", json!([{"to": PROBE}])),
+    ] {
+        let (code, answer, _) = status(params.clone(), method).await;
+        assert_eq!(code, 200, "{method} {params}");
+        assert_eq!(
+            answer["error"]["code"], -32602,
+            "{method} {params}: {answer}"
+        );
+    }
+    // A trace asked again is the memo's: no replay.
+    let hits = metric(&neve, "neve_trace_memo_hits_total");
+    let params = json!([number, {"tracer": "prestateTracer"}]);
+    same(&client, &geth, "debug_traceBlockByNumber", params.clone()).await;
+    same(&client, &geth, "debug_traceBlockByNumber", params).await;
+    assert!(metric(&neve, "neve_trace_memo_hits_total") > hits);
+    assert_eq!(metric(&neve, "neve_trace_replays_diverged_total"), 0);
+}
