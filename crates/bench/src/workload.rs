@@ -31,8 +31,12 @@ pub const ETH_MAINNET_MIX: &str = include_str!("../mixes/eth-mainnet.toml");
 /// transfer of the busiest log contract (the token) from one of the
 /// chain's senders to another, at `latest`. `simulate` is a wallet's
 /// preview (`eth_simulateV1`, one block of 1–3 calls: an approval and a
-/// transfer on the token, and a balance read) at `latest`.
-pub const SINGLE: [&str; 11] = [
+/// transfer on the token, and a balance read) at `latest`. `trace-block`
+/// is an indexer's: a block with transactions of the common range traced
+/// whole with `callTracer` or `prestateTracer` (half each); `trace-tx` an
+/// explorer's: `debug_traceTransaction` with `callTracer` of one of the
+/// range's first 16 transactions (the popular ones).
+pub const SINGLE: [&str; 13] = [
     "randblock",
     "randblock-full",
     "tx",
@@ -44,6 +48,8 @@ pub const SINGLE: [&str; 11] = [
     "call",
     "estimate",
     "simulate",
+    "trace-block",
+    "trace-tx",
 ];
 
 /// A named pool of request bodies.
@@ -143,6 +149,8 @@ pub fn build(name: &str, corpus: &Corpus, size: usize, seed: u64) -> Result<Work
             "call" => call("eth_call", false),
             "estimate" => call("eth_estimateGas", false),
             "simulate" => call("eth_simulateV1", false),
+            "trace-block" => call("debug_traceBlockByNumber", false),
+            "trace-tx" => call("debug_traceTransaction", false),
             other => {
                 return Err(BenchError::Usage(format!(
                     "unknown workload {other:?}: use one of {} or mix:seeds-read, mix:block-tail, mix:eth-mainnet, mix:FILE.toml",
@@ -293,6 +301,21 @@ fn params_for(call: &MixCall, corpus: &Corpus, rng: &mut SmallRng) -> Result<Str
         }
         "eth_call" | "eth_estimateGas" => call_params(call, corpus, rng)?,
         "eth_simulateV1" => preview_params(corpus, rng)?,
+        "debug_traceBlockByNumber" => {
+            let (height, _) = corpus
+                .blocks_with_txs
+                .choose(rng)
+                .ok_or_else(|| missing("a block with transactions"))?;
+            let tracer = ["callTracer", "prestateTracer"]
+                .choose(rng)
+                .expect("two tracers");
+            format!(r#"["{}",{{"tracer":"{tracer}"}}]"#, quantity(*height))
+        }
+        "debug_traceTransaction" => {
+            let popular = &corpus.txs[..corpus.txs.len().min(16)];
+            let tx = pick(popular, "a transaction", rng)?;
+            format!(r#"["{tx}",{{"tracer":"callTracer"}}]"#)
+        }
         "eth_getLogs" => {
             let address = corpus
                 .log_address

@@ -139,7 +139,7 @@ pub(crate) const BLOB_GAS_PER_BLOB: u64 = 1 << 17;
 /// geth's hexutil quantities: a string, `0x` then hex digits, no leading
 /// zero, within the type's bits. serde's defaults for these types also
 /// take decimal strings and numbers, which geth refuses (-32602).
-mod quantity {
+pub(crate) mod quantity {
     use alloy_primitives::{U64, U256};
     use serde::{Deserialize, Deserializer, de::Error};
 
@@ -171,7 +171,7 @@ mod quantity {
             .map_err(|_| D::Error::custom("invalid hex string"))
     }
 
-    pub(super) fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<U64>, D::Error> {
+    pub(crate) fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<U64>, D::Error> {
         Ok(digits(d, 64)?.map(|v| U64::from(v.to::<u64>())))
     }
 

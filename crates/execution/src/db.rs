@@ -151,6 +151,12 @@ impl<'a> VerifiedDb<'a> {
         self.needs.take()
     }
 
+    /// Whether the run has read anything not held so far (its result is
+    /// then no answer, whatever else comes of it).
+    pub fn has_needs(&self) -> bool {
+        !self.needs.borrow().is_empty()
+    }
+
     /// Whether the run asked `BLOCKHASH` of a block not stored.
     pub fn outside_tail(&self) -> bool {
         self.outside_tail.get()

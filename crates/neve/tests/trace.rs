@@ -402,6 +402,9 @@ async fn the_trace_bounds_hold_against_requests_built_to_break_them() {
         json!({"tracer": ""}),
         json!({"tracer": "prestateTracer", "tracerConfig": {"includeEmpty": true}}),
         json!({"overrides": {"pragueTime": 0}}),
+        // Keys Go reads without regard to case, or the last of two.
+        json!({"Tracer": "callTracer"}),
+        json!({"tracer": "callTracer", "tracerconfig": {"onlyTopCall": true}}),
     ] {
         let (code, _, _) = status(json!([number, config]), "debug_traceBlockByNumber").await;
         assert_eq!(code, 421, "{config}");
@@ -423,8 +426,25 @@ async fn the_trace_bounds_hold_against_requests_built_to_break_them() {
     .await;
     assert_eq!(code, 421);
     same(&client, &geth, "debug_traceBlockByNumber", json!(["0x0"])).await;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"debug_traceBlockByNumber","params":[{number},{{"tracer":"callTracer","tracer":"4byteTracer"}}]}}"#
+    );
+    let (code, _) = client.post(body.into()).await.unwrap();
+    assert_eq!(code.as_u16(), 421, "a key given twice");
+    // A negative limit: geth logs no step at all.
+    same(
+        &client,
+        &geth,
+        "debug_traceTransaction",
+        json!([receipts[0]["transactionHash"], {"limit": -1}]),
+    )
+    .await;
     // Malformed parameters: geth's -32602, nothing run.
     for (method, params) in [
+        (
+            "debug_traceCall",
+            json!([{"to": PROBE}, number, {"txIndex": 1}]),
+        ),
         ("debug_traceBlockByNumber", json!(["3"])),
         (
             "debug_traceBlockByNumber",

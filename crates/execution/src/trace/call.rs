@@ -42,6 +42,11 @@ pub fn trace_call(
     let overrides = request.block.as_ref();
     let (db, facts, fork) = match at {
         Some((block, _)) => {
+            if overrides.is_some_and(|o| o.number.is_some()) {
+                // geth's next-number rule rewires the header's parent here
+                // in ways neve does not follow: the node's.
+                return Err(ReplayError::Unsupported);
+            }
             let fork = fork_of(pinned, block)?;
             // The call's environment follows the block's rules, which
             // its pinned parent's set up.
@@ -113,13 +118,21 @@ pub fn trace_call(
         .with_db(keyed)
         .with_block(setup.block.clone())
         .with_cfg(setup.cfg.clone())
-        .build_mainnet_with_inspector(tracer(options, &limits))
+        .build_mainnet_with_inspector(tracer(options, &limits, MAX_TRACE_BYTES))
         .with_precompiles(ChainPrecompiles::new(Dialect::Ethereum, spec));
     let ran = evm.inspect_tx(setup.tx.clone());
-    if let Ok(done) = &ran {
-        pinned.charge(done.result.gas().total_gas_spent());
+    // A run a bound stopped is charged all the gas it could have spent.
+    pinned.charge(match &ran {
+        Ok(done) => done.result.gas().total_gas_spent(),
+        Err(_) => setup.tx.gas_limit,
+    });
+    if let Err(stop) = limits.stopped() {
+        // A run over state not held says nothing: fetch it first.
+        return Err(match db.has_needs() {
+            true => ReplayError::Needs(db.take_needs()),
+            false => stop.into(),
+        });
     }
-    limits.stopped()?;
     let out = match ran {
         Ok(done) => {
             let inspector =

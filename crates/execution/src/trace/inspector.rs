@@ -177,7 +177,8 @@ where
 
     fn call(&mut self, context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
         if let TraceInspector::Native(_, budget) = self {
-            budget.add(inputs.input.len());
+            // A flattened frame repeats its trace address: 8 bytes a level.
+            budget.add(inputs.input.len() + budget.running.len() * 8);
             budget.begin();
         }
         each!(self, inner => inner.call(context, inputs))
@@ -193,7 +194,7 @@ where
 
     fn create(&mut self, context: &mut CTX, inputs: &mut CreateInputs) -> Option<CreateOutcome> {
         if let TraceInspector::Native(_, budget) = self {
-            budget.add(inputs.init_code().len());
+            budget.add(inputs.init_code().len() + budget.running.len() * 8);
             budget.begin();
         }
         each!(self, inner => inner.create(context, inputs))
@@ -208,8 +209,8 @@ where
         if let TraceInspector::Native(_, budget) = self {
             budget.add(outcome.result.output.len());
             budget.end(outcome.result.result);
-            if let (Some(lookups), Some(address)) = (&mut budget.lookups, outcome.address) {
-                lookups.created(address);
+            if let Some(lookups) = &mut budget.lookups {
+                lookups.created(outcome.address);
             }
         }
         each!(self, inner => inner.create_end(context, inputs, outcome))

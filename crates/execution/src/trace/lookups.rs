@@ -26,6 +26,9 @@ enum Pending {
 pub(crate) struct Lookups {
     pub(crate) accounts: HashSet<Address>,
     pub(crate) slots: HashSet<(Address, B256)>,
+    /// A creation failed before it had an address (geth looks up the
+    /// address it would have had).
+    pub(crate) unsure: bool,
     pending: Option<Pending>,
 }
 
@@ -66,8 +69,14 @@ impl Lookups {
         }
     }
 
-    /// A contract created (geth looks its address up as it is made).
-    pub(crate) fn created(&mut self, address: Address) {
-        self.accounts.insert(address);
+    /// A creation ended, with the address it made (`None`: it failed
+    /// before having one).
+    pub(crate) fn created(&mut self, address: Option<Address>) {
+        match address {
+            Some(address) => {
+                self.accounts.insert(address);
+            }
+            None => self.unsure = true,
+        }
     }
 }

@@ -25,7 +25,10 @@ pub use call::trace_call;
 pub use flat::FlatConfig;
 pub use inputs::{BlockTx, ReceiptFacts, ReplayBlock, Unreadable};
 pub use limits::{MAX_TRACE_BYTES, MAX_TRACE_TIME, Stopped};
-pub use options::{DEFAULT_TIMEOUT, LoggerConfig, TraceConfig, TraceOptions, Tracer, Unsupported};
+pub use options::{
+    DEFAULT_TIMEOUT, LoggerConfig, TRACE_CONFIG_KEYS, TraceConfig, TraceOptions, Tracer,
+    Unsupported, keys_read_alike,
+};
 pub use replay::{ReplayError, Traces, Which};
 
 use crate::run::Pinned;

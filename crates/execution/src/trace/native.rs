@@ -6,7 +6,7 @@
 //! empty before the transaction (`account` in geth's `native/prestate.go`).
 //! Inside a `muxTracer`, each of its tracers the same.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 
 use alloy_primitives::{Address, B256, Bytes, U256};
@@ -96,11 +96,11 @@ fn name(kind: &GethDebugTracerType) -> String {
 /// or on their stack (revm-inspectors' "invalid opcode", "stack
 /// underflow" and the like name neither the byte nor the bounds).
 fn word_halts(top: &mut CallFrame, halts: &[Halted]) {
-    fn walk(frame: &mut CallFrame, number: &mut usize, halts: &[Halted]) {
-        if let Some(halted) = halts.iter().find(|h| h.frame == *number)
+    fn walk(frame: &mut CallFrame, number: &mut usize, halts: &HashMap<usize, &str>) {
+        if let Some(words) = halts.get(number)
             && frame.error.is_some()
         {
-            frame.error = Some(halted.words.clone());
+            frame.error = Some((*words).to_owned());
         }
         *number += 1;
         for call in &mut frame.calls {
@@ -108,7 +108,11 @@ fn word_halts(top: &mut CallFrame, halts: &[Halted]) {
         }
     }
     if !halts.is_empty() {
-        walk(top, &mut 0, halts);
+        let halts: HashMap<usize, &str> = halts
+            .iter()
+            .map(|halted| (halted.frame, halted.words.as_str()))
+            .collect();
+        walk(top, &mut 0, &halts);
     }
 }
 
@@ -246,6 +250,9 @@ fn prestate(frame: PreStateFrame, facts: &TxFacts<'_>) -> Prestate {
     let code_hash_before =
         |address: Address| written_hash((facts.account_before)(address).map(|a| a.code_hash));
     // What geth looked up: revm-inspectors reports what revm loaded.
+    let slot_owners: HashSet<Address> = looked_up
+        .map(|l| l.lookups.slots.iter().map(|(a, _)| *a).collect())
+        .unwrap_or_default();
     let kept = |address: &Address, state: &mut AccountState| {
         let Some(looked_up) = looked_up else {
             return true;
@@ -253,7 +260,7 @@ fn prestate(frame: PreStateFrame, facts: &TxFacts<'_>) -> Prestate {
         state
             .storage
             .retain(|slot, _| looked_up.slot(*address, *slot));
-        looked_up.account(address) || looked_up.lookups.slots.iter().any(|(a, _)| a == address)
+        looked_up.account(address) || slot_owners.contains(address)
     };
     let before = |address: Address, mut state: AccountState| -> Option<(Address, Account)> {
         if !kept(&address, &mut state) {

@@ -49,8 +49,8 @@ pub struct TraceConfig {
     #[serde(default)]
     pub block_overrides: Option<crate::args::BlockOverrides>,
     /// `debug_traceCall`'s `txIndex`: the call runs in the block, after
-    /// its transactions before this one.
-    #[serde(default)]
+    /// its transactions before this one (geth's `hexutil.Uint`).
+    #[serde(default, deserialize_with = "crate::args::quantity::u64")]
     pub tx_index: Option<alloy_primitives::U64>,
 }
 
@@ -65,8 +65,9 @@ pub struct LoggerConfig {
     pub disable_storage: bool,
     /// The last call's return data on each step.
     pub enable_return_data: bool,
-    /// Bytes of steps past which no more are written (0: no limit).
-    pub limit: usize,
+    /// Bytes of steps past which no more are written (0: no limit; below
+    /// 0, as geth compares it, none at all).
+    pub limit: i64,
 }
 
 /// Which tracer runs, with its configuration.
@@ -89,8 +90,75 @@ pub struct TraceOptions {
     pub timeout: Duration,
 }
 
+/// Every key of the native tracers' configurations neve reads.
+const TRACER_CONFIG_KEYS: &[&str] = &[
+    "onlyTopCall",
+    "withLog",
+    "diffMode",
+    "disableCode",
+    "disableStorage",
+    "includeEmpty",
+    "convertParityErrors",
+    "includePrecompiles",
+];
+
 /// geth's default trace timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether `text`, a JSON object, names its keys as neve reads them:
+/// Go matches keys without regard to case and lets the last of two win,
+/// serde neither; an object that would read otherwise in geth than here
+/// (a key in other case, one given twice) is the node's.
+pub fn keys_read_alike(text: &str, known: &[&str]) -> bool {
+    struct Keys(Vec<String>);
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            mut self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                self.0.push(key);
+            }
+            Ok(self.0)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let Ok(keys) = serde::Deserializer::deserialize_any(&mut de, Keys(Vec::new())) else {
+        // Not an object: its own parse says how.
+        return true;
+    };
+    let mut seen = std::collections::HashSet::new();
+    keys.iter().all(|key| {
+        let folded = key.to_ascii_lowercase();
+        let other_case = !known.contains(&key.as_str())
+            && known.iter().any(|k| k.to_ascii_lowercase() == folded);
+        seen.insert(folded) && !other_case
+    })
+}
+
+/// The keys of geth's `TraceCallConfig` (`TraceConfig`'s among them).
+pub const TRACE_CONFIG_KEYS: &[&str] = &[
+    "enableMemory",
+    "disableStack",
+    "disableStorage",
+    "enableReturnData",
+    "limit",
+    "overrides",
+    "tracer",
+    "timeout",
+    "tracerConfig",
+    "stateOverrides",
+    "blockOverrides",
+    "txIndex",
+];
 
 impl TraceConfig {
     /// The tracer and timeout this configuration names.
@@ -108,8 +176,17 @@ impl TraceConfig {
                 disable_stack: self.disable_stack.unwrap_or(false),
                 disable_storage: self.disable_storage.unwrap_or(false),
                 enable_return_data: self.enable_return_data.unwrap_or(false),
-                limit: usize::try_from(self.limit.unwrap_or(0).max(0)).unwrap_or(usize::MAX),
+                limit: self.limit.unwrap_or(0),
             }),
+            _ if self
+                .tracer_config
+                .as_deref()
+                .is_some_and(|config| !keys_read_alike(config.get(), TRACER_CONFIG_KEYS)) =>
+            {
+                return Err(Unsupported(
+                    "tracer configuration keys geth reads otherwise",
+                ));
+            }
             Some("flatCallTracer") => {
                 #[derive(Deserialize)]
                 #[serde(rename_all = "camelCase")]
@@ -297,7 +374,8 @@ pub fn go_duration(text: &str) -> Option<Duration> {
         total += number * nanos;
         rest = after;
     }
-    (total.is_finite() && total < u64::MAX as f64).then(|| Duration::from_nanos(total as u64))
+    // Go's durations are nanoseconds in an i64.
+    (total.is_finite() && total < i64::MAX as f64).then(|| Duration::from_nanos(total as u64))
 }
 
 #[cfg(test)]
@@ -317,6 +395,10 @@ mod tests {
             panic!("the struct logger")
         };
         assert!(config.enable_memory && !config.disable_stack && config.limit == 10);
+        assert!(
+            go_duration("3000000h").is_none(),
+            "past Go's i64 nanoseconds"
+        );
     }
 
     #[test]
@@ -347,6 +429,37 @@ mod tests {
         };
         let mux = options.tracer_config.into_mux_config().unwrap();
         assert_eq!(mux.0.len(), 2);
+    }
+
+    #[test]
+    fn keys_geth_would_read_otherwise_are_found() {
+        let known = TRACE_CONFIG_KEYS;
+        assert!(keys_read_alike(
+            r#"{"tracer":"callTracer","txIndex":"0x1"}"#,
+            known
+        ));
+        assert!(keys_read_alike("null", known));
+        assert!(
+            keys_read_alike(r#"{"somethingElse":1}"#, known),
+            "ignored by both"
+        );
+        assert!(!keys_read_alike(r#"{"Tracer":"callTracer"}"#, known));
+        assert!(!keys_read_alike(r#"{"tracerconfig":{}}"#, known));
+        assert!(!keys_read_alike(r#"{"tracer":"a","tracer":"b"}"#, known));
+        assert!(!keys_read_alike(r#"{"limit":1,"LIMIT":2}"#, known));
+    }
+
+    #[test]
+    fn a_transaction_index_is_a_hex_quantity() {
+        for bad in [
+            r#"{"txIndex":1}"#,
+            r#"{"txIndex":"1"}"#,
+            r#"{"txIndex":"0x01"}"#,
+        ] {
+            assert!(serde_json::from_str::<TraceConfig>(bad).is_err(), "{bad}");
+        }
+        let config: TraceConfig = serde_json::from_str(r#"{"txIndex":"0x1f"}"#).unwrap();
+        assert_eq!(config.tx_index.map(|i| i.to::<u64>()), Some(31));
     }
 
     #[test]

@@ -228,18 +228,36 @@ pub(crate) fn run_block(
     let mut differs = |index: usize, what: String| {
         diverged.get_or_insert(ReplayError::Diverged { index, what });
     };
+    // What a stop comes to: the state to fetch, when the run has read
+    // anything not held (its stop says nothing of the chain's run), else
+    // the stop.
+    let stopped = |db: &VerifiedDb<'_>| -> Result<(), ReplayError> {
+        match limits.stopped() {
+            Ok(()) => Ok(()),
+            Err(_) if db.has_needs() => Err(ReplayError::Needs(db.take_needs())),
+            Err(stop) => Err(stop.into()),
+        }
+    };
+    let mut charged = 0u64;
     for (index, (tx, receipt)) in block.txs[..last].iter().zip(&block.receipts).enumerate() {
         if limits.late() {
-            return Err(Stopped::Timeout.into());
+            stopped(evm.ctx.journaled_state.database.db)?;
         }
-        let traced = match which {
-            Which::All => true,
-            Which::One(_) => index + 1 == last,
-            Which::Before(_) => false,
-        };
+        // Charged the gas its receipt says before it runs: a run a bound
+        // stops costs the client all the same.
+        pinned.charge(receipt.cumulative_gas.saturating_sub(charged));
+        charged = charged.max(receipt.cumulative_gas);
+        // A round that already read what is not held traces nothing: its
+        // answer is the state to fetch.
+        let traced = !evm.ctx.journaled_state.database.db.has_needs()
+            && match which {
+                Which::All => true,
+                Which::One(_) => index + 1 == last,
+                Which::Before(_) => false,
+            };
         let env = tx_env(tx);
         evm.inspector = if traced {
-            tracer(options, limits)
+            tracer(options, limits, limits.room(answer_bytes))
         } else {
             TraceInspector::Idle
         };
@@ -254,18 +272,17 @@ pub(crate) fn run_block(
                 // A transaction of a verified block is valid: the state
                 // read was not the chain's (not held yet, or a replay
                 // unlike the node's).
-                limits.stopped()?;
+                stopped(evm.ctx.journaled_state.database.db)?;
                 differs(index, format!("refused: {invalid}"));
                 continue;
             }
             Err(EVMError::Database(never)) => match never {},
             Err(other) => {
-                limits.stopped()?;
+                stopped(evm.ctx.journaled_state.database.db)?;
                 return Err(ReplayError::Internal(other.to_string()));
             }
         };
-        pinned.charge(done.result.gas().total_gas_spent());
-        limits.stopped()?;
+        stopped(evm.ctx.journaled_state.database.db)?;
         let gas_used = done.result.gas().tx_gas_used();
         cumulative += gas_used;
         if let Some(what) = unlike(&done.result, cumulative, receipt) {
@@ -341,6 +358,21 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
             }
         }
         TraceInspector::Native(mut native, budget) => {
+            if let Some(lookups) = &budget.lookups {
+                // geth's prestate tracer looks up EIP-7702's authorities and
+                // delegates, and a creation's address even when it fails:
+                // not followed here, the node's.
+                let delegates = done.state.values().any(|account| {
+                    account
+                        .info
+                        .code
+                        .as_ref()
+                        .is_some_and(|code| code.is_eip7702())
+                });
+                if traced.env.tx_type == 4 || delegates || lookups.unsure {
+                    return Err(Stopped::Unsure.into());
+                }
+            }
             let trace = native
                 .get_result(
                     Some(traced.context),
@@ -403,10 +435,10 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
 }
 
 /// The tracer `options` name, bounded by `limits`.
-pub(crate) fn tracer(options: &TraceOptions, limits: &Limits) -> TraceInspector {
+pub(crate) fn tracer(options: &TraceOptions, limits: &Limits, room: usize) -> TraceInspector {
     match &options.tracer {
         Tracer::StructLogger(config) => {
-            TraceInspector::Struct(Box::new(StructLogger::new(*config, limits.clone())))
+            TraceInspector::Struct(Box::new(StructLogger::new(*config, limits.clone(), room)))
         }
         Tracer::FlatCall(_) => {
             let call = GethDebugTracingOptions {

@@ -61,11 +61,13 @@ pub(crate) struct StructLogger {
     /// last step: geth's counter is the transaction's, revm's a frame's.
     refunds: Vec<i64>,
     limits: Limits,
+    /// Bytes its steps may take: what the answer has room for.
+    room: usize,
     unsure: bool,
 }
 
 impl StructLogger {
-    pub(crate) fn new(config: LoggerConfig, limits: Limits) -> Self {
+    pub(crate) fn new(config: LoggerConfig, limits: Limits, room: usize) -> Self {
         StructLogger {
             config,
             logs: Vec::new(),
@@ -77,6 +79,7 @@ impl StructLogger {
             storage: HashMap::new(),
             refunds: Vec::new(),
             limits,
+            room,
             unsure: false,
         }
     }
@@ -157,7 +160,7 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
             return;
         }
         // geth stops logging once its output passed `limit`.
-        if self.config.limit != 0 && self.result_size > self.config.limit {
+        if self.config.limit != 0 && self.result_size as i64 > self.config.limit {
             return;
         }
         let depth = context.journal_ref().depth();
@@ -292,7 +295,8 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
         self.count += 1;
         // geth counts each step's bytes without the comma between them.
         self.result_size += self.logs.len() - before - usize::from(self.count > 1);
-        if !self.limits.holds(self.logs.len()) {
+        if self.logs.len() > self.room {
+            self.limits.stop(super::limits::Stopped::TooLarge);
             super::limits::halt(interp, context);
         }
     }

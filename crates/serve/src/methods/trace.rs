@@ -14,7 +14,8 @@
 use std::sync::atomic::Ordering;
 
 use neve_execution::trace::{
-    BlockTx, ReceiptFacts, ReplayBlock, ReplayError, TraceConfig, TraceOptions, Unsupported, Which,
+    BlockTx, ReceiptFacts, ReplayBlock, ReplayError, TRACE_CONFIG_KEYS, TraceConfig, TraceOptions,
+    Unsupported, Which, keys_read_alike,
 };
 use neve_execution::{BlockFacts, CallError, Pinned, Request};
 use neve_store::Block;
@@ -140,20 +141,35 @@ fn parse_hash(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
 /// The trace configuration at `index` (geth's `TraceConfig`; absent or
 /// `null` is geth's default, the struct logger).
 fn options(p: &Params<'_>, index: usize) -> Result<Result<TraceOptions, Unsupported>, ParamError> {
-    Ok(config_at(p, index)?.options())
+    let (config, alike) = config_at(p, index)?;
+    Ok(config.options().and_then(|options| {
+        alike
+            .then_some(options)
+            .ok_or(Unsupported("configuration keys geth reads otherwise"))
+    }))
 }
 
-fn config_at(p: &Params<'_>, index: usize) -> Result<TraceConfig, ParamError> {
+/// The configuration at `index`, and whether geth reads its keys as neve
+/// does (Go matches them without regard to case, the last of two wins).
+fn config_at(p: &Params<'_>, index: usize) -> Result<(TraceConfig, bool), ParamError> {
     Ok(match p.optional(index) {
-        Some(raw) => serde_json::from_str(raw.get())
-            .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))?,
-        None => TraceConfig::default(),
+        // Read otherwise by geth (a duplicate key serde refuses among
+        // them): the node's, whatever serde would make of it.
+        Some(raw) if !keys_read_alike(raw.get(), TRACE_CONFIG_KEYS) => {
+            (TraceConfig::default(), false)
+        }
+        Some(raw) => (
+            serde_json::from_str(raw.get())
+                .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))?,
+            true,
+        ),
+        None => (TraceConfig::default(), true),
     })
 }
 
 /// `debug_traceCall`'s configuration (geth's `TraceCallConfig`).
 fn call_config(p: &Params<'_>) -> Result<TraceConfig, ParamError> {
-    config_at(p, 2)
+    config_at(p, 2).map(|(config, _)| config)
 }
 
 /// `debug_traceCall`: a call, the block it runs at, how to trace it.
@@ -175,8 +191,12 @@ fn parse_call(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
         }
     };
     let at = p.block_ref(1)?;
-    let config = call_config(p)?;
-    let options = config.options();
+    let (config, alike) = config_at(p, 2)?;
+    let options = config.options().and_then(|options| {
+        alike
+            .then_some(options)
+            .ok_or(Unsupported("configuration keys geth reads otherwise"))
+    });
     let tx_index = config
         .tx_index
         .map(|index| usize::try_from(index.to::<u64>()).unwrap_or(usize::MAX));
@@ -254,6 +274,13 @@ impl Job for Trace {
     }
 }
 
+/// Whether a replay's fault at `height` is the first told of that block:
+/// a batch of traces of one block logs it once (every one is counted).
+fn first_for(height: u64) -> bool {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+    LAST.swap(height, Ordering::Relaxed) != height
+}
+
 /// What a replay came to, as an answer: the trace, the state to fetch,
 /// geth's refusal of the call, or a miss (a replay unlike the chain's is
 /// counted and logged).
@@ -267,16 +294,20 @@ fn answered(
         Err(ReplayError::Needs(needs)) => Ok(Ran::Needs(needs)),
         Err(ReplayError::Diverged { index, what }) => {
             ctx.replays_diverged.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                block = height,
-                transaction = index,
-                %what,
-                "a replay did not reproduce the block's verified receipts; its trace is the node's"
-            );
+            if first_for(height) {
+                tracing::warn!(
+                    block = height,
+                    transaction = index,
+                    %what,
+                    "a replay did not reproduce the block's verified receipts; its trace is the node's"
+                );
+            }
             Ok(Ran::Miss)
         }
         Err(ReplayError::Internal(message)) => {
-            tracing::warn!(block = height, %message, "a replay failed; its trace is the node's");
+            if first_for(height) {
+                tracing::warn!(block = height, %message, "a replay failed; its trace is the node's");
+            }
             Ok(Ran::Miss)
         }
         // Refused before it ran, in geth's words for a call.

@@ -98,6 +98,13 @@ impl Context {
             },
         });
         if reads.waits == Waits::Never {
+            // A trace answered without a replay (genesis, a block not
+            // stored) is answered here, never queued for the call threads.
+            if let Pin::Parent(locate) = executed.pin
+                && let Ok(Located::Reply(reply)) = locate(self, p, reads)
+            {
+                return Ok(reply);
+            }
             let kept = memo.and_then(|memo| self.remembered(&memo, &executed.pin, p, reads));
             return Ok(kept.unwrap_or(Reply::Execute));
         }
@@ -169,7 +176,16 @@ impl Context {
             Dialect::Ethereum => reply,
             Dialect::Coreth => in_coreths_words(reply),
         };
-        if let Some(memo) = memo {
+        // Kept only while the block the job replayed is still the one its
+        // parameters name: a reorg in between would key one block's trace
+        // by another's hash.
+        let still = match (replayed, &executed.pin) {
+            (Some(hash), Pin::Parent(locate)) => {
+                matches!(locate(self, p, reads), Ok(Located::Block(_, now)) if now == hash)
+            }
+            _ => true,
+        };
+        if let Some(memo) = memo.filter(|_| still) {
             let block = replayed.unwrap_or(facts.hash.0);
             self.memo(&executed.pin).insert(memo.key(&block, p), &reply);
         }
