@@ -155,7 +155,7 @@ where
                 .action
                 .as_ref()
                 .and_then(|action| action.instruction_result())
-                .is_some_and(refused_before_executing);
+                .is_some_and(super::opcodes::refused_before_executing);
             lookups.step_end(!refused);
         }
         each!(self, inner => inner.step_end(interp, context))
@@ -236,20 +236,4 @@ where
     ) {
         each!(self, inner => inner.frame_end(context, frame_input, frame_result))
     }
-}
-
-/// A step geth refuses before it executes (its gas, its stack): geth's
-/// tracers see it with an error, and look nothing up for it.
-pub(crate) fn refused_before_executing(result: InstructionResult) -> bool {
-    matches!(
-        result,
-        InstructionResult::OutOfGas
-            | InstructionResult::MemoryOOG
-            | InstructionResult::MemoryLimitOOG
-            | InstructionResult::PrecompileOOG
-            | InstructionResult::InvalidOperandOOG
-            | InstructionResult::ReentrancySentryOOG
-            | InstructionResult::StackUnderflow
-            | InstructionResult::StackOverflow
-    )
 }

@@ -2,6 +2,8 @@
 //! of geth v1.17.5): geth's own names (`KECCAK256`, `DIFFICULTY`), and
 //! "opcode 0x.. not defined" for a byte that names none.
 
+use revm::interpreter::InstructionResult;
+
 /// geth's name of each opcode byte; empty where geth names none.
 const NAMES: [&str; 256] = [
     "STOP",
@@ -282,6 +284,22 @@ pub(crate) fn stack_error(op: u8, stack_len: usize, underflow: bool) -> Option<S
     } else {
         format!("stack limit reached {stack_len} ({})", 1024 + pops - pushes)
     })
+}
+
+/// A step geth refuses before it executes (its gas, its stack): geth's
+/// tracers see it with an error, and look nothing up for it.
+pub(crate) fn refused_before_executing(result: InstructionResult) -> bool {
+    matches!(
+        result,
+        InstructionResult::OutOfGas
+            | InstructionResult::MemoryOOG
+            | InstructionResult::MemoryLimitOOG
+            | InstructionResult::PrecompileOOG
+            | InstructionResult::InvalidOperandOOG
+            | InstructionResult::ReentrancySentryOOG
+            | InstructionResult::StackUnderflow
+            | InstructionResult::StackOverflow
+    )
 }
 
 #[cfg(test)]

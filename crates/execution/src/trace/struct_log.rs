@@ -235,7 +235,7 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
             }
             _ => None,
         };
-        if error.is_none() && result.is_some_and(super::inspector::refused_before_executing) {
+        if error.is_none() && result.is_some_and(super::opcodes::refused_before_executing) {
             // Out of gas before it executed: geth logs the cost it could
             // not pay, which revm does not tell.
             self.unsure = true;
