@@ -7,7 +7,7 @@
 //! contracts and P256VERIFY), through a neve mirroring that neve too. What
 //! neve cannot answer as coreth does is 421: warp, block overrides, one
 //! storage cell reached by both its keys, `eth_createAccessList`, the fee
-//! methods (coreth's oracle is its own) and `eth_simulateV1`.
+//! methods (coreth's oracle is its own), `eth_simulateV1` and traces.
 
 mod support;
 
@@ -226,6 +226,20 @@ async fn calls_equal_avalanchegos_and_coreths_own_are_misses() {
         &client,
         "eth_simulateV1",
         json!([{"blockStateCalls": [{"calls": [{"to": STRANGER}]}]}, at]),
+    )
+    .await;
+    // Traces replay blocks under coreth's rules, which neve does not
+    // follow block by block: the node's.
+    missed(
+        &client,
+        "debug_traceBlockByNumber",
+        json!([at, {"tracer": "callTracer"}]),
+    )
+    .await;
+    missed(
+        &client,
+        "debug_traceCall",
+        json!([{"to": STRANGER}, at, {"tracer": "callTracer"}]),
     )
     .await;
     // Nothing read disagreed with a proof.

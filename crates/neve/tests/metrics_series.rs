@@ -66,6 +66,9 @@ neve_store_retain_blocks gauge
 neve_store_retain_bytes gauge
 neve_store_segments gauge
 neve_store_write_failing gauge
+neve_trace_memo_hits_total counter
+neve_trace_memo_stored_total counter
+neve_trace_replays_diverged_total counter
 neve_upstream_budget_requests_per_second gauge
 neve_upstream_max_batch gauge
 neve_upstream_paused gauge
@@ -133,6 +136,9 @@ neve_store_retain_blocks
 neve_store_retain_bytes
 neve_store_segments
 neve_store_write_failing
+neve_trace_memo_hits_total
+neve_trace_memo_stored_total
+neve_trace_replays_diverged_total
 neve_upstream_budget_requests_per_second
 neve_upstream_max_batch
 neve_upstream_paused
