@@ -245,14 +245,13 @@ async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     let TokenChain {
         node: _node,
         geth,
-        neve,
+        neve: _neve,
         client,
         head,
         token,
         holders,
         ..
     } = neve_on_a_token_chain().await;
-    let _ = &neve;
     let funded = neve_devnet::GETH_DEV_ADDRESS;
     let calls = [
         json!({"from": holders[0], "to": token, "data": transfer(&holders[1], 1)}),

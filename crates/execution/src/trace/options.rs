@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use alloy_rpc_types_trace::geth::mux::MuxConfig;
 use alloy_rpc_types_trace::geth::{
-    CallConfig, FlatCallConfig, GethDebugBuiltInTracerType, GethDebugTracerConfig,
-    GethDebugTracerType, GethDebugTracingOptions, PreStateConfig,
+    CallConfig, GethDebugBuiltInTracerType, GethDebugTracerConfig, GethDebugTracerType,
+    GethDebugTracingOptions, PreStateConfig,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -284,21 +284,6 @@ fn config_of(
                 diff_mode: geth.diff_mode,
                 disable_code: geth.disable_code,
                 disable_storage: geth.disable_storage,
-            })
-        }
-        FlatCallTracer => {
-            #[derive(Deserialize)]
-            #[serde(rename_all = "camelCase")]
-            struct Geth {
-                #[serde(default)]
-                convert_parity_errors: Option<bool>,
-                #[serde(default)]
-                include_precompiles: Option<bool>,
-            }
-            let geth: Geth = parse(text).ok_or(unread)?;
-            config(&FlatCallConfig {
-                convert_parity_errors: geth.convert_parity_errors,
-                include_precompiles: geth.include_precompiles,
             })
         }
         MuxTracer => {
