@@ -13,7 +13,10 @@
 //! from is the `stateRoot` of a header the caller verified itself, and every
 //! node reached from it was checked by hash on the way in.
 //!
-//! Start at [`State`], then [`proof::verify`] and [`trie::walk`]. Writing is
+//! Start at [`State`], then [`proof::verify`] and [`trie::walk`]. A
+//! block's execution witness (the nodes and codes a block's execution
+//! reads, keyed by nothing) gets in the same way: [`verify_witness`] keeps
+//! what a trusted root reaches. Writing is
 //! [`update::apply`], for simulated blocks' `stateRoot` only: the root the
 //! verified trie would have with a simulation's changes, nothing stored as
 //! state.
@@ -30,6 +33,7 @@ mod touched;
 pub mod trie;
 pub mod update;
 mod vocabulary;
+mod witness;
 
 pub use account::{Account, EMPTY_CODE_HASH};
 pub use counters::{Counters, StateStats};
@@ -46,3 +50,4 @@ pub use vocabulary::{
     AccountRead, Address, DEFAULT_CACHE_BYTES, DEFAULT_HOT_KEYS, Fetch, FetchRequest,
     MAX_SLOTS_PER_REQUEST, Read, SlotRead,
 };
+pub use witness::{Witnessed, verify_witness};
