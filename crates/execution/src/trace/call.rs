@@ -33,8 +33,9 @@ pub fn trace_call(
     request: &Request,
     options: &TraceOptions,
     at: Option<(&ReplayBlock, usize)>,
+    since: std::time::Instant,
 ) -> Result<Vec<u8>, ReplayError> {
-    let limits = Limits::new(options.timeout, MAX_TRACE_BYTES);
+    let limits = Limits::new(since, options.timeout, MAX_TRACE_BYTES);
     if pinned.fork.dialect != Dialect::Ethereum {
         return Err(ReplayError::Unsupported);
     }

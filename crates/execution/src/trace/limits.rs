@@ -55,11 +55,11 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    /// Bounds from now: `timeout` (within [`MAX_TRACE_TIME`]) and `cap`
-    /// bytes.
-    pub(crate) fn new(timeout: Duration, cap: usize) -> Self {
+    /// Bounds from `since`: `timeout` (within [`MAX_TRACE_TIME`]) and
+    /// `cap` bytes.
+    pub(crate) fn new(since: Instant, timeout: Duration, cap: usize) -> Self {
         Limits {
-            deadline: Instant::now() + timeout.min(MAX_TRACE_TIME),
+            deadline: since + timeout.min(MAX_TRACE_TIME),
             cap,
             ticks: Cell::new(0),
             stopped: Default::default(),

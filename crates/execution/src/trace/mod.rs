@@ -35,15 +35,17 @@ use crate::run::Pinned;
 
 /// Replays `block` over `pinned` (its parent's verified state), tracing
 /// `which` of its transactions as `options` ask, within
-/// [`MAX_TRACE_TIME`] (or the options' shorter timeout) and
-/// [`MAX_TRACE_BYTES`].
+/// [`MAX_TRACE_TIME`] (or the options' shorter timeout) counted from
+/// `since` (when the request's first run began: its runs after fetches
+/// share one bound) and [`MAX_TRACE_BYTES`].
 pub fn trace(
     pinned: &Pinned<'_>,
     block: &ReplayBlock,
     which: Which,
     options: &TraceOptions,
+    since: std::time::Instant,
 ) -> Result<Traces, ReplayError> {
-    let limits = limits::Limits::new(options.timeout, MAX_TRACE_BYTES);
+    let limits = limits::Limits::new(since, options.timeout, MAX_TRACE_BYTES);
     replay::replay(pinned, block, which, options, &limits)
 }
 

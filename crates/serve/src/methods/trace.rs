@@ -235,7 +235,8 @@ impl Job for TraceCall {
                 Some((&block, index))
             }
         };
-        let traced = neve_execution::trace::trace_call(pinned, &self.request, options, at);
+        let since = reads.since.unwrap_or_else(std::time::Instant::now);
+        let traced = neve_execution::trace::trace_call(pinned, &self.request, options, at, since);
         answered(ctx, pinned.block.number, traced)
     }
 }
@@ -259,16 +260,15 @@ impl Job for Trace {
         let Some(replayed) = replay_block(&block, which) else {
             return Ok(Ran::Miss);
         };
-        let traced =
-            neve_execution::trace::trace(pinned, &replayed, which, options).and_then(|traces| {
-                match which {
-                    Which::All => Ok(neve_execution::trace::block_answer(&traces)),
-                    _ => traces
-                        .into_iter()
-                        .next()
-                        .map(|(_, trace)| trace)
-                        .ok_or(ReplayError::Unsupported),
-                }
+        let since = reads.since.unwrap_or_else(std::time::Instant::now);
+        let traced = neve_execution::trace::trace(pinned, &replayed, which, options, since)
+            .and_then(|traces| match which {
+                Which::All => Ok(neve_execution::trace::block_answer(&traces)),
+                _ => traces
+                    .into_iter()
+                    .next()
+                    .map(|(_, trace)| trace)
+                    .ok_or(ReplayError::Unsupported),
             });
         answered(ctx, block.height(), traced)
     }

@@ -22,6 +22,10 @@ pub(crate) struct Reads {
     /// threads, answers at the same block, so `eth_getBlockByNumber
     /// ("latest")` and `eth_getProof(…, "latest")` in one batch agree.
     pub(crate) latest: Option<u64>,
+    /// When the work it belongs to began on the call threads (its first
+    /// run; a run again after a fetch keeps it): a trace's time bound
+    /// counts from here, across its rounds.
+    pub(crate) since: Option<std::time::Instant>,
 }
 
 /// Whether a call may wait for the disk: never on an async worker, which
@@ -42,6 +46,7 @@ impl Reads {
         Reads {
             waits: Waits::Never,
             latest,
+            since: None,
         }
     }
 
@@ -50,6 +55,7 @@ impl Reads {
         Reads {
             waits: Waits::ForDisk,
             latest,
+            since: None,
         }
     }
 }

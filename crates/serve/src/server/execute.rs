@@ -85,6 +85,9 @@ impl Server {
         let mut ran = vec![false; calls.len()];
         let executed: Vec<bool> = calls.iter().map(|call| call.evm).collect();
         let mut pending: Vec<usize> = (0..calls.len()).collect();
+        // When each call first ran: its rounds after fetches count from
+        // there (a trace's time bound is the request's, not a round's).
+        let mut since: Vec<Option<Instant>> = vec![None; calls.len()];
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
@@ -101,7 +104,10 @@ impl Server {
                 } else if gas >= MAX_REQUEST_CALL_GAS {
                     Reply::Miss
                 } else {
-                    let (reply, used) = self.run_call(method, params.clone(), latest).await;
+                    since[i].get_or_insert_with(Instant::now);
+                    let (reply, used) = self
+                        .run_call(method, params.clone(), latest, since[i])
+                        .await;
                     gas = gas.saturating_add(used);
                     ran[i] = true;
                     made[i] = reply_len(&reply);
@@ -180,6 +186,7 @@ impl Server {
         method: &str,
         params: Option<Box<serde_json::value::RawValue>>,
         latest: Option<u64>,
+        since: Option<Instant>,
     ) -> (Reply, u64) {
         let queue = OffWorkers {
             pool: &self.calls,
@@ -205,7 +212,10 @@ impl Server {
                 1,
                 || Reply::Miss,
                 move || {
-                    let reads = Reads::from_disk(latest);
+                    let reads = Reads {
+                        since,
+                        ..Reads::from_disk(latest)
+                    };
                     let execution = ctx.execute(&method, params.as_deref(), reads);
                     metrics.record_call_gas(execution.gas);
                     if let Some((clients, client)) = &charge {
