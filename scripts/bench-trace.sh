@@ -22,23 +22,10 @@ workloads=()
 for w in ${WORKLOADS:-trace-block trace-tx}; do workloads+=(--workload "$w"); done
 "$neve" bench --target "neve=$url" --target "geth=$geth_url" "${workloads[@]}" \
   --conns 1,16 --warmup "$seconds" --duration "$seconds" --out "$out" --allow-flagged
-answers() {
-  python3 -c '
-import json, sys
-point = json.load(open(sys.argv[1]))["workloads"][0]["targets"][0]["points"][0]
-print(point["outcomes"].get("ok", 0))' "$1/results.json"
-}
-cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-ticks=$(getconf CLK_TCK)
 for w in ${WORKLOADS:-trace-block trace-tx}; do
   for target in "neve=$url=$neve_pid" "geth=$geth_url=$geth_pid"; do
     IFS== read -r name target_url pid <<<"$target"
-    before=$(cpu_of "$pid")
-    "$neve" bench --target "$name=$target_url" --workload "$w" --conns 16 --warmup 0 \
-      --duration "$seconds" --out "$work/cpu-$name-$w" >/dev/null 2>&1
-    after=$(cpu_of "$pid")
-    n=$(answers "$work/cpu-$name-$w")
-    python3 -c "print(f'$w $name: {($after - $before) / $ticks / max(1, $n) * 1e6:.1f} µs CPU per trace ({$n} answered)')"
+    cpu_per_answer "$name" "$target_url" "$pid" "$w" "$seconds"
   done
 done
 curl -s "$url/metrics" | grep -E '^neve_trace_|^neve_calls_(total|refused_total)|^neve_state_fetch' | sed 's/^/  /'

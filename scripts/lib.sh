@@ -91,6 +91,23 @@ follow_busy_chain() {
   until [ "$(stored_height "$url")" -ge "$(head_of "$geth_url")" ]; do sleep 0.2; done
 }
 
+# cpu_per_answer NAME URL PID WORKLOAD SECONDS: `neve bench` of WORKLOAD
+# at c16 against URL alone for SECONDS; prints the server's (PID) CPU,
+# utime + stime from /proc, per answer.
+cpu_per_answer() {
+  local name=$1 target_url=$2 pid=$3 workload=$4 seconds=$5 before after answered
+  local out="$work/cpu-$name-$workload"
+  before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  "$neve" bench --target "$name=$target_url" --workload "$workload" --conns 16 --warmup 0 \
+    --duration "$seconds" --out "$out" >/dev/null 2>&1
+  after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  answered=$(python3 -c '
+import json, sys
+point = json.load(open(sys.argv[1]))["workloads"][0]["targets"][0]["points"][0]
+print(point["outcomes"].get("ok", 0))' "$out/results.json")
+  python3 -c "print(f'$workload $name: {($after - $before) / $(getconf CLK_TCK) / max(1, $answered) * 1e6:.1f} µs CPU per answer ($answered answered)')"
+}
+
 # grow_chain BLOCKS TPS: neve load until geth's head reaches BLOCKS.
 grow_chain() {
   echo "growing a chain of $1+ blocks with neve load at $2 tx/s …" >&2

@@ -93,7 +93,8 @@ pub(crate) fn error_member(code: ErrorCode, message: &str) -> String {
 /// `data` when empty), the message escaped as a Go node's is: a node's
 /// words passed on byte for byte.
 pub(crate) fn error_member_with_data(code: ErrorCode, message: &str, data: &str) -> String {
-    let message = go_escaped(&serde_json::to_string(message).expect("strings serialise"));
+    let message =
+        neve_execution::go_escaped(&serde_json::to_string(message).expect("strings serialise"));
     if data.is_empty() {
         return format!(
             "\"error\":{{\"code\":{},\"message\":{message}}}",
@@ -104,16 +105,6 @@ pub(crate) fn error_member_with_data(code: ErrorCode, message: &str, data: &str)
         "\"error\":{{\"code\":{},\"message\":{message},\"data\":{data}}}",
         code.code()
     )
-}
-
-/// JSON text escaped as Go's `encoding/json` escapes it (`<`, `>`, `&`,
-/// U+2028 and U+2029), so a revert reason reads byte for byte as geth's.
-fn go_escaped(json: &str) -> String {
-    json.replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
 }
 
 impl std::fmt::Display for ErrorCode {

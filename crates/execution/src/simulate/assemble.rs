@@ -405,7 +405,9 @@ fn call_json(
     if let Some((reverted, message, revert_data)) = &call.error {
         let mut error = Object::open(result.key("error"));
         let message = serde_json::to_string(message).expect("strings serialise");
-        error.key("message").push_str(&go_escaped(&message));
+        error
+            .key("message")
+            .push_str(&crate::go_json::go_escaped(&message));
         let code = if *reverted {
             codes.reverted
         } else {
@@ -418,16 +420,6 @@ fn call_json(
         error.close();
     }
     result.close();
-}
-
-/// JSON text escaped as Go's `encoding/json` escapes it: a revert
-/// reason's `<`, `>` and `&` as geth writes them.
-fn go_escaped(json: &str) -> String {
-    json.replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
 }
 
 /// geth's `RPCTransaction` of a simulated transaction, its sender set.

@@ -45,17 +45,19 @@ pub(crate) fn write(
     out: &mut impl Write,
 ) -> serde_json::Result<()> {
     match trace {
-        GethTrace::CallTracer(mut frame) if facts.flat.is_some() => {
-            word_halts(&mut frame, facts.halts);
-            let (config, place, precompiles) = facts.flat.as_ref().expect("checked");
-            let frames = super::flat::flatten(frame, *config, place, precompiles)
-                .map_err(serde::ser::Error::custom)?;
-            serde_json::to_writer(out, &frames)
-        }
         GethTrace::CallTracer(mut frame) => {
             word_halts(&mut frame, facts.halts);
-            number_logs(&mut frame, facts.log_offset);
-            serde_json::to_writer(out, &GethFrame(&frame))
+            match &facts.flat {
+                Some((config, place, precompiles)) => {
+                    let frames = super::flat::flatten(frame, *config, place, precompiles)
+                        .map_err(serde::ser::Error::custom)?;
+                    serde_json::to_writer(out, &frames)
+                }
+                None => {
+                    number_logs(&mut frame, facts.log_offset);
+                    serde_json::to_writer(out, &GethFrame(&frame))
+                }
+            }
         }
         GethTrace::PreStateTracer(frame) => serde_json::to_writer(out, &prestate(frame, facts)),
         GethTrace::MuxTracer(mux) => {

@@ -18,6 +18,8 @@ use revm::context_interface::{ContextTr, JournalTr};
 use revm::interpreter::interpreter_types::{InputsTr, Jumps, ReturnData};
 use revm::interpreter::{FrameInput, InstructionResult, Interpreter, InterpreterAction};
 
+use crate::go_json::go_escaped;
+
 use super::limits::Limits;
 use super::options::LoggerConfig;
 
@@ -264,8 +266,9 @@ impl<CTX: ContextTr> Inspector<CTX> for StructLogger {
         self.logs.extend_from_slice(&self.tail[..depth_len]);
         if let Some(error) = error {
             self.logs.extend_from_slice(b",\"error\":");
-            self.logs
-                .extend_from_slice(super::hex::go_json_string(&error).as_bytes());
+            self.logs.extend_from_slice(
+                go_escaped(&serde_json::to_string(&error).unwrap_or_default()).as_bytes(),
+            );
         }
         self.logs.extend_from_slice(&self.tail[depth_len..]);
         if let Some((address, key)) = begun.slot {

@@ -141,30 +141,31 @@ fn parse_hash(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
 /// The trace configuration at `index` (geth's `TraceConfig`; absent or
 /// `null` is geth's default, the struct logger).
 fn options(p: &Params<'_>, index: usize) -> Result<Result<TraceOptions, Unsupported>, ParamError> {
-    let (config, alike) = config_at(p, index)?;
-    Ok(config.options().and_then(|options| {
-        alike
-            .then_some(options)
-            .ok_or(Unsupported("configuration keys geth reads otherwise"))
-    }))
+    Ok(config_at(p, index)?.1)
 }
 
-/// The configuration at `index`, and whether geth reads its keys as neve
-/// does (Go matches them without regard to case, the last of two wins).
-fn config_at(p: &Params<'_>, index: usize) -> Result<(TraceConfig, bool), ParamError> {
-    Ok(match p.optional(index) {
+/// The configuration at `index`, and the tracing it asks for: the node's
+/// where geth would read its keys otherwise (Go matches them without
+/// regard to case, the last of two wins).
+fn config_at(
+    p: &Params<'_>,
+    index: usize,
+) -> Result<(TraceConfig, Result<TraceOptions, Unsupported>), ParamError> {
+    let config: TraceConfig = match p.optional(index) {
         // Read otherwise by geth (a duplicate key serde refuses among
         // them): the node's, whatever serde would make of it.
         Some(raw) if !keys_read_alike(raw.get(), TRACE_CONFIG_KEYS) => {
-            (TraceConfig::default(), false)
+            return Ok((
+                TraceConfig::default(),
+                Err(Unsupported("configuration keys geth reads otherwise")),
+            ));
         }
-        Some(raw) => (
-            serde_json::from_str(raw.get())
-                .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))?,
-            true,
-        ),
-        None => (TraceConfig::default(), true),
-    })
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))?,
+        None => TraceConfig::default(),
+    };
+    let options = config.options();
+    Ok((config, options))
 }
 
 /// `debug_traceCall`'s configuration (geth's `TraceCallConfig`).
@@ -191,12 +192,7 @@ fn parse_call(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
         }
     };
     let at = p.block_ref(1)?;
-    let (config, alike) = config_at(p, 2)?;
-    let options = config.options().and_then(|options| {
-        alike
-            .then_some(options)
-            .ok_or(Unsupported("configuration keys geth reads otherwise"))
-    });
+    let (config, options) = config_at(p, 2)?;
     let tx_index = config
         .tx_index
         .map(|index| usize::try_from(index.to::<u64>()).unwrap_or(usize::MAX));

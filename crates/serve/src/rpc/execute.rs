@@ -98,15 +98,7 @@ impl Context {
             },
         });
         if reads.waits == Waits::Never {
-            // A trace answered without a replay (genesis, a block not
-            // stored) is answered here, never queued for the call threads.
-            if let Pin::Parent(locate) = executed.pin
-                && let Ok(Located::Reply(reply)) = locate(self, p, reads)
-            {
-                return Ok(reply);
-            }
-            let kept = memo.and_then(|memo| self.remembered(&memo, &executed.pin, p, reads));
-            return Ok(kept.unwrap_or(Reply::Execute));
+            return Ok(self.on_the_worker(memo, &executed.pin, p, reads));
         }
         let Some(state) = &self.state else {
             return Ok(Reply::Unsupported);
@@ -221,25 +213,32 @@ impl Context {
         }))
     }
 
-    /// The kept answer to this call, looked up on the async worker: the
-    /// block from memory only, and anything unusual left for the run to
-    /// answer.
-    fn remembered(&self, memo: &MemoKey, pin: &Pin, p: &Params<'_>, reads: Reads) -> Option<Reply> {
-        if !self.memo(pin).enabled() {
-            return None;
-        }
+    /// What an async worker answers for an executed method: a trace's
+    /// answer that needs no replay (genesis, a block not stored), a kept
+    /// answer (the block from memory only), or [`Reply::Execute`] for
+    /// anything else. The block is looked up once.
+    fn on_the_worker(
+        &self,
+        memo: Option<MemoKey>,
+        pin: &Pin,
+        p: &Params<'_>,
+        reads: Reads,
+    ) -> Reply {
+        let memo = memo.filter(|_| self.memo(pin).enabled());
+        let block_hash = |at: BlockRef| Some(self.block(at, reads).ok()??.hash());
         let hash = match pin {
-            Pin::At(param) => {
-                let at = p.block_ref_or_latest(*param).ok()?;
-                self.block(at, reads).ok()??.hash()
-            }
-            Pin::Parent(locate) => match locate(self, p, reads).ok()? {
-                Located::Block(_, hash) => hash,
-                Located::After(at) => self.block(at, reads).ok()??.hash(),
-                Located::Reply(_) => return None,
+            Pin::At(_) if memo.is_none() => None,
+            Pin::At(param) => p.block_ref_or_latest(*param).ok().and_then(block_hash),
+            Pin::Parent(locate) => match locate(self, p, reads) {
+                Ok(Located::Reply(reply)) => return reply,
+                Ok(Located::Block(_, hash)) => Some(hash),
+                Ok(Located::After(at)) => block_hash(at),
+                Err(_) => None,
             },
         };
-        self.memo(pin).get(&memo.key(&hash, p))
+        memo.zip(hash)
+            .and_then(|(memo, hash)| self.memo(pin).get(&memo.key(&hash, p)))
+            .unwrap_or(Reply::Execute)
     }
 
     /// Where answers of a method pinned so are kept: traces apart.
