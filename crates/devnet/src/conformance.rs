@@ -62,12 +62,14 @@ pub const CALL_METHODS: &[&str] = &[
     "eth_simulateV1",
 ];
 
-/// The traces neve answers by replaying stored blocks over verified state.
+/// The traces neve answers by replaying stored blocks over verified state,
+/// and the witnesses it replays them over.
 pub const TRACE_METHODS: &[&str] = &[
     "debug_traceTransaction",
     "debug_traceBlockByNumber",
     "debug_traceBlockByHash",
     "debug_traceCall",
+    "debug_executionWitness",
 ];
 
 /// Every method neve serves: the block tail, state, calls and traces.

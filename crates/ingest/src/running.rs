@@ -75,6 +75,11 @@ pub struct StateSettings {
     /// Where the keys each block touched come from; `None` refreshes every
     /// hot key at every block.
     pub touches: Option<TouchSource>,
+    /// Bytes of execution witnesses kept to serve mirrors.
+    pub witness_bytes: usize,
+    /// Whether each new block's execution witness is fetched as it is
+    /// stored, before any trace asks for it.
+    pub witness_prefetch: bool,
 }
 
 /// The state serving answers from, while ingest fetches into it.
@@ -262,7 +267,9 @@ fn start_state(
         StorageKeys::of_chain(chain_id)
     };
     let state = Arc::new(
-        State::new(settings.cache_bytes, settings.hot_keys).with_storage_keys(storage_keys),
+        State::new(settings.cache_bytes, settings.hot_keys)
+            .with_storage_keys(storage_keys)
+            .with_witness_bytes(settings.witness_bytes),
     );
     let fetcher = ProofFetcher::new(client.clone(), state.clone());
     runtime.spawn(prefetch(
@@ -270,6 +277,7 @@ fn start_state(
         reader.clone(),
         settings.prefetch_rate,
         settings.touches,
+        settings.witness_prefetch,
         Some(hot_keys_file.to_path_buf()),
         stopped.clone(),
     ));

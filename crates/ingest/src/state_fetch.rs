@@ -11,6 +11,12 @@
 //! and logged. Concurrent fetches of the same request share one upstream
 //! call; at most [`MAX_FETCHES_IN_FLIGHT`] run at once.
 //!
+//! A replay (a trace) asks instead for the block's execution witness
+//! (`debug_executionWitness`, one call for all the parent's state the
+//! block reads), verified from the parent's `stateRoot` and kept, under
+//! `--witness-bytes`, as the answer mirrors below are served
+//! (`witness.rs`); an upstream without it is asked for proofs.
+//!
 //! Prefetch refreshes per block, not per key: when a block is stored it
 //! learns the keys the block touched (the upstream's `prestateTracer` in
 //! diff mode, plus what the tracer leaves out: the fee recipient,
@@ -32,6 +38,7 @@ mod refresh;
 #[cfg(test)]
 mod tests;
 mod touched;
+mod witness;
 
 pub use fetcher::{FETCH_TIMEOUT, MAX_FETCHES_IN_FLIGHT, ProofFetcher};
 pub use hot_keys::{HOT_KEYS_SAVE_EVERY, MAX_HOT_KEYS_FILE_BYTES, save_hot_keys};

@@ -234,6 +234,8 @@ fn ingest_settings(
             hot_keys: args.state_hot_keys,
             coreth_upstream: matches!(args.upstream_kind, UpstreamKind::Avalanchego),
             prefetch_rate: args.state_prefetch_rate,
+            witness_bytes: args.witness_bytes.usize(),
+            witness_prefetch: args.witness_prefetch,
             // A neve upstream says what each block touched; a node's
             // tracer is asked otherwise.
             touches: match (args.state_refresh, mirror) {

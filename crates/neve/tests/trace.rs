@@ -240,6 +240,64 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
     assert!(traced > 10, "{traced} blocks traced");
 }
 
+/// A tree of mirrors traces without asking the node for more than each
+/// block's witness once: a mirror of a mirror of neve replays each block
+/// over the witness fetched down the tree (each level verifying it from
+/// its own root), its first trace answered at once, and every trace equal
+/// to geth's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_of_a_mirror_traces_from_witnesses_as_geth_does() {
+    let TokenChain {
+        node: _node,
+        geth,
+        neve,
+        head,
+        ..
+    } = neve_on_a_token_chain().await;
+    let (tracee, out_of_gas) = tracee_blocks(&geth).await;
+    let tip = *tracee.last().unwrap();
+    let middle = support::Neve::start_mirror(&neve.url, tip).await;
+    let leaf = support::Neve::start_mirror(&middle.url, tip).await;
+    let client = RpcClient::new(&leaf.url).unwrap();
+    let configs = [
+        json!({"tracer": "callTracer", "tracerConfig": {"withLog": true}}),
+        json!({"tracer": "prestateTracer", "tracerConfig": {"diffMode": true}}),
+        json!({"enableMemory": true}),
+    ];
+    let (mut blocks, mut at_once) = (0, 0);
+    for number in (1..=head).step_by(5).chain(tracee) {
+        let block = block(&geth, number).await;
+        let txs = block["transactions"].as_array().unwrap().clone();
+        if txs.is_empty() {
+            continue;
+        }
+        blocks += 1;
+        // The block's first trace anywhere in the tree: cold at every level.
+        let first = json!([quantity(number), configs[0]]);
+        let (status, _) = call(&client, "debug_traceBlockByNumber", &first).await;
+        at_once += usize::from(status == 200);
+        for (i, config) in configs.iter().enumerate() {
+            if i == 2 && out_of_gas.contains(&number) {
+                continue;
+            }
+            let params = json!([quantity(number), config]);
+            same(&client, &geth, "debug_traceBlockByNumber", params).await;
+            let params = json!([txs[txs.len() / 2], config]);
+            same(&client, &geth, "debug_traceTransaction", params).await;
+        }
+    }
+    assert!(blocks > 5, "{blocks} blocks traced");
+    assert_eq!(
+        at_once, blocks,
+        "every block's first trace answered at once"
+    );
+    for (who, n) in [("neve", &neve), ("middle", &middle), ("leaf", &leaf)] {
+        let fetched = metric(n, "neve_state_witnesses_fetched_total");
+        assert!(fetched >= blocks as u64, "{who}: {fetched} witnesses");
+        assert_eq!(metric(n, "neve_state_witnesses_refused_total"), 0, "{who}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     let TokenChain {

@@ -3,7 +3,8 @@
 //! live geth is walked from the parent's `stateRoot` (`neve_state::
 //! verify_witness`), and every node and code geth sends is reached (none
 //! is stray), what the block's replay reads among them. The witness's size
-//! is reported beside the block's.
+//! is reported beside the block's. neve, mirroring that geth, serves
+//! each block's witness (fetched through, verified, kept) as geth's bytes.
 
 mod support;
 
@@ -20,6 +21,8 @@ fn bytes_of(hex: &Value) -> alloy_primitives::bytes::Bytes {
 async fn gets_witnesses_are_reached_whole_from_the_parents_root() {
     let (node, head) = support::chain_with_logs().await;
     let geth = RpcClient::new(node.http_url()).unwrap();
+    let neve = support::Neve::start(node.http_url(), &["--floor", "0"], head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
     let (mut blocks, mut witness_bytes, mut block_bytes) = (0, 0, 0);
     for number in 1..=head {
         let block: Value = geth
@@ -63,12 +66,39 @@ async fn gets_witnesses_are_reached_whole_from_the_parents_root() {
             codes.len()
         );
         assert!(witnessed.nodes > 0, "block {number}");
+        // neve's, by number (fetched through) and by hash (kept): geth's
+        // bytes.
+        for at in [json!(quantity(number)), block["hash"].clone()] {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "debug_executionWitness", "params": [at]})
+                .to_string();
+            let (_, ours) = client.post(body.clone().into()).await.unwrap();
+            let (_, theirs) = geth.post(body.into()).await.unwrap();
+            let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
+            let (ours, theirs) = (text(&ours), text(&theirs));
+            if ours != theirs {
+                let at = ours
+                    .bytes()
+                    .zip(theirs.bytes())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(ours.len().min(theirs.len()));
+                let around = |t: &str| t[at.saturating_sub(80)..(at + 80).min(t.len())].to_string();
+                panic!(
+                    "block {number}: bytes differ at {at}\n  geth: {}\n  neve: {}",
+                    around(&theirs),
+                    around(&ours)
+                );
+            }
+        }
         blocks += 1;
         witness_bytes += witnessed.bytes;
         let size = neve_upstream::parse_quantity(block["size"].as_str().unwrap()).unwrap();
         block_bytes += size as usize;
     }
     assert!(blocks > 0);
+    let fetched = support::calls::metric(&neve, "neve_state_witnesses_fetched_total");
+    assert_eq!(fetched, blocks, "one upstream witness a block");
+    let held = support::calls::metric(&neve, "neve_state_witness_bytes");
+    eprintln!("neve holds {held} bytes of witnesses as served");
     eprintln!(
         "{blocks} blocks: witnesses {witness_bytes} bytes of nodes and codes, blocks {block_bytes} bytes ({:.1}x)",
         witness_bytes as f64 / block_bytes.max(1) as f64

@@ -16,10 +16,10 @@
 //! Start at [`State`], then [`proof::verify`] and [`trie::walk`]. A
 //! block's execution witness (the nodes and codes a block's execution
 //! reads, keyed by nothing) gets in the same way: [`verify_witness`] keeps
-//! what a trusted root reaches. Writing is
-//! [`update::apply`], for simulated blocks' `stateRoot` only: the root the
-//! verified trie would have with a simulation's changes, nothing stored as
-//! state.
+//! what a trusted root reaches; [`Witnesses`] holds the verified ones
+//! to serve mirrors. Writing is [`update::apply`], for simulated blocks'
+//! `stateRoot` only: the root the verified trie would have with a
+//! simulation's changes, nothing stored as state.
 
 mod account;
 mod counters;
@@ -34,6 +34,7 @@ pub mod trie;
 pub mod update;
 mod vocabulary;
 mod witness;
+mod witnesses;
 
 pub use account::{Account, EMPTY_CODE_HASH};
 pub use counters::{Counters, StateStats};
@@ -48,6 +49,7 @@ pub use trie::{EMPTY_ROOT, Hash};
 pub use update::{Unheld, Updated, apply as apply_updates, preimage_under};
 pub use vocabulary::{
     AccountRead, Address, DEFAULT_CACHE_BYTES, DEFAULT_HOT_KEYS, Fetch, FetchRequest,
-    MAX_SLOTS_PER_REQUEST, Read, SlotRead,
+    MAX_SLOTS_PER_REQUEST, ProofRequest, Read, SlotRead, WitnessRequest,
 };
 pub use witness::{Witnessed, verify_witness};
+pub use witnesses::{DEFAULT_WITNESS_BYTES, WitnessStats, Witnesses};

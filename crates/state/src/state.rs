@@ -16,6 +16,7 @@ use crate::proof::Verified;
 use crate::touched::TouchedLog;
 use crate::trie::{self, Hash};
 use crate::vocabulary::{AccountRead, Address, Read, SlotRead};
+use crate::witnesses::{DEFAULT_WITNESS_BYTES, Witnesses};
 
 /// Roots remembered per height (a direct-mapped cache keyed by height,
 /// confirmed by block hash): reading `stateRoot` out of a header's JSON
@@ -36,6 +37,8 @@ pub struct State {
     pub counters: Counters,
     /// The chain's rule for storage keys.
     storage_keys: StorageKeys,
+    /// Execution witnesses held to serve mirrors.
+    pub witnesses: Witnesses,
 }
 
 impl State {
@@ -49,7 +52,14 @@ impl State {
             refreshed_plus_one: AtomicU64::new(0),
             counters: Counters::default(),
             storage_keys: StorageKeys::Plain,
+            witnesses: Witnesses::new(DEFAULT_WITNESS_BYTES),
         }
+    }
+
+    /// This state keeping at most `bytes` of witnesses.
+    pub fn with_witness_bytes(mut self, bytes: usize) -> Self {
+        self.witnesses = Witnesses::new(bytes);
+        self
     }
 
     /// This state with the chain's rule for storage keys (Ethereum's unless

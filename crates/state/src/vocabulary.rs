@@ -57,7 +57,7 @@ pub struct SlotRead {
 /// What a read needs fetched: the proof of an account (and some of its
 /// slots, and its code) at one block, by that block's hash.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct FetchRequest {
+pub struct ProofRequest {
     /// The block whose state is read (asked of the upstream by hash, so a
     /// reorg upstream cannot answer for another root).
     pub block_hash: Hash,
@@ -71,8 +71,36 @@ pub struct FetchRequest {
     pub code: bool,
 }
 
+/// What a block's replay needs fetched: the block's execution witness
+/// (the parent's state its transactions read), verified from the parent's
+/// `stateRoot`, its headers by hash from the parent's hash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WitnessRequest {
+    /// The block replayed (asked of the upstream by hash).
+    pub block_hash: Hash,
+    /// Its height.
+    pub number: u64,
+    /// Its parent's hash, verified: the witness's newest header must hash
+    /// to it.
+    pub parent_hash: Hash,
+    /// Its parent's verified `stateRoot`, which the witness's nodes must
+    /// hash up to.
+    pub parent_state_root: Hash,
+}
+
+/// What is fetched into the node store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FetchRequest {
+    /// One account's proof (`eth_getProof`, and `eth_getCode`).
+    Proof(ProofRequest),
+    /// A block's execution witness (`debug_executionWitness`), which also
+    /// keeps it to serve mirrors ([`crate::Witnesses`]).
+    Witness(WitnessRequest),
+}
+
 /// Brings what a [`FetchRequest`] names into the node store. Implemented by
-/// ingest (from the upstream's `eth_getProof` and `eth_getCode`); serving
+/// ingest (from the upstream's `eth_getProof` and `eth_getCode`, or its
+/// `debug_executionWitness`); serving
 /// only waits for it, with a deadline of its own.
 pub trait Fetch: Send + Sync + 'static {
     /// Starts fetching (or joins a fetch of the same request already under

@@ -19,7 +19,8 @@ use crate::trie::{self, EMPTY_ROOT, Hash, HexPath, Malformed, Next};
 /// What a witness proved, and what of it was not on any path from the root.
 #[derive(Debug, Default)]
 pub struct Witnessed {
-    /// The nodes and codes reached from the root.
+    /// The nodes and codes reached from the root: the nodes first (the
+    /// first [`Witnessed::nodes`] entries), then the codes.
     pub verified: Verified,
     /// Nodes reached.
     pub nodes: usize,
@@ -29,6 +30,18 @@ pub struct Witnessed {
     pub dropped: usize,
     /// Bytes of what was reached.
     pub bytes: usize,
+}
+
+impl Witnessed {
+    /// The nodes reached, in the order they were reached.
+    pub fn state_nodes(&self) -> impl Iterator<Item = &Bytes> {
+        self.verified.entries[..self.nodes].iter().map(|(_, n)| n)
+    }
+
+    /// The codes reached.
+    pub fn code_items(&self) -> impl Iterator<Item = &Bytes> {
+        self.verified.entries[self.nodes..].iter().map(|(_, c)| c)
+    }
 }
 
 /// Which trie a node belongs to: an account leaf leads to a storage trie.

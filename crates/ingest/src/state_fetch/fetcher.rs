@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use neve_state::{Fetch, FetchRequest, State};
+use neve_state::{Fetch, FetchRequest, ProofRequest, State};
 use neve_upstream::RpcClient;
 use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, watch};
@@ -83,15 +83,30 @@ impl ProofFetcher {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let counters = &inner.state.counters;
-            match inner.fetch(&request, purpose).await {
-                Ok(()) => {}
-                Err(FetchError::Refused(error)) => {
+            let fetched = match &request {
+                FetchRequest::Proof(proof) => inner.prove(proof, purpose).await,
+                FetchRequest::Witness(witness) => inner.witness(witness).await,
+            };
+            match (fetched, &request) {
+                (Ok(()), _) => {}
+                (Err(FetchError::Refused(error)), FetchRequest::Proof(proof)) => {
                     counters.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%error, address = %hex(&request.address), "state proof refused");
+                    tracing::warn!(%error, address = %hex(&proof.address), "state proof refused");
                 }
-                Err(error) => {
+                (
+                    Err(error @ (FetchError::Refused(_) | FetchError::Shape(_))),
+                    FetchRequest::Witness(witness),
+                ) => {
+                    inner
+                        .state
+                        .witnesses
+                        .refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%error, block = witness.number, "execution witness refused");
+                }
+                (Err(error), _) => {
                     counters.fetch_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%error, address = %hex(&request.address), "state fetch failed");
+                    tracing::debug!(%error, "state fetch failed");
                 }
             }
             inner
@@ -121,7 +136,8 @@ impl Fetch for ProofFetcher {
 }
 
 impl Inner {
-    async fn fetch(&self, request: &FetchRequest, purpose: Purpose) -> Result<(), FetchError> {
+    /// Fetches and verifies one account's proof.
+    async fn prove(&self, request: &ProofRequest, purpose: Purpose) -> Result<(), FetchError> {
         let keys = self.state.storage_keys();
         let request = &with_value_slots(request, keys);
         let at = serde_json::json!({ "blockHash": hex(&request.block_hash) });

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use neve_state::{FetchRequest, Hash, Read, State};
+use neve_state::{FetchRequest, Hash, ProofRequest, Read, State, WitnessRequest};
 use neve_store::Reader;
 use tokio::sync::watch;
 
@@ -37,11 +37,16 @@ pub(super) const TOUCHED_RETRY_BLOCKS: u64 = 64;
 /// [`save_hot_keys`]) and read back at start, so a
 /// restart refreshes them at this pace instead of meeting its clients'
 /// reads with a fetch each.
+///
+/// With `witnesses`, each new tip's execution witness is fetched too
+/// (one upstream call a block), so the first trace of a new block replays
+/// at once.
 pub async fn prefetch(
     fetcher: ProofFetcher,
     reader: Reader,
     rate: u32,
     source: Option<TouchSource>,
+    witnesses: bool,
     hot_keys_file: Option<PathBuf>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -59,11 +64,11 @@ pub async fn prefetch(
         let (state, stop) = (state.clone(), stop.clone());
         tokio::spawn(save_hot_keys_until_stopped(path, state, stop))
     });
-    if rate == 0 {
+    if rate == 0 && !witnesses {
         let _ = stop.changed().await;
         return;
     }
-    let mut budget = Budget::per_second(rate);
+    let mut budget = Budget::per_second(rate.max(1));
     let mut done_for: Option<Hash> = None;
     // Blocks left before asking a silent upstream what a block touched.
     let mut touched_pause: u64 = 0;
@@ -92,6 +97,13 @@ pub async fn prefetch(
         let Some(root) = state.state_root(tip, &block_hash, || Some(&header)) else {
             continue;
         };
+        if witnesses {
+            prefetch_witness(&fetcher, &reader, tip, block_hash);
+        }
+        if rate == 0 {
+            done_for = Some(block_hash);
+            continue;
+        }
         let hot = state.hot_keys();
         if let Some(source) = source
             && touched_pause == 0
@@ -112,6 +124,29 @@ pub async fn prefetch(
         fetch_unanswered(&fetcher, &reader, tip, block_hash, root, hot, &mut budget).await;
         done_for = Some(block_hash);
     }
+}
+
+/// Starts fetching the execution witness of the tip (`tip`, of this
+/// hash), verified from its parent's root.
+fn prefetch_witness(fetcher: &ProofFetcher, reader: &Reader, tip: u64, block_hash: Hash) {
+    let state = fetcher.state();
+    let Some(parent) = tip.checked_sub(1).and_then(|number| reader.block(number)) else {
+        return;
+    };
+    let parent_hash = parent.hash();
+    let Ok(header) = parent.hashes_only() else {
+        return;
+    };
+    let Some(parent_state_root) = state.state_root(tip - 1, &parent_hash, || Some(&header)) else {
+        return;
+    };
+    let request = FetchRequest::Witness(WitnessRequest {
+        block_hash,
+        number: tip,
+        parent_hash,
+        parent_state_root,
+    });
+    drop(fetcher.start(request, Purpose::Prefetch));
 }
 
 /// Fetches, one account at a time within `budget`, the hot keys `root`
@@ -146,13 +181,13 @@ async fn fetch_unanswered(
         slots.sort_unstable();
         slots.dedup();
         slots.truncate(neve_state::MAX_SLOTS_PER_REQUEST);
-        let request = FetchRequest {
+        let request = FetchRequest::Proof(ProofRequest {
             block_hash,
             state_root: root,
             address,
             slots,
             code: false,
-        };
+        });
         waits.push(fetcher.start(request, Purpose::Prefetch));
     }
     for mut done in waits {

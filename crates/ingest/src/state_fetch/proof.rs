@@ -5,7 +5,7 @@
 use alloy_primitives::{U256, keccak256};
 use bytes::Bytes;
 use neve_state::{
-    Account, EMPTY_CODE_HASH, EMPTY_ROOT, FetchRequest, Hash, ProofError, StorageKeys, Verified,
+    Account, EMPTY_CODE_HASH, EMPTY_ROOT, Hash, ProofError, ProofRequest, StorageKeys, Verified,
     proof,
 };
 use serde::Deserialize;
@@ -87,7 +87,7 @@ pub(super) fn decode_hex(text: &str) -> Result<Bytes, FetchError> {
 /// An upstream's `eth_getProof` answer (and `eth_getCode`'s, when asked
 /// for), as received, decoded and walked from the request's verified root.
 pub(super) fn decode_and_verify(
-    request: &FetchRequest,
+    request: &ProofRequest,
     keys: StorageKeys,
     proof: &str,
     code: Option<&str>,
@@ -127,8 +127,8 @@ pub(super) fn decode_and_verify(
 /// [`StorageKeys`]) named too, so the values an answer states can be
 /// checked: a coreth node proves a slot's own path but states the value of
 /// its normalized one.
-pub(super) fn with_value_slots(request: &FetchRequest, keys: StorageKeys) -> FetchRequest {
-    FetchRequest {
+pub(super) fn with_value_slots(request: &ProofRequest, keys: StorageKeys) -> ProofRequest {
+    ProofRequest {
         slots: keys.with_value_slots(&request.slots),
         ..request.clone()
     }
@@ -139,7 +139,7 @@ pub(super) fn with_value_slots(request: &FetchRequest, keys: StorageKeys) -> Fet
 /// proved at its value slot (the slot itself, but on coreth; see
 /// [`StorageKeys`]), which the request must name.
 pub(super) fn verify_answer(
-    request: &FetchRequest,
+    request: &ProofRequest,
     keys: StorageKeys,
     stated: &Stated,
     account_nodes: &[Bytes],

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use neve_state::{FetchRequest, Hash};
+use neve_state::{Hash, ProofRequest};
 
 use super::error::FetchError;
 use super::fetcher::ProofFetcher;
@@ -69,7 +69,7 @@ impl ProofFetcher {
             .map(|k| k.address)
             .collect();
         let keys = inner.state.storage_keys();
-        let requests: Vec<FetchRequest> = touched
+        let requests: Vec<ProofRequest> = touched
             .iter()
             .map(|(address, slots)| {
                 let mut slots = if slotted.contains(address) {
@@ -79,7 +79,7 @@ impl ProofFetcher {
                 };
                 slots.truncate(neve_state::MAX_SLOTS_PER_REQUEST);
                 with_value_slots(
-                    &FetchRequest {
+                    &ProofRequest {
                         block_hash: *block_hash,
                         state_root: root,
                         address: *address,

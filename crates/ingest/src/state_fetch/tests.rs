@@ -1,5 +1,5 @@
 use alloy_primitives::{U256, keccak256};
-use neve_state::{FetchRequest, State, StorageKeys};
+use neve_state::{ProofRequest, State, StorageKeys};
 
 use super::error::FetchError;
 use super::hot_keys::{load_hot_keys, save_hot_keys};
@@ -12,7 +12,7 @@ use super::*;
 
 /// geth's `eth_getProof` answer from the execution-apis suite, as
 /// received, and a request whose verified root it hashes up to.
-fn fixture() -> (String, FetchRequest) {
+fn fixture() -> (String, ProofRequest) {
     // Where the other tests find the conformance fixtures too.
     let path =
         neve_devnet::conformance::fixtures_dir().join("eth_getProof/get-account-proof-latest.io");
@@ -22,7 +22,7 @@ fn fixture() -> (String, FetchRequest) {
     let result = answer["result"].to_string();
     let first = decode_hex(answer["result"]["accountProof"][0].as_str().unwrap()).unwrap();
     let address = decode_hex(answer["result"]["address"].as_str().unwrap()).unwrap();
-    let request = FetchRequest {
+    let request = ProofRequest {
         block_hash: [1; 32],
         state_root: keccak256(&first).0,
         address: address[..].try_into().unwrap(),
@@ -153,7 +153,7 @@ fn hot_keys_are_saved_and_read_back() {
 #[test]
 fn fuzz_proof_answers_through_decoding_and_verification() {
     let (answer, request) = fixture();
-    let with_slot = FetchRequest {
+    let with_slot = ProofRequest {
         slots: vec![[0; 32]],
         code: true,
         ..request.clone()

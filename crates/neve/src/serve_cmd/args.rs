@@ -271,6 +271,16 @@ pub struct ServeArgs {
     /// trace.
     #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_serve::DEFAULT_TRACE_MEMO_BYTES), help_heading = STATE)]
     pub(super) trace_memo_bytes: Bytes,
+    /// Byte budget of execution witnesses kept (`debug_executionWitness`,
+    /// fetched on a block's first trace): served to mirrors below, so a
+    /// tree of mirrors traces without asking the node; 0 keeps none.
+    #[arg(long, value_name = "SIZE", default_value_t = Bytes(neve_state::DEFAULT_WITNESS_BYTES as u64), help_heading = STATE)]
+    pub(super) witness_bytes: Bytes,
+    /// Fetch each new block's execution witness as it is stored, before a
+    /// trace asks (one upstream call a block; for mirrors whose clients
+    /// trace every new block).
+    #[arg(long, help_heading = STATE)]
+    pub(super) witness_prefetch: bool,
     /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
     #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS, help_heading = STATE)]
     pub(super) state_hot_keys: usize,

@@ -19,6 +19,7 @@ mod simulate;
 mod state;
 mod trace;
 mod uncles;
+mod witness;
 
 use std::cell::Cell;
 
@@ -41,6 +42,7 @@ const FAMILIES: &[&[Method]] = &[
     fees::METHODS,
     simulate::METHODS,
     trace::METHODS,
+    witness::METHODS,
 ];
 
 /// Every served method, in the table's order.

@@ -10,7 +10,7 @@
 
 use alloy_primitives::{U256, hex};
 use bytes::Bytes;
-use neve_state::{AccountRead, Address, FetchRequest, Hash, HotKey, Read, State};
+use neve_state::{AccountRead, Address, FetchRequest, Hash, HotKey, ProofRequest, Read, State};
 use serde_json::value::RawValue;
 
 use crate::errors::ErrorCode;
@@ -90,13 +90,13 @@ impl At {
         let mut slots = slots;
         slots.sort_unstable();
         slots.dedup();
-        FetchRequest {
+        FetchRequest::Proof(ProofRequest {
             block_hash: self.block_hash,
             state_root: self.root,
             address,
             slots,
             code,
-        }
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use std::cell::Cell;
 
 use alloy_primitives::{B256, hex};
 use neve_execution::{BlockFacts, CallError, Dialect, Ended, Needs, Outcome, Pinned};
-use neve_state::{FetchRequest, HotKey};
+use neve_state::{FetchRequest, HotKey, ProofRequest, WitnessRequest};
 
 use crate::errors::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
@@ -160,7 +160,23 @@ impl Context {
                 }
                 reply
             }
-            Ok(Ran::Needs(needs)) => return Ok(Reply::Fetch(requests(&facts, needs))),
+            Ok(Ran::Needs(needs)) => {
+                let mut fetches = requests(&facts, needs);
+                // A replay asks for its block's witness first: one call
+                // for all it reads (the proofs if that does not do).
+                if let Some(hash) = replayed {
+                    fetches.insert(
+                        0,
+                        FetchRequest::Witness(WitnessRequest {
+                            block_hash: hash,
+                            number: facts.number + 1,
+                            parent_hash: facts.hash.0,
+                            parent_state_root: facts.state_root.0,
+                        }),
+                    );
+                }
+                return Ok(Reply::Fetch(fetches));
+            }
             Ok(Ran::Miss) => return Ok(Reply::Miss),
             Err(error) => refused(error),
         };
@@ -361,12 +377,14 @@ fn requests(facts: &BlockFacts, needs: Needs) -> Vec<FetchRequest> {
     needs
         .accounts
         .into_iter()
-        .map(|(address, (slots, code))| FetchRequest {
-            block_hash: facts.hash.0,
-            state_root: facts.state_root.0,
-            address: address.0.0,
-            slots: slots.into_iter().map(|slot| slot.0).collect(),
-            code,
+        .map(|(address, (slots, code))| {
+            FetchRequest::Proof(ProofRequest {
+                block_hash: facts.hash.0,
+                state_root: facts.state_root.0,
+                address: address.0.0,
+                slots: slots.into_iter().map(|slot| slot.0).collect(),
+                code,
+            })
         })
         .collect()
 }

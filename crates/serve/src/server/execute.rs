@@ -44,6 +44,22 @@ pub(super) fn call_pool() -> neve_pool::Pool {
 /// Default is 500,000,000.
 pub(crate) const MAX_REQUEST_CALL_GAS: u64 = 500_000_000;
 
+/// What a call's round fetches: a replay's block witness alone the first
+/// time it asks for one (one upstream call for all the block reads), the
+/// proofs of what it still misses after.
+fn this_round(
+    requests: Vec<neve_state::FetchRequest>,
+    witnessed: &mut bool,
+) -> Vec<neve_state::FetchRequest> {
+    use neve_state::FetchRequest::Witness;
+    let asks_witness = requests.iter().any(|r| matches!(r, Witness(_)));
+    let witness_round = asks_witness && !std::mem::replace(witnessed, true);
+    requests
+        .into_iter()
+        .filter(|r| matches!(r, Witness(_)) == witness_round)
+        .collect()
+}
+
 /// A call handed to the call threads.
 pub(super) struct DeferredCall {
     pub(super) call: OwnedCall,
@@ -88,6 +104,8 @@ impl Server {
         // When each call first ran: its rounds after fetches count from
         // there (a trace's time bound is the request's, not a round's).
         let mut since: Vec<Option<Instant>> = vec![None; calls.len()];
+        // Whether each call's witness round is behind it.
+        let mut witnessed = vec![self.witnesses_unavailable(); calls.len()];
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
@@ -119,13 +137,13 @@ impl Server {
                             && self.ctx.config.state_fetch_timeout.is_some()
                             && round + 1 < MAX_CALL_ROUNDS =>
                     {
-                        fetches.extend(requests);
+                        fetches.extend(this_round(requests, &mut witnessed[i]));
                         again.push(i);
                     }
                     Reply::Fetch(requests) => {
                         // Fetching off: warm in the background, answer 421.
                         if let Some(fetch) = &self.fetch {
-                            for request in requests {
+                            for request in this_round(requests, &mut witnessed[i]) {
                                 drop(fetch.fetch(request));
                             }
                         }
@@ -171,6 +189,14 @@ impl Server {
                 reply
             })
             .collect()
+    }
+
+    /// Whether the upstream was found to serve no execution witnesses.
+    fn witnesses_unavailable(&self) -> bool {
+        self.ctx
+            .state
+            .as_ref()
+            .is_none_or(|state| state.witnesses.unavailable())
     }
 
     /// One run of one call on the call threads, and the gas it used: a

@@ -22,6 +22,7 @@ impl Server {
             return Vec::new();
         };
         let s = state.stats();
+        let w = state.witnesses.stats();
         vec![
             (
                 "neve_state_hits_total",
@@ -106,6 +107,36 @@ impl Server {
                 "evictions",
                 "Nodes dropped to stay under the budget.",
                 s.nodes.evicted,
+            ),
+            (
+                "neve_state_witnesses_fetched_total",
+                "witnesses_fetched",
+                "Execution witnesses fetched from the upstream and verified.",
+                w.fetched,
+            ),
+            (
+                "neve_state_witnesses_refused_total",
+                "witnesses_refused",
+                "Execution witnesses refused: malformed, or headers not the block's ancestors.",
+                w.refused,
+            ),
+            (
+                "neve_state_witness_entries_dropped_total",
+                "witness_entries_dropped",
+                "Nodes and codes in witnesses that no path from the parent's root reached.",
+                w.dropped,
+            ),
+            (
+                "neve_state_witnesses_held",
+                "witnesses_held",
+                "Execution witnesses kept to serve mirrors.",
+                w.held,
+            ),
+            (
+                "neve_state_witness_bytes",
+                "witness_bytes",
+                "Bytes of the execution witnesses kept (--witness-bytes).",
+                w.bytes,
             ),
         ]
     }
