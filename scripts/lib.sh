@@ -74,11 +74,12 @@ start_geth_dev() {
 }
 
 # follow_busy_chain SECONDS: a geth dev chain sealing a block a second
-# with `neve load` traffic (a token and its holders) for SECONDS, and a neve
+# (BUSY_PERIOD) with `neve load` traffic (a token and its holders; BUSY_TPS
+# transactions a second, 200 by default) for SECONDS, and a neve
 # following its tip (NEVE_ARGS added), caught up; sets url and neve_pid.
 follow_busy_chain() {
-  DEV_PERIOD=1 start_geth_dev
-  "$neve" load --rpc "$geth_url" --seconds "$1" --tps 200 --accounts 2000 >"$work/load.log" 2>&1 &
+  DEV_PERIOD=${BUSY_PERIOD:-1} start_geth_dev
+  "$neve" load --rpc "$geth_url" --seconds "$1" --tps "${BUSY_TPS:-200}" --accounts 2000 >"$work/load.log" 2>&1 &
   pids+=($!)
   until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
   local port

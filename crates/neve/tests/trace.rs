@@ -298,6 +298,95 @@ async fn a_mirror_of_a_mirror_traces_from_witnesses_as_geth_does() {
     }
 }
 
+/// What an upstream's witness cannot do: a header that does not hash to
+/// the block's parent gets the witness refused (counted, not kept, not
+/// served), a node no path reaches is dropped, an upstream
+/// without the method is asked for proofs; each block's trace is geth's
+/// all the same. And a client asking for many blocks' witnesses at once
+/// gets at most [`MAX_WITNESS_FETCHES_IN_FLIGHT`] of them asked of the node.
+#[tokio::test(flavor = "multi_thread")]
+async fn witnesses_that_lie_or_are_missing_change_no_trace() {
+    use neve_devnet::faults::{Fault, FaultProxy, StateTamper};
+    let (node, head) = support::chain_with_logs().await;
+    let geth = RpcClient::new(node.http_url()).unwrap();
+    let proxy = FaultProxy::start(node.http_url(), vec![Fault::Pass]).await;
+    let neve = support::Neve::start(proxy.url(), &["--floor", "0"], head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let mut busy = Vec::new();
+    for number in 1..=head {
+        if !block(&geth, number).await["transactions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+        {
+            busy.push(number);
+        }
+    }
+    assert!(busy.len() > 12, "{} blocks with transactions", busy.len());
+    let config = json!({"tracer": "callTracer", "tracerConfig": {"withLog": true}});
+    let trace = |number: u64| json!([quantity(number), config]);
+
+    // A header that does not hash to the parent: refused, nothing kept.
+    proxy.control().tamper_state(StateTamper::WitnessHeader);
+    same(&client, &geth, "debug_traceBlockByNumber", trace(busy[0])).await;
+    assert_eq!(proxy.control().state_tampered(), 1);
+    assert_eq!(metric(&neve, "neve_state_witnesses_refused_total"), 1);
+    let (status, _) = call(
+        &client,
+        "debug_executionWitness",
+        &json!([quantity(busy[0])]),
+    )
+    .await;
+    assert_eq!(status, 421, "a refused witness is not served");
+
+    // A node no path reaches: dropped; what is served is geth's.
+    proxy.control().tamper_state(StateTamper::WitnessStray);
+    same(&client, &geth, "debug_traceBlockByNumber", trace(busy[1])).await;
+    assert_eq!(proxy.control().state_tampered(), 2);
+    assert_eq!(metric(&neve, "neve_state_witness_entries_dropped_total"), 1);
+    same(
+        &client,
+        &geth,
+        "debug_executionWitness",
+        json!([quantity(busy[1])]),
+    )
+    .await;
+
+    // Many blocks' witnesses asked at once: at most the bound reach the node.
+    let asked: Vec<Value> = busy[2..busy.len() - 2]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            json!({"jsonrpc": "2.0", "id": i, "method": "debug_executionWitness", "params": [quantity(*n)]})
+        })
+        .collect();
+    let (calls, shed) = (
+        metric(&neve, "neve_state_upstream_calls_total"),
+        metric(&neve, "neve_state_fetch_shed_total"),
+    );
+    client
+        .post(serde_json::to_vec(&asked).unwrap().into())
+        .await
+        .unwrap();
+    let made = metric(&neve, "neve_state_upstream_calls_total") - calls;
+    assert!(
+        made as usize <= neve_ingest::state_fetch::MAX_WITNESS_FETCHES_IN_FLIGHT,
+        "{made} witnesses asked of the node at once"
+    );
+    assert!(metric(&neve, "neve_state_fetch_shed_total") - shed >= asked.len() as u64 - made);
+
+    // An upstream without the method: proofs, and it is not asked again.
+    proxy
+        .control()
+        .set_lacking_method(Some("debug_executionWitness"));
+    let last = busy[busy.len() - 2..].to_vec();
+    same(&client, &geth, "debug_traceBlockByNumber", trace(last[0])).await;
+    let lacking = proxy.control().faults_served();
+    assert!(lacking >= 1, "neve asked for a witness and was refused");
+    same(&client, &geth, "debug_traceBlockByNumber", trace(last[1])).await;
+    assert_eq!(proxy.control().faults_served(), lacking, "not asked again");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     let TokenChain {

@@ -52,4 +52,7 @@ pub use vocabulary::{
     MAX_SLOTS_PER_REQUEST, ProofRequest, Read, SlotRead, WitnessRequest,
 };
 pub use witness::{Witnessed, verify_witness};
-pub use witnesses::{DEFAULT_WITNESS_BYTES, WitnessStats, Witnesses};
+pub use witnesses::{
+    DEFAULT_WITNESS_BYTES, MAX_BLOCKS_WITHOUT_WITNESS, WITNESS_UNAVAILABLE_FOR, WitnessStats,
+    Witnesses,
+};

@@ -6,9 +6,10 @@
 //! witness held here also brings its nodes back into the node store when
 //! they were evicted there, without asking the upstream again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -20,13 +21,26 @@ use crate::trie::Hash;
 /// 64 MiB.
 pub const DEFAULT_WITNESS_BYTES: usize = 64 << 20;
 
+/// Blocks remembered as having no witness to be had (refused, failed,
+/// too large to keep): their replays fetch proofs, and a mirror below is
+/// answered 421 without asking the upstream again. Default is 1,024.
+pub const MAX_BLOCKS_WITHOUT_WITNESS: usize = 1024;
+
+/// How long an upstream found without `debug_executionWitness` is not
+/// asked for one again (a load balancer may have sent one call to a
+/// backend without the `debug` namespace). Default is 10 minutes.
+pub const WITNESS_UNAVAILABLE_FOR: Duration = Duration::from_secs(600);
+
 /// The held witnesses, oldest out first.
 pub struct Witnesses {
     budget: usize,
     held: Mutex<Held>,
-    /// The upstream does not serve `debug_executionWitness` (avalanchego):
-    /// replays fetch proofs instead, without asking again.
-    unavailable: AtomicBool,
+    /// Blocks without a witness to be had, oldest out first.
+    without: Mutex<(HashSet<Hash>, VecDeque<Hash>)>,
+    /// When the upstream was last found not to serve
+    /// `debug_executionWitness` (avalanchego): for
+    /// [`WITNESS_UNAVAILABLE_FOR`], replays fetch proofs instead.
+    unavailable_since: Mutex<Option<Instant>>,
     /// Witnesses fetched from the upstream and verified.
     pub fetched: AtomicU64,
     /// Witnesses refused: they did not decode, or their headers did not
@@ -65,7 +79,8 @@ impl Witnesses {
         Witnesses {
             budget,
             held: Mutex::default(),
-            unavailable: AtomicBool::new(false),
+            without: Mutex::default(),
+            unavailable_since: Mutex::new(None),
             fetched: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -101,14 +116,40 @@ impl Witnesses {
         held.by_block.insert(block_hash, answer);
     }
 
-    /// Notes that the upstream does not serve witnesses.
-    pub fn mark_unavailable(&self) {
-        self.unavailable.store(true, Ordering::Relaxed);
+    /// Whether none are kept (a budget of 0).
+    pub fn keeps_none(&self) -> bool {
+        self.budget == 0
     }
 
-    /// Whether the upstream was found not to serve witnesses.
+    /// Notes that the upstream does not serve witnesses.
+    pub fn mark_unavailable(&self) {
+        *lock(&self.unavailable_since) = Some(Instant::now());
+    }
+
+    /// Whether the upstream was found not to serve witnesses lately
+    /// (within [`WITNESS_UNAVAILABLE_FOR`]).
     pub fn unavailable(&self) -> bool {
-        self.unavailable.load(Ordering::Relaxed)
+        lock(&self.unavailable_since).is_some_and(|at| at.elapsed() < WITNESS_UNAVAILABLE_FOR)
+    }
+
+    /// Notes that the block of this hash has no witness to be had.
+    pub fn mark_without(&self, block_hash: Hash) {
+        let mut without = lock(&self.without);
+        if !without.0.insert(block_hash) {
+            return;
+        }
+        without.1.push_back(block_hash);
+        while without.1.len() > MAX_BLOCKS_WITHOUT_WITNESS {
+            if let Some(oldest) = without.1.pop_front() {
+                without.0.remove(&oldest);
+            }
+        }
+    }
+
+    /// Whether a witness is worth asking the upstream for, for the block
+    /// of this hash: it serves them, and this block's did not fail.
+    pub fn worth_asking(&self, block_hash: &Hash) -> bool {
+        !self.unavailable() && !lock(&self.without).0.contains(block_hash)
     }
 
     /// The counters and what is held.
@@ -124,8 +165,12 @@ impl Witnesses {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.held)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -151,5 +196,24 @@ mod tests {
         let none = Witnesses::new(0);
         none.insert([1; 32], Bytes::from_static(b"{}"));
         assert!(none.get(&[1; 32]).is_none());
+        assert!(none.keeps_none());
+    }
+
+    #[test]
+    fn blocks_without_a_witness_are_remembered_within_a_bound() {
+        let witnesses = Witnesses::new(1 << 20);
+        assert!(witnesses.worth_asking(&[1; 32]));
+        for i in 0..=MAX_BLOCKS_WITHOUT_WITNESS as u32 {
+            let mut hash = [0u8; 32];
+            hash[..4].copy_from_slice(&i.to_be_bytes());
+            witnesses.mark_without(hash);
+        }
+        assert!(witnesses.worth_asking(&[0; 32]), "the oldest forgotten");
+        let mut newest = [0u8; 32];
+        newest[..4].copy_from_slice(&(MAX_BLOCKS_WITHOUT_WITNESS as u32).to_be_bytes());
+        assert!(!witnesses.worth_asking(&newest));
+        assert_eq!(lock(&witnesses.without).1.len(), MAX_BLOCKS_WITHOUT_WITNESS);
+        witnesses.mark_unavailable();
+        assert!(witnesses.unavailable() && !witnesses.worth_asking(&[1; 32]));
     }
 }

@@ -53,6 +53,13 @@ pub enum StateTamper {
     ProofNode,
     /// A byte of an `eth_getCode` answer.
     CodeByte,
+    /// A digit of the `stateRoot` of the newest header of a
+    /// `debug_executionWitness` answer: it no longer hashes to the block's
+    /// parent.
+    WitnessHeader,
+    /// A node no path reaches added to the state of a
+    /// `debug_executionWitness` answer.
+    WitnessStray,
 }
 
 /// A lie about a field of a block answer (block, receipts and raw parts,

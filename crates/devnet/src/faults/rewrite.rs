@@ -75,6 +75,19 @@ pub(crate) fn tamper_state(body: &[u8], kind: StateTamper) -> Option<Vec<u8>> {
                 *node = flip_digit(&text).into();
                 done = true;
             }
+            StateTamper::WitnessHeader if result.get("state").is_some() => {
+                let header = result["headers"].as_array_mut()?.last_mut()?;
+                let text = header["stateRoot"].as_str()?.to_string();
+                header["stateRoot"] = flip_digit(&text).into();
+                done = true;
+            }
+            StateTamper::WitnessStray if result.get("state").is_some() => {
+                // A leaf of a trie nobody has.
+                let stray =
+                    "0xe2a0200000000000000000000000000000000000000000000000000000000000000001";
+                result["state"].as_array_mut()?.push(stray.into());
+                done = true;
+            }
             StateTamper::CodeByte if with_proof => {
                 if let Some(code) = result
                     .as_str()

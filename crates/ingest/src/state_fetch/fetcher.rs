@@ -16,6 +16,7 @@ use tokio::sync::{Semaphore, watch};
 
 use super::error::FetchError;
 use super::proof::{decode_and_verify, hex, with_value_slots};
+use super::witness::{MAX_WITNESS_ANSWER_BYTES, MAX_WITNESS_FETCHES_IN_FLIGHT};
 
 /// Most fetches (fetch-through and prefetch together) under way at once; a
 /// read that would start another is a miss at once (and counted as shed),
@@ -46,6 +47,11 @@ pub(super) struct Inner {
     pub(super) client: RpcClient,
     pub(super) state: Arc<State>,
     pub(super) in_flight: Arc<Semaphore>,
+    /// Witness fetches under way ([`MAX_WITNESS_FETCHES_IN_FLIGHT`]).
+    pub(super) witness_slots: Semaphore,
+    /// The client witnesses are asked with: answers up to
+    /// [`MAX_WITNESS_ANSWER_BYTES`].
+    pub(super) witness_client: RpcClient,
     pub(super) pending: Mutex<HashMap<FetchRequest, watch::Receiver<bool>>>,
 }
 
@@ -54,7 +60,12 @@ impl ProofFetcher {
     pub fn new(client: RpcClient, state: Arc<State>) -> Self {
         ProofFetcher {
             inner: Arc::new(Inner {
+                witness_client: client
+                    .clone()
+                    .with_timeout(FETCH_TIMEOUT)
+                    .with_max_response_bytes(MAX_WITNESS_ANSWER_BYTES),
                 client: client.with_timeout(FETCH_TIMEOUT),
+                witness_slots: Semaphore::new(MAX_WITNESS_FETCHES_IN_FLIGHT),
                 state,
                 in_flight: Arc::new(Semaphore::new(MAX_FETCHES_IN_FLIGHT)),
                 pending: Mutex::default(),
@@ -85,7 +96,7 @@ impl ProofFetcher {
             let counters = &inner.state.counters;
             let fetched = match &request {
                 FetchRequest::Proof(proof) => inner.prove(proof, purpose).await,
-                FetchRequest::Witness(witness) => inner.witness(witness).await,
+                FetchRequest::Witness(witness) => inner.witness(witness, purpose).await,
             };
             match (fetched, &request) {
                 (Ok(()), _) => {}

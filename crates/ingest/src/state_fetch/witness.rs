@@ -20,11 +20,32 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::FetchError;
-use super::fetcher::Inner;
+use super::fetcher::{Inner, Purpose};
 use super::proof::{decode_hex, hex};
 
 /// Most headers a witness may carry: `BLOCKHASH` reaches 256 blocks back.
 const MAX_WITNESS_HEADERS: usize = 256;
+
+/// Most witness fetches (from the upstream, or a held one verified again)
+/// under way at once, apart from the proofs' [`MAX_FETCHES_IN_FLIGHT`]: a
+/// witness costs the node a block's execution (which it does not stop
+/// when neve gives up), so a client asking for many blocks' cannot pile
+/// work on it, nor take the slots state reads fetch through with. One past
+/// it is not fetched (the replay fetches proofs). Default is 4.
+///
+/// [`MAX_FETCHES_IN_FLIGHT`]: super::MAX_FETCHES_IN_FLIGHT
+pub const MAX_WITNESS_FETCHES_IN_FLIGHT: usize = 4;
+
+/// Largest witness answer read from the upstream; past it the answer is
+/// not read and the block's replays fetch proofs. A witness is about 4×
+/// its block's bytes as hex: this is a block of some 16 MB. Default is
+/// 64 MiB.
+pub const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 20;
+
+/// Most nodes and codes one witness may carry (a block of 1,000
+/// transactions reads some thousands); past it the witness is refused
+/// before anything is decoded. Default is 262,144.
+pub const MAX_WITNESS_ITEMS: usize = 1 << 18;
 
 /// JSON-RPC's "method not found": an upstream without the method
 /// (avalanchego, a node without the `debug` namespace).
@@ -36,9 +57,39 @@ struct Answer<'a> {
     #[serde(borrow, default)]
     headers: Option<Vec<&'a RawValue>>,
     #[serde(borrow, default)]
-    codes: Option<Vec<&'a str>>,
+    codes: Option<Items<'a>>,
     #[serde(borrow, default)]
-    state: Option<Vec<&'a str>>,
+    state: Option<Items<'a>>,
+}
+
+/// Hex items, refused past [`MAX_WITNESS_ITEMS`] while they are read, so
+/// an answer of many tiny items holds no more than the cap's worth.
+struct Items<'a>(Vec<&'a str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Items<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Items<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "at most {MAX_WITNESS_ITEMS} hex strings")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<&'de str>()? {
+                    if items.len() == MAX_WITNESS_ITEMS {
+                        return Err(serde::de::Error::custom("too many nodes or codes"));
+                    }
+                    items.push(item);
+                }
+                Ok(Items(items))
+            }
+        }
+        deserializer.deserialize_seq(Visitor)
+    }
 }
 
 /// A witness verified: what goes into the node store, and the answer kept.
@@ -51,20 +102,33 @@ pub(super) struct Checked {
 impl Inner {
     /// Brings the witness of `request`'s block into the node store: from
     /// the witnesses held (their nodes may have been evicted since), else
-    /// from the upstream, once; an upstream without the method is noted
-    /// and not asked again (replays then fetch proofs).
-    pub(super) async fn witness(&self, request: &WitnessRequest) -> Result<(), FetchError> {
+    /// from the upstream, once. A block whose witness cannot be had
+    /// (refused, failed, not kept) is remembered so, and an upstream
+    /// without the method for a while ([`Witnesses`]): replays then fetch
+    /// proofs.
+    ///
+    /// [`Witnesses`]: neve_state::Witnesses
+    pub(super) async fn witness(
+        &self,
+        request: &WitnessRequest,
+        purpose: Purpose,
+    ) -> Result<(), FetchError> {
         let witnesses = &self.state.witnesses;
+        let Ok(_slot) = self.witness_slots.try_acquire() else {
+            self.state.counters.shed.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        };
         let answer = match witnesses.get(&request.block_hash) {
             Some(held) => held,
-            None if witnesses.unavailable() => return Ok(()),
+            None if !witnesses.worth_asking(&request.block_hash) => return Ok(()),
             None => {
-                self.state
-                    .counters
-                    .upstream_calls
-                    .fetch_add(1, Ordering::Relaxed);
+                let counter = match purpose {
+                    Purpose::Read => &self.state.counters.upstream_calls,
+                    Purpose::Prefetch => &self.state.counters.prefetch_calls,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
                 let fetched = self
-                    .client
+                    .witness_client
                     .call_raw("debug_executionWitness", [hex(&request.block_hash)])
                     .await;
                 match fetched {
@@ -75,30 +139,53 @@ impl Inner {
                         );
                         return Ok(());
                     }
-                    fetched => Bytes::from(fetched?.get().to_owned().into_bytes()),
+                    Err(error) => {
+                        witnesses.mark_without(request.block_hash);
+                        return Err(error.into());
+                    }
+                    // An upstream neve that does not hold it (a 421).
+                    Ok(raw) if raw.get() == "null" => {
+                        witnesses.mark_without(request.block_hash);
+                        return Ok(());
+                    }
+                    Ok(raw) => Bytes::from(String::from(Box::<str>::from(raw)).into_bytes()),
                 }
             }
         };
         // Decoding and hashing a witness is milliseconds of CPU per
         // megabyte: off the async workers.
         let (request, state) = (request.clone(), self.state.clone());
-        tokio::task::spawn_blocking(move || store(&state, &request, &answer))
-            .await
-            .map_err(|e| FetchError::Shape(format!("verification task: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            let stored = store(&state, &request, &answer);
+            if stored.is_err() {
+                state.witnesses.mark_without(request.block_hash);
+            }
+            stored
+        })
+        .await
+        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))?
     }
 }
 
-/// Verifies `answer` as `request`'s witness; stores its nodes and keeps it.
-fn store(state: &State, request: &WitnessRequest, answer: &[u8]) -> Result<(), FetchError> {
-    let checked = check(request, answer)?;
+/// Verifies `answer` as `request`'s witness; stores its nodes and keeps
+/// it (a block whose witness is not kept is remembered as without one, so
+/// mirrors below are not served by a fetch each).
+fn store(state: &State, request: &WitnessRequest, answer: &Bytes) -> Result<(), FetchError> {
     let witnesses = &state.witnesses;
+    if witnesses.get(&request.block_hash).is_some() {
+        // Held: its nodes back into the node store.
+        state.insert(check(request, answer)?.verified);
+        return Ok(());
+    }
+    let checked = check(request, answer)?;
     state.insert(checked.verified);
     witnesses
         .dropped
         .fetch_add(checked.dropped as u64, Ordering::Relaxed);
+    witnesses.fetched.fetch_add(1, Ordering::Relaxed);
+    witnesses.insert(request.block_hash, checked.answer);
     if witnesses.get(&request.block_hash).is_none() {
-        witnesses.fetched.fetch_add(1, Ordering::Relaxed);
-        witnesses.insert(request.block_hash, checked.answer);
+        witnesses.mark_without(request.block_hash);
     }
     Ok(())
 }
@@ -108,12 +195,21 @@ fn store(state: &State, request: &WitnessRequest, answer: &[u8]) -> Result<(), F
 pub(super) fn check(request: &WitnessRequest, answer: &[u8]) -> Result<Checked, FetchError> {
     let answer: Answer<'_> =
         serde_json::from_slice(answer).map_err(|e| FetchError::Shape(e.to_string()))?;
+    let items = answer.state.as_ref().map_or(0, |i| i.0.len())
+        + answer.codes.as_ref().map_or(0, |i| i.0.len());
+    if items > MAX_WITNESS_ITEMS {
+        return Err(FetchError::Shape(format!("{items} nodes and codes")));
+    }
     let headers = chained_headers(request, answer.headers.as_deref().unwrap_or_default())?;
-    let decode = |items: Option<Vec<&str>>| -> Result<Vec<Bytes>, FetchError> {
+    let decode = |items: Option<Items<'_>>| -> Result<Vec<Bytes>, FetchError> {
         items
+            .map(|i| i.0)
             .unwrap_or_default()
             .into_iter()
-            .map(decode_hex)
+            .map(|item| match decode_hex(item)? {
+                empty if empty.is_empty() => Err(FetchError::Shape("an empty node or code".into())),
+                bytes => Ok(bytes),
+            })
             .collect()
     };
     let nodes = decode(answer.state)?;
@@ -149,6 +245,11 @@ pub(super) fn check(request: &WitnessRequest, answer: &[u8]) -> Result<Checked, 
 fn chained_headers(request: &WitnessRequest, raw: &[&RawValue]) -> Result<Vec<String>, FetchError> {
     if raw.len() > MAX_WITNESS_HEADERS {
         return Err(FetchError::Shape(format!("{} headers", raw.len())));
+    }
+    // geth's always has the parent's, and a witness without it is refused
+    // by geth's own stateless execution.
+    if raw.is_empty() && request.number > 0 {
+        return Err(FetchError::Shape("no header of the parent".into()));
     }
     let mut headers: Vec<Header> = raw
         .iter()
@@ -228,5 +329,85 @@ fn hex_items(out: &mut String, items: &[&Bytes]) {
         out.push_str("\"0x");
         out.push_str(&alloy_primitives::hex::encode(item));
         out.push('"');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(number: u64, parent_hash: [u8; 32]) -> Header {
+        Header {
+            number,
+            parent_hash: parent_hash.into(),
+            ..Header::default()
+        }
+    }
+
+    fn answer(headers: &[Header], state: &[&str]) -> Vec<u8> {
+        let headers: Vec<String> = headers
+            .iter()
+            .map(|h| header_json(h, &h.hash_slow()))
+            .collect();
+        format!(
+            r#"{{"headers":[{}],"codes":[],"state":{},"keys":null}}"#,
+            headers.join(","),
+            serde_json::to_string(state).unwrap()
+        )
+        .into_bytes()
+    }
+
+    fn request(number: u64, parent: &Header) -> WitnessRequest {
+        WitnessRequest {
+            block_hash: [9; 32],
+            number,
+            parent_hash: parent.hash_slow().0,
+            parent_state_root: EMPTY_ROOT,
+        }
+    }
+
+    #[test]
+    fn headers_must_chain_down_from_the_parent() {
+        let grandparent = header(3, [1; 32]);
+        let parent = header(4, grandparent.hash_slow().0);
+        let request = request(5, &parent);
+        let checked = check(
+            &request,
+            &answer(&[grandparent.clone(), parent.clone()], &[]),
+        )
+        .expect("the parent and its parent");
+        let text = String::from_utf8(checked.answer.to_vec()).unwrap();
+        let first = text.find("\"number\":\"0x3\"").unwrap();
+        assert!(
+            first < text.find("\"number\":\"0x4\"").unwrap(),
+            "oldest first"
+        );
+        assert!(check(&request, &answer(&[], &[])).is_err(), "no header");
+        let stranger = header(4, [2; 32]);
+        assert!(
+            check(&request, &answer(&[stranger], &[])).is_err(),
+            "another parent"
+        );
+        let older = header(2, [3; 32]);
+        assert!(
+            check(&request, &answer(&[parent, older], &[])).is_err(),
+            "a gap below the parent"
+        );
+    }
+
+    #[test]
+    fn empty_items_and_too_many_are_refused_before_anything_is_kept() {
+        let parent = header(4, [1; 32]);
+        let request = request(5, &parent);
+        let refused = |state: &[&str]| check(&request, &answer(&[parent.clone()], state)).is_err();
+        assert!(refused(&["0x"]), "an empty node");
+        assert!(
+            refused(&["0x01"; MAX_WITNESS_ITEMS + 1]),
+            "one past the cap"
+        );
+        assert!(
+            !refused(&["0x01"; 3]),
+            "nodes the root does not reach: dropped"
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! root is in it; a mirror below verifies it again from its own.
 //!
 //! A miss (421) for a block not stored, one whose parent is not stored
-//! (its root verifies nothing), and a witness the upstream does not give.
+//! (its root verifies nothing), a witness the upstream does not give or
+//! that is not kept (over a quarter of `--witness-bytes`, or that is 0):
+//! such a block is remembered, and not fetched again for a mirror.
 
 use neve_state::{FetchRequest, WitnessRequest};
 
@@ -27,6 +29,11 @@ fn execution_witness(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Repl
     let block_hash = block.hash();
     if let Some(answer) = state.witnesses.get(&block_hash) {
         return Ok(Reply::bytes(answer));
+    }
+    // None kept, or none to be had for this block: a fetch would answer
+    // nothing.
+    if state.witnesses.keeps_none() || !state.witnesses.worth_asking(&block_hash) {
+        return Ok(Reply::Miss);
     }
     let Some(number) = block.height().checked_sub(1) else {
         return Ok(Reply::Miss);

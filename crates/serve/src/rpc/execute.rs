@@ -164,7 +164,7 @@ impl Context {
                 let mut fetches = requests(&facts, needs);
                 // A replay asks for its block's witness first: one call
                 // for all it reads (the proofs if that does not do).
-                if let Some(hash) = replayed {
+                if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h)) {
                     fetches.insert(
                         0,
                         FetchRequest::Witness(WitnessRequest {

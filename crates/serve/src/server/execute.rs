@@ -158,12 +158,19 @@ impl Server {
             let timeout = self.ctx.config.state_fetch_timeout.expect("checked above");
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
             let fetch = self.fetch.as_ref().expect("checked above");
+            // A witness may be slow in coming (the node executes the
+            // block): it waits half the time left at most, and the proofs
+            // round after has the rest.
+            let witness_round = fetches
+                .iter()
+                .any(|r| matches!(r, neve_state::FetchRequest::Witness(_)));
             let waits: Vec<_> = fetches.into_iter().map(|r| fetch.fetch(r)).collect();
             let left = deadline.saturating_duration_since(Instant::now());
-            if tokio::time::timeout(left, futures_util::future::join_all(waits))
+            let wait = if witness_round { left / 2 } else { left };
+            let timed_out = tokio::time::timeout(wait, futures_util::future::join_all(waits))
                 .await
-                .is_err()
-            {
+                .is_err();
+            if timed_out && !witness_round {
                 for i in &again {
                     replies[*i] = Some((Reply::Miss, true));
                 }

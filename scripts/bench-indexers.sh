@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Ten indexers tracing every block of a growing chain with callTracer and
+# prestateTracer (scripts/indexers.py), through neve and straight at geth,
+# in one run on a chain of busy blocks:
+#   - requests a second the indexers got while they had blocks to trace
+#     (each starts BEHIND blocks behind the tip), and their latencies;
+#   - the node's CPU per trace request: geth's utime + stime over the run,
+#     less what it spends over as long with no indexers (sealing, the load,
+#     neve following), divided by the traces answered;
+#   - the first trace of a block nobody asked before (cold memo, cold
+#     witness) through neve against geth's, one at a time;
+#   - each block's witness bytes beside the block's own.
+#
+#   scripts/bench-indexers.sh [SECONDS]        # per run; default 30
+#   INDEXERS=10 BEHIND=20 BUSY_PERIOD=2 BUSY_TPS=400 scripts/bench-indexers.sh
+source "$(dirname "$0")/lib.sh"
+seconds=${1:-30}
+indexers=${INDEXERS:-10}
+behind=${BEHIND:-20}
+export BUSY_PERIOD=${BUSY_PERIOD:-2} BUSY_TPS=${BUSY_TPS:-400}
+py="python3 $repo/scripts/indexers.py"
+
+follow_busy_chain $((seconds * 5 + 600))
+# Blocks of the load's full rate behind the tip before anything is traced.
+start=$(head_of "$geth_url")
+until [ "$(head_of "$geth_url")" -ge $((start + behind)) ]; do sleep 1; done
+cpu() { awk '{print $14 + $15}' "/proc/$geth_pid/stat"; }
+seconds_of() { python3 -c "print(($2 - $1) / $(getconf CLK_TCK))"; }
+
+before=$(cpu); sleep "$seconds"; idle=$(seconds_of "$before" "$(cpu)")
+echo "geth's CPU with no indexers: ${idle}s over ${seconds}s"
+for target in "neve=$url" "geth=$geth_url"; do
+  IFS== read -r name target_url <<<"$target"
+  before=$(cpu)
+  $py run "$target_url" "$seconds" "$indexers" "$behind" >"$work/indexers-$name.json"
+  used=$(seconds_of "$before" "$(cpu)")
+  python3 - "$work/indexers-$name.json" "$name" "$used" "$idle" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+name, used, idle = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+extra = max(0.0, used - idle)
+r["node_cpu_s"], r["node_cpu_us_per_trace"] = round(extra, 3), round(1e6 * extra / max(1, r["ok"]), 1)
+json.dump(r, open(sys.argv[1], "w"))
+print(f"{name}: {r['ok']} traces ({r['421']} 421, {r['error']} errors), "
+      f"{r['rps_while_behind']} req/s while behind ({r['busy_seconds']}s), "
+      f"p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms; node CPU {extra:.2f}s, "
+      f"{r['node_cpu_us_per_trace']} µs per trace")
+PY
+done
+python3 - "$work/indexers-neve.json" "$work/indexers-geth.json" <<'PY'
+import json, sys
+n, g = (json.load(open(p)) for p in sys.argv[1:])
+print(f"ratio: {n['rps_while_behind'] / max(g['rps_while_behind'], 1e-9):.1f}x geth's req/s; "
+      f"node CPU per trace through neve {100 * n['node_cpu_us_per_trace'] / max(g['node_cpu_us_per_trace'], 1e-9):.2f}% of direct")
+PY
+# Blocks nobody traced: the ones sealed from here on.
+start=$(head_of "$geth_url")
+until [ "$(head_of "$geth_url")" -ge $((start + 8)) ]; do sleep 1; done
+$py cold "$url" "$geth_url" 6 | tee "$work/cold.json" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+for b in r["blocks"]:
+    print(f"  cold block {b[\"block\"]}: neve {b[\"neve_ms\"]} ms ({b[\"neve_status\"]}), geth {b[\"geth_ms\"]} ms")
+print(f"cold trace p50: neve {r[\"neve_p50_ms\"]} ms, geth {r[\"geth_p50_ms\"]} ms ({r[\"neve_421\"]} 421)")'
+$py sizes "$url" 12 | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print(f"witness: {r[\"witness_bytes_per_block\"]} bytes a block against the block'"'"'s {r[\"block_bytes_per_block\"]} ({r[\"ratio\"]}x, {r[\"blocks\"]} blocks)")'
+curl -s "$url/metrics" | grep -E '^neve_trace_|^neve_state_witness|^neve_state_fetch|^neve_state_upstream' | sed 's/^/  /'

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Indexers tracing a growing chain, as explorers and pipelines do.
+
+  indexers.py run URL SECONDS INDEXERS BEHIND   -> JSON on stdout
+  indexers.py cold URL GETH_URL BLOCKS          -> JSON on stdout
+  indexers.py sizes URL BLOCKS                  -> JSON on stdout
+
+`run`: INDEXERS threads, each starting BEHIND blocks behind the tip and
+tracing every block from there on, as fast as answers come, with
+`callTracer` then `prestateTracer` (one connection each, kept alive);
+after SECONDS, what they got: answers, 421s, errors, requests a second
+while they had blocks to trace (until caught up, else the whole run),
+and latency percentiles.
+
+`cold`: the newest BLOCKS blocks with transactions not traced anywhere
+yet, each traced once with `callTracer` through URL (a cold memo, and a
+cold witness unless prefetched) and once through GETH_URL, one at a time;
+the latencies side by side.
+
+`sizes`: the newest BLOCKS blocks' witness answers (as URL serves them)
+beside the blocks' own sizes.
+"""
+
+import http.client
+import json
+import sys
+import threading
+import time
+import urllib.parse
+
+
+class Client:
+    def __init__(self, url):
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname, parts.port
+        self.conn = None
+
+    def post(self, method, params):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        for attempt in range(2):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+                self.conn.request("POST", "/", body, {"Content-Type": "application/json"})
+                response = self.conn.getresponse()
+                data = response.read()
+                return response.status, data
+            except (http.client.HTTPException, OSError):
+                self.conn = None
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def result(self, method, params):
+        status, data = self.post(method, params)
+        if status != 200:
+            raise RuntimeError(f"{method}: HTTP {status}")
+        return json.loads(data)["result"]
+
+
+def tip(client):
+    return int(client.result("eth_blockNumber", []), 16)
+
+
+TRACERS = [{"tracer": "callTracer"}, {"tracer": "prestateTracer"}]
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def run(url, seconds, indexers, behind):
+    start_tip = tip(Client(url))
+    deadline = time.monotonic() + seconds
+    lock = threading.Lock()
+    totals = {"ok": 0, "421": 0, "error": 0, "latencies": [], "caught_up": []}
+    started = time.monotonic()
+
+    def indexer(i):
+        client = Client(url)
+        next_block = max(1, start_tip - behind)
+        caught_up = None
+        latencies, ok, missed, errors = [], 0, 0, 0
+        while time.monotonic() < deadline:
+            head = tip(client)
+            if next_block > head:
+                if caught_up is None:
+                    caught_up = time.monotonic() - started
+                time.sleep(0.05)
+                continue
+            for config in TRACERS:
+                t0 = time.monotonic()
+                try:
+                    status, data = client.post(
+                        "debug_traceBlockByNumber", [hex(next_block), config]
+                    )
+                except OSError:
+                    errors += 1
+                    continue
+                latencies.append(time.monotonic() - t0)
+                if status == 200 and b'"result"' in data[:64]:
+                    ok += 1
+                elif status == 421:
+                    missed += 1
+                else:
+                    errors += 1
+            next_block += 1
+        with lock:
+            totals["ok"] += ok
+            totals["421"] += missed
+            totals["error"] += errors
+            totals["latencies"] += latencies
+            totals["caught_up"].append(caught_up)
+
+    threads = [threading.Thread(target=indexer, args=(i,)) for i in range(indexers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    caught = [c for c in totals["caught_up"] if c is not None]
+    # Requests a second while there was backlog: until the last indexer
+    # caught up (each then waits on the chain), else over the whole run.
+    busy = max(caught) if len(caught) == indexers else seconds
+    latencies = totals.pop("latencies")
+    totals.update(
+        {
+            "seconds": seconds,
+            "busy_seconds": round(busy, 3),
+            "rps_while_behind": round(totals["ok"] / max(busy, 1e-9), 1),
+            "p50_ms": round(1e3 * (percentile(latencies, 0.5) or 0), 2),
+            "p99_ms": round(1e3 * (percentile(latencies, 0.99) or 0), 2),
+            "start_tip": start_tip,
+            "end_tip": tip(Client(url)),
+        }
+    )
+    return totals
+
+
+def blocks_with_transactions(client, count):
+    out, number = [], tip(client)
+    while len(out) < count and number > 0:
+        block = client.result("eth_getBlockByNumber", [hex(number), False])
+        if block["transactions"]:
+            out.append((number, int(block["size"], 16)))
+        number -= 1
+    return out
+
+
+def cold(url, geth_url, count):
+    neve, geth = Client(url), Client(geth_url)
+    out = []
+    for number, _ in blocks_with_transactions(geth, count):
+        row = {"block": number}
+        for name, client in (("neve", neve), ("geth", geth)):
+            t0 = time.monotonic()
+            status, _ = client.post("debug_traceBlockByNumber", [hex(number), TRACERS[0]])
+            row[name + "_ms"] = round(1e3 * (time.monotonic() - t0), 2)
+            row[name + "_status"] = status
+        out.append(row)
+    ok = [r for r in out if r["neve_status"] == 200 and r["geth_status"] == 200]
+    return {
+        "blocks": out,
+        "neve_p50_ms": percentile([r["neve_ms"] for r in ok], 0.5),
+        "geth_p50_ms": percentile([r["geth_ms"] for r in ok], 0.5),
+        "neve_421": sum(r["neve_status"] == 421 for r in out),
+    }
+
+
+def sizes(url, count):
+    client = Client(url)
+    rows = []
+    for number, size in blocks_with_transactions(client, count):
+        status, data = client.post("debug_executionWitness", [hex(number)])
+        if status == 200:
+            rows.append({"block": number, "block_bytes": size, "witness_bytes": len(data)})
+    total_w = sum(r["witness_bytes"] for r in rows)
+    total_b = sum(r["block_bytes"] for r in rows)
+    return {
+        "blocks": len(rows),
+        "witness_bytes_per_block": total_w // max(1, len(rows)),
+        "block_bytes_per_block": total_b // max(1, len(rows)),
+        "ratio": round(total_w / max(1, total_b), 2),
+    }
+
+
+if __name__ == "__main__":
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "run":
+        result = run(args[0], float(args[1]), int(args[2]), int(args[3]))
+    elif mode == "cold":
+        result = cold(args[0], args[1], int(args[2]))
+    elif mode == "sizes":
+        result = sizes(args[0], int(args[1]))
+    else:
+        raise SystemExit(__doc__)
+    print(json.dumps(result))
