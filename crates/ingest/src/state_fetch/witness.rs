@@ -399,7 +399,9 @@ mod tests {
     fn empty_items_and_too_many_are_refused_before_anything_is_kept() {
         let parent = header(4, [1; 32]);
         let request = request(5, &parent);
-        let refused = |state: &[&str]| check(&request, &answer(&[parent.clone()], state)).is_err();
+        let refused = |state: &[&str]| {
+            check(&request, &answer(std::slice::from_ref(&parent), state)).is_err()
+        };
         assert!(refused(&["0x"]), "an empty node");
         assert!(
             refused(&["0x01"; MAX_WITNESS_ITEMS + 1]),
