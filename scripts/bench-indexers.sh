@@ -56,14 +56,17 @@ PY
 # Blocks nobody traced: the ones sealed from here on.
 start=$(head_of "$geth_url")
 until [ "$(head_of "$geth_url")" -ge $((start + 8)) ]; do sleep 1; done
-$py cold "$url" "$geth_url" 6 | tee "$work/cold.json" | python3 -c '
+$py cold "$url" "$geth_url" 6 >"$work/cold.json"
+$py sizes "$url" 12 >"$work/sizes.json"
+python3 - "$work/cold.json" "$work/sizes.json" <<'PY'
 import json, sys
-r = json.load(sys.stdin)
-for b in r["blocks"]:
-    print(f"  cold block {b[\"block\"]}: neve {b[\"neve_ms\"]} ms ({b[\"neve_status\"]}), geth {b[\"geth_ms\"]} ms")
-print(f"cold trace p50: neve {r[\"neve_p50_ms\"]} ms, geth {r[\"geth_p50_ms\"]} ms ({r[\"neve_421\"]} 421)")'
-$py sizes "$url" 12 | python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-print(f"witness: {r[\"witness_bytes_per_block\"]} bytes a block against the block'"'"'s {r[\"block_bytes_per_block\"]} ({r[\"ratio\"]}x, {r[\"blocks\"]} blocks)")'
+cold, sizes = (json.load(open(p)) for p in sys.argv[1:])
+for b in cold["blocks"]:
+    print(f"  cold block {b['block']}: neve {b['neve_ms']} ms ({b['neve_status']}), geth {b['geth_ms']} ms, "
+          f"geth's witness {b['witness_ms']} ms")
+print(f"cold trace p50: neve {cold['neve_p50_ms']} ms, geth {cold['geth_p50_ms']} ms "
+      f"(geth's witness alone {cold['witness_p50_ms']} ms; {cold['neve_421']} 421)")
+print(f"witness: {sizes['witness_bytes_per_block']} bytes a block as served, the block's "
+      f"{sizes['block_bytes_per_block']} ({sizes['ratio']}x, {sizes['blocks']} blocks)")
+PY
 curl -s "$url/metrics" | grep -E '^neve_trace_|^neve_state_witness|^neve_state_fetch|^neve_state_upstream' | sed 's/^/  /'

@@ -311,6 +311,38 @@ impl Block {
         Ok(format::hash_at(&self.part(self.layout.tx_entry(index))?, 0))
     }
 
+    /// Its first `count` transactions' parts (hash, raw encoding, JSON,
+    /// receipt), each section read once: a replay's inputs, whose reads of
+    /// a part at a time would each read and check the chunks around it
+    /// again. `count` past the block's transactions is taken as all.
+    pub fn transaction_parts(&self, count: u32) -> Result<TxParts, Unread> {
+        let count = count.min(self.tx_count());
+        let entries = self.layout.tx_entry(0).start
+            ..self.layout.tx_entry(0).start + count as usize * format::TX_ENTRY_LEN;
+        let section = |s: Section| -> Result<Bytes, Unread> {
+            if count == 0 {
+                return Ok(Bytes::new());
+            }
+            self.section(s)
+        };
+        let parts = TxParts {
+            table: self.part(entries)?,
+            full: section(Section::Full)?,
+            receipts: section(Section::Receipts)?,
+            raw: section(Section::RawBlock)?,
+        };
+        // Every span checked once, here: the parts are sliced unchecked.
+        for index in 0..count as usize {
+            for (at, within) in [(32, &parts.full), (40, &parts.receipts), (48, &parts.raw)] {
+                let (offset, len) = parts.span(index, at);
+                if offset + len > within.len() {
+                    return Err(self.damaged("a transaction's span runs past its section"));
+                }
+            }
+        }
+        Ok(parts)
+    }
+
     /// The span at byte `at` of transaction `index`'s table entry, in
     /// `section`; `None` past the last transaction.
     fn tx_span(&self, index: u32, at: usize, section: Section) -> Result<Option<Bytes>, Unread> {
@@ -553,5 +585,60 @@ impl Log {
     /// Its topics.
     pub fn topics(&self) -> &[Hash] {
         &self.topics[..self.topic_count]
+    }
+}
+
+/// The first transactions of a block, their parts read whole once
+/// ([`Block::transaction_parts`]).
+pub struct TxParts {
+    table: Bytes,
+    full: Bytes,
+    receipts: Bytes,
+    raw: Bytes,
+}
+
+/// One transaction's parts, views into [`TxParts`].
+pub struct TxPart {
+    /// Its hash.
+    pub hash: Hash,
+    /// The hex digits of its EIP-2718 encoding (empty when not stored).
+    pub raw: Bytes,
+    /// Its JSON, as the upstream sent it.
+    pub json: Bytes,
+    /// Its receipt's JSON, as the upstream sent it.
+    pub receipt: Bytes,
+}
+
+impl TxParts {
+    /// How many transactions.
+    pub fn len(&self) -> usize {
+        self.table.len() / format::TX_ENTRY_LEN
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    fn span(&self, index: usize, at: usize) -> (usize, usize) {
+        let entry = index * format::TX_ENTRY_LEN;
+        (
+            format::u32_at(&self.table, entry + at) as usize,
+            format::u32_at(&self.table, entry + at + 4) as usize,
+        )
+    }
+
+    /// Transaction `index`'s parts (below [`TxParts::len`]).
+    pub fn get(&self, index: usize) -> TxPart {
+        let slice = |at: usize, within: &Bytes| {
+            let (offset, len) = self.span(index, at);
+            within.slice(offset..offset + len)
+        };
+        TxPart {
+            hash: format::hash_at(&self.table, index * format::TX_ENTRY_LEN),
+            raw: slice(48, &self.raw),
+            json: slice(32, &self.full),
+            receipt: slice(40, &self.receipts),
+        }
     }
 }

@@ -57,7 +57,7 @@ mod types;
 
 pub use bytes::Bytes;
 
-pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs};
+pub use block::{Block, EmitterRun, Log, LogKey, LogTable, Runs, TxPart, TxParts};
 pub use config::{
     DEFAULT_RETAIN_BLOCKS, DEFAULT_SEGMENT_BLOCKS, DEFAULT_SEGMENT_BYTES, Durability, StoreConfig,
 };

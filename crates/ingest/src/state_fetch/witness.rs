@@ -113,6 +113,7 @@ impl Inner {
         request: &WitnessRequest,
         purpose: Purpose,
     ) -> Result<(), FetchError> {
+        let started = std::time::Instant::now();
         let witnesses = &self.state.witnesses;
         let Ok(_slot) = self.witness_slots.try_acquire() else {
             self.state.counters.shed.fetch_add(1, Ordering::Relaxed);
@@ -155,11 +156,20 @@ impl Inner {
         // Decoding and hashing a witness is milliseconds of CPU per
         // megabyte: off the async workers.
         let (request, state) = (request.clone(), self.state.clone());
+        let asked = started.elapsed();
         tokio::task::spawn_blocking(move || {
+            let verifying = std::time::Instant::now();
             let stored = store(&state, &request, &answer);
             if stored.is_err() {
                 state.witnesses.mark_without(request.block_hash);
             }
+            tracing::debug!(
+                block = request.number,
+                bytes = answer.len(),
+                ?asked,
+                verified = ?verifying.elapsed(),
+                "execution witness"
+            );
             stored
         })
         .await

@@ -330,17 +330,20 @@ fn replay_block(block: &Block, which: Which) -> Option<ReplayBlock> {
         Which::One(index) => u32::try_from(index).ok()? + 1,
         Which::Before(index) => u32::try_from(index).ok()?,
     };
+    if last > block.tx_count() {
+        return None;
+    }
+    // Each section read once, not a part at a time.
+    let parts = block.transaction_parts(last).ok()?;
     let mut txs = Vec::with_capacity(last as usize);
     let mut receipts = Vec::with_capacity(last as usize);
-    for index in 0..last {
-        let hash = block.tx_hash(index).ok()?;
-        let raw = block.raw_transaction(index).ok()??;
-        if raw.is_empty() {
+    for index in 0..parts.len() {
+        let part = parts.get(index);
+        if part.raw.is_empty() {
             return None;
         }
-        let json = block.transaction(index).ok()??;
-        txs.push(BlockTx::parse(hash.into(), &raw, &json).ok()?);
-        receipts.push(ReceiptFacts::from_json(&block.receipt(index).ok()??).ok()?);
+        txs.push(BlockTx::parse(part.hash.into(), &part.raw, &part.json).ok()?);
+        receipts.push(ReceiptFacts::from_json(&part.receipt).ok()?);
     }
     Some(ReplayBlock {
         facts,

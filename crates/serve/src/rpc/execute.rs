@@ -129,6 +129,13 @@ impl Context {
             rules_contradicted(&facts, &fork);
             return Ok(Reply::Miss);
         }
+        // A replay over a parent whose root is not even held would only
+        // learn that it needs everything: the block's witness first.
+        if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
+            && state.node(&facts.state_root.0).is_none()
+        {
+            return Ok(Reply::Fetch(vec![witness_request(hash, &facts)]));
+        }
         let memory = Reads::in_memory(reads.latest);
         let canonical = |height: u64| -> Option<[u8; 32]> {
             let at = BlockRef::Tag(BlockTag::Number(height));
@@ -165,15 +172,7 @@ impl Context {
                 // A replay asks for its block's witness first: one call
                 // for all it reads (the proofs if that does not do).
                 if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h)) {
-                    fetches.insert(
-                        0,
-                        FetchRequest::Witness(WitnessRequest {
-                            block_hash: hash,
-                            number: facts.number + 1,
-                            parent_hash: facts.hash.0,
-                            parent_state_root: facts.state_root.0,
-                        }),
-                    );
+                    fetches.insert(0, witness_request(hash, &facts));
                 }
                 return Ok(Reply::Fetch(fetches));
             }
@@ -370,6 +369,16 @@ fn refused(error: CallError) -> Reply {
         CallError::Internal(message) => Reply::Error(ErrorCode::Internal, message),
         other => Reply::Error(ErrorCode::ExecutionFailed, other.to_string()),
     }
+}
+
+/// The witness of the block of this hash, replayed over `parent`.
+fn witness_request(block_hash: [u8; 32], parent: &BlockFacts) -> FetchRequest {
+    FetchRequest::Witness(WitnessRequest {
+        block_hash,
+        number: parent.number + 1,
+        parent_hash: parent.hash.0,
+        parent_state_root: parent.state_root.0,
+    })
 }
 
 /// The fetches a run's needs ask for, at the pinned block.

@@ -57,6 +57,38 @@ fn a_part_of_a_big_block_costs_its_own_chunks() {
     }
 }
 
+/// A replay's inputs read whole once are the parts read one at a time.
+#[test]
+fn transaction_parts_read_whole_are_the_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path(), CHAIN, config(4)).unwrap();
+    let blocks = [
+        SyntheticBlock::new(0, 0, 300, 200),
+        SyntheticBlock::new(0, 1, 0, 0),
+    ];
+    store
+        .append(&blocks.iter().map(|b| b.as_new()).collect::<Vec<_>>())
+        .unwrap();
+    let reader = store.reader();
+    let block = reader.from_disk().block(0).unwrap();
+    let parts = block.transaction_parts(120).unwrap();
+    assert_eq!(parts.len(), 120);
+    for index in [0u32, 1, 77, 119] {
+        let part = parts.get(index as usize);
+        assert_eq!(part.hash, block.tx_hash(index).unwrap());
+        assert_eq!(part.json, block.transaction(index).unwrap().unwrap());
+        assert_eq!(part.receipt, block.receipt(index).unwrap().unwrap());
+        assert_eq!(part.raw, block.raw_transaction(index).unwrap().unwrap());
+    }
+    assert_eq!(
+        block.transaction_parts(u32::MAX).unwrap().len(),
+        300,
+        "all at most"
+    );
+    let empty = reader.from_disk().block(1).unwrap();
+    assert!(empty.transaction_parts(5).unwrap().is_empty());
+}
+
 /// A damaged chunk costs the parts in it, counted, never the others: a
 /// flipped byte in one receipt is a miss for that receipt while the
 /// block's other parts still read.
