@@ -9,6 +9,8 @@
 #   podman — builds the OCI image (deploy/oci) in the packaging test,
 #   chromium — the headless browser of the CORS test.
 #   ethers, viem (npm) — the real client libraries in tests/clients.
+#   cryo (PyPI, with polars, pyarrow, pandas) — paradigm's indexer, in a
+#     virtual environment at tests/clients/.venv.
 # Idempotent; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
 
@@ -16,6 +18,14 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -d "$repo/tests/clients/node_modules/ethers" ] || [ ! -d "$repo/tests/clients/node_modules/viem" ]; then
   echo "[install-deps] npm install in tests/clients" >&2
   (cd "$repo/tests/clients" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+venv="$repo/tests/clients/.venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cryo, polars, pyarrow, pandas' 2>/dev/null; then
+  echo "[install-deps] cryo in tests/clients/.venv" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    cryo==0.3.2 polars==2.1.0 pyarrow==26.0.1 pandas==3.1.1 >/dev/null
 fi
 
 need=()

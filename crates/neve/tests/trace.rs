@@ -364,16 +364,40 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
         metric(&neve, "neve_state_upstream_calls_total"),
         metric(&neve, "neve_state_fetch_shed_total"),
     );
+    // Each answer slow, so the ones asked are all in flight at once.
+    let slow = std::time::Duration::from_millis(400);
+    proxy.control().set_override(Some(Fault::Slow(slow)));
     client
         .post(serde_json::to_vec(&asked).unwrap().into())
         .await
         .unwrap();
+    proxy.control().set_override(None);
     let made = metric(&neve, "neve_state_upstream_calls_total") - calls;
     assert!(
         made as usize <= neve_ingest::state_fetch::MAX_WITNESS_FETCHES_IN_FLIGHT,
         "{made} witnesses asked of the node at once"
     );
     assert!(metric(&neve, "neve_state_fetch_shed_total") - shed >= asked.len() as u64 - made);
+
+    // Eight indexers asking one cold trace at once: one replay, its
+    // answer shared.
+    let stored = metric(&neve, "neve_trace_memo_stored_total");
+    let params = json!([quantity(busy[2]), {"tracer": "prestateTracer"}]);
+    let asks = (0..8).map(|_| {
+        let (client, params) = (client.clone(), params.clone());
+        tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
+    });
+    let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
+    for answer in futures_util::future::join_all(asks).await {
+        let (status, got) = answer.unwrap();
+        assert_eq!(status, 200, "{got}");
+        assert_eq!(got["result"], expected["result"]);
+    }
+    assert_eq!(
+        metric(&neve, "neve_trace_memo_stored_total") - stored,
+        1,
+        "one replay for the eight"
+    );
 
     // An upstream without the method: proofs, and it is not asked again.
     proxy
@@ -385,6 +409,81 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     assert!(lacking >= 1, "neve asked for a witness and was refused");
     same(&client, &geth, "debug_traceBlockByNumber", trace(last[1])).await;
     assert_eq!(proxy.control().faults_served(), lacking, "not asked again");
+}
+
+/// A real indexer: paradigm's cryo (PyPI, `tests/clients/cryo-check.py`)
+/// extracts every trace dataset it has (calls, balance, storage, nonce and
+/// code diffs, opcodes) over blocks of the token's traffic and of
+/// `Tracee`'s, through neve and straight from geth: the same rows.
+#[tokio::test(flavor = "multi_thread")]
+async fn cryo_extracts_the_same_rows_through_neve_as_from_geth() {
+    let TokenChain {
+        node,
+        geth,
+        neve,
+        client,
+        head,
+        ..
+    } = neve_on_a_token_chain().await;
+    let (tracee, out_of_gas) = tracee_blocks(&geth).await;
+    // A struct log that reaches a step out of gas is the node's (421), and
+    // cryo gives up on a 421: the opcodes stop short of those blocks.
+    let last = *tracee
+        .iter()
+        .filter(|n| !out_of_gas.contains(n))
+        .max()
+        .unwrap();
+    let tip = *tracee.iter().max().unwrap();
+    neve.wait_for_height(tip, std::time::Duration::from_secs(60))
+        .await;
+    let ranges = [
+        (
+            head - 6,
+            head,
+            "geth_calls geth_balance_diffs geth_storage_diffs geth_nonce_diffs geth_code_diffs",
+        ),
+        (
+            tracee[0],
+            tip,
+            "geth_calls geth_balance_diffs geth_storage_diffs geth_nonce_diffs geth_code_diffs",
+        ),
+        (tracee[0], last, "geth_opcodes"),
+    ];
+    // Each block's state brought in once, as an indexer's first pass would.
+    for number in (head - 6..=head).chain(tracee[0]..=tip) {
+        let params = json!([quantity(number), {"tracer": "callTracer"}]);
+        same(&client, &geth, "debug_traceBlockByNumber", params).await;
+    }
+    let python = neve_devnet::workspace_root().join("tests/clients/.venv/bin/python");
+    let script = neve_devnet::workspace_root().join("tests/clients/cryo-check.py");
+    for (first, last, datasets) in ranges {
+        let mut args = vec![
+            script.display().to_string(),
+            neve.url.clone(),
+            node.http_url().to_string(),
+            first.to_string(),
+            last.to_string(),
+        ];
+        args.extend(datasets.split(' ').map(str::to_string));
+        let python = python.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python).args(&args).output()
+        })
+        .await
+        .unwrap()
+        .expect("python runs (scripts/install-deps.sh makes tests/clients/.venv with cryo)");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "cryo over {first}..={last}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rows: Value = serde_json::from_str(stdout.trim()).unwrap();
+        eprintln!("cryo {first}..={last}: {rows}");
+        for dataset in datasets.split(' ') {
+            assert!(rows[dataset].as_u64().unwrap() > 0, "{dataset}: {rows}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

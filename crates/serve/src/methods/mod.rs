@@ -116,6 +116,24 @@ impl Context {
         }
     }
 
+    /// The key identical traces in flight share one run by (see
+    /// [`Context::trace_key`]); `None` for any other call.
+    pub(crate) fn trace_key_of(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        reads: Reads,
+    ) -> Option<Vec<u8>> {
+        let params = Params::new(params).ok()?;
+        let (row, method) = methods().enumerate().find(|(_, m)| m.name == method)?;
+        let Runs::Executed(executed) = &method.runs else {
+            return None;
+        };
+        let (required, max) = method.arity;
+        params.arity(required, max).ok()?;
+        self.trace_key(memo_tag(row), max, executed, &params, reads)
+    }
+
     /// One call by the table's row for its method: parameters and arity
     /// checked, then answered as the method runs; the gas of runs added
     /// to `gas`.

@@ -256,6 +256,36 @@ impl Context {
             .unwrap_or(Reply::Execute)
     }
 
+    /// The memo's key of a trace (a method pinned to the parent of the
+    /// block it replays, its answers kept), its block located as `reads`
+    /// allows: what identical traces in flight share one run by.
+    pub(crate) fn trace_key(
+        &self,
+        tag: u8,
+        most: usize,
+        executed: &PinnedRun,
+        p: &Params<'_>,
+        reads: Reads,
+    ) -> Option<Vec<u8>> {
+        let Pin::Parent(locate) = executed.pin else {
+            return None;
+        };
+        if !executed.memo || !self.trace_answers.enabled() {
+            return None;
+        }
+        let hash = match locate(self, p, reads).ok()? {
+            Located::Block(_, hash) => hash,
+            Located::After(at) => self.block(at, reads).ok()??.hash(),
+            Located::Reply(_) => return None,
+        };
+        let memo = MemoKey {
+            tag,
+            most,
+            block_param: usize::MAX,
+        };
+        Some(memo.key(&hash, p))
+    }
+
     /// Where answers of a method pinned so are kept: traces apart.
     fn memo(&self, pin: &Pin) -> &super::CallMemo {
         match pin {

@@ -14,6 +14,7 @@ use crate::metrics::CallEnd;
 use crate::rpc::{OwnedCall, Reads, Reply};
 
 use super::Server;
+use super::flights::{FLIGHT_WAIT, Flight, Leader};
 use super::offload::OffWorkers;
 
 /// Calls waiting for or running on the call threads; past this a call is
@@ -106,6 +107,8 @@ impl Server {
         let mut since: Vec<Option<Instant>> = vec![None; calls.len()];
         // Whether each call's witness round is behind it.
         let mut witnessed = vec![self.witnesses_unavailable(); calls.len()];
+        // The traces this request runs for identical ones waiting.
+        let mut leading: Vec<Option<Leader>> = (0..calls.len()).map(|_| None).collect();
         let mut deadline: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
@@ -121,6 +124,13 @@ impl Server {
                     Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into())
                 } else if gas >= MAX_REQUEST_CALL_GAS {
                     Reply::Miss
+                } else if since[i].is_none()
+                    && let Some(reply) = self
+                        .share_flight(method, params.as_deref(), latest, &mut leading[i])
+                        .await
+                {
+                    made[i] = reply_len(&reply);
+                    reply
                 } else {
                     since[i].get_or_insert_with(Instant::now);
                     let (reply, used) = self
@@ -150,6 +160,11 @@ impl Server {
                         replies[i] = Some((Reply::Miss, round > 0));
                     }
                     reply => replies[i] = Some((reply, round > 0)),
+                }
+                if replies[i].is_some() {
+                    // Answered (and kept): the identical traces waiting
+                    // take it from the memo.
+                    leading[i] = None;
                 }
             }
             if again.is_empty() {
@@ -196,6 +211,36 @@ impl Server {
                 reply
             })
             .collect()
+    }
+
+    /// For a trace before its first run here: the answer of an
+    /// identical trace in flight, once it ran (from the memo); else `None`,
+    /// and this one runs, leading the identical ones that come meanwhile
+    /// (`leader` holds its flight until its answer is made).
+    async fn share_flight(
+        &self,
+        method: &str,
+        params: Option<&serde_json::value::RawValue>,
+        latest: Option<u64>,
+        leader: &mut Option<Leader>,
+    ) -> Option<Reply> {
+        let key = self
+            .ctx
+            .trace_key_of(method, params, Reads::in_memory(latest))?;
+        match self.flights.join(key) {
+            Flight::Lead(lead) => {
+                *leader = Some(lead);
+                None
+            }
+            Flight::Follow(mut done) => {
+                let _ = tokio::time::timeout(FLIGHT_WAIT, done.wait_for(|done| *done)).await;
+                match self.ctx.call(method, params, Reads::in_memory(latest)) {
+                    // Not kept (a miss, the leader gone): run it here.
+                    Reply::Execute | Reply::Miss | Reply::Cold | Reply::Fetch(_) => None,
+                    reply => Some(reply),
+                }
+            }
+        }
     }
 
     /// Whether the upstream was found to serve no execution witnesses.

@@ -129,6 +129,7 @@ pub async fn serve(
         fallback,
         clients,
         exports: Arc::new(tokio::sync::Semaphore::new(export::MAX_EXPORTS)),
+        flights: Default::default(),
         started: Instant::now(),
     });
     tokio::spawn(residency::watch(server.clone()));

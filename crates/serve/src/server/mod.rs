@@ -26,6 +26,7 @@ mod batch;
 mod call;
 mod execute;
 mod export;
+mod flights;
 mod health;
 mod heap;
 pub(crate) mod listen;
@@ -81,6 +82,8 @@ pub(crate) struct Server {
     clients: Option<Arc<ClientBudget>>,
     /// Places for `/blocks` exports in flight ([`export::MAX_EXPORTS`]).
     exports: Arc<tokio::sync::Semaphore>,
+    /// Traces in flight, shared by identical ones ([`flights`]).
+    flights: Arc<flights::Flights>,
     started: Instant,
 }
 

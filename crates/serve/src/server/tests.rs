@@ -109,6 +109,7 @@ pub(crate) fn server_configured(
         fallback: None,
         fetch: None,
         exports: Arc::new(tokio::sync::Semaphore::new(export::MAX_EXPORTS)),
+        flights: Default::default(),
         started: Instant::now(),
     };
     std::mem::forget(store); // keep the writer (and its lock) for the reader's lifetime
