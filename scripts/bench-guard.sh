@@ -81,10 +81,19 @@ declare -A FLOOR=(
   # 2026-11-28). The floors guard against previews falling back to the
   # node's cost.
   [simulate/1]=0.5 [simulate/16]=2
+  # Traces: `trace-block` (an indexer's: a block traced whole with
+  # callTracer or prestateTracer) 134.8x at c1 and 278.5x at c16, and
+  # `trace-tx` (an explorer's: a popular transaction with callTracer)
+  # 4.9x and 7.8x, on this guard's chain (2026-11-28); served from the
+  # traces' memo after the pool's first pass, whose cold replays fetch
+  # each block's witness. The floors guard against traces falling back to
+  # a replay (or the node) per request.
+  [trace-block/1]=20 [trace-block/16]=40
+  [trace-tx/1]=1 [trace-tx/16]=2
 )
 # WORKLOADS="…" narrows the run (an A/B against a build that predates a
 # workload); the default is every workload with a floor.
-read -ra WORKLOADS <<<"${WORKLOADS:-randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call simulate}"
+read -ra WORKLOADS <<<"${WORKLOADS:-randblock randblock-full tx receipt block-receipts logs balance storage mix:seeds-read call simulate trace-block trace-tx}"
 CONNS=(1 16)
 
 # neve's state budget (--state-cache-bytes), set here rather than left at

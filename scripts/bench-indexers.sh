@@ -3,7 +3,8 @@
 # prestateTracer (scripts/indexers.py), through neve and straight at geth,
 # in one run on a chain of busy blocks:
 #   - requests a second the indexers got while they had blocks to trace
-#     (each starts BEHIND blocks behind the tip), and their latencies;
+#     (spread over the BEHIND blocks behind the tip; STAGGER=0 starts all
+#     at the oldest, in lockstep), and their latencies;
 #   - the node's CPU per trace request: geth's utime + stime over the run,
 #     less what it spends over as long with no indexers (sealing, the load,
 #     neve following), divided by the traces answered;

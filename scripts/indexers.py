@@ -5,11 +5,13 @@
   indexers.py cold URL GETH_URL BLOCKS          -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
 
-`run`: INDEXERS threads, each starting BEHIND blocks behind the tip and
+`run`: INDEXERS threads, spread over the BEHIND blocks behind the tip
+(each starting at its own block; all at the oldest with STAGGER=0) and
 tracing every block from there on, as fast as answers come, with
 `callTracer` then `prestateTracer` (one connection each, kept alive);
 after SECONDS, what they got: answers, 421s, errors, requests a second
-while they had blocks to trace (until caught up, else the whole run),
+while they had blocks to trace (the answers before each caught up, over
+the time until the last did; else the whole run),
 and latency percentiles.
 
 `cold`: the newest BLOCKS blocks with transactions not traced anywhere
@@ -23,6 +25,7 @@ beside the blocks' own sizes.
 
 import http.client
 import json
+import os
 import sys
 import threading
 import time
@@ -72,17 +75,21 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def run(url, seconds, indexers, behind):
+def run(url, seconds, indexers, behind, stagger=True):
     start_tip = tip(Client(url))
     deadline = time.monotonic() + seconds
     lock = threading.Lock()
-    totals = {"ok": 0, "421": 0, "error": 0, "latencies": [], "caught_up": []}
+    totals = {"ok": 0, "ok_behind": 0, "421": 0, "error": 0, "latencies": [], "caught_up": []}
     started = time.monotonic()
 
     def indexer(i):
         client = Client(url)
-        next_block = max(1, start_tip - behind)
+        # Spread over the backlog, as indexers started at different times
+        # are (all at its start with STAGGER=0).
+        spread = behind * i // indexers if stagger else 0
+        next_block = max(1, start_tip - behind + spread)
         caught_up = None
+        ok_behind = 0
         latencies, ok, missed, errors = [], 0, 0, 0
         while time.monotonic() < deadline:
             try:
@@ -95,6 +102,7 @@ def run(url, seconds, indexers, behind):
             if next_block > head:
                 if caught_up is None:
                     caught_up = time.monotonic() - started
+                    ok_behind = ok
                 time.sleep(0.05)
                 continue
             for config in TRACERS:
@@ -116,6 +124,7 @@ def run(url, seconds, indexers, behind):
             next_block += 1
         with lock:
             totals["ok"] += ok
+            totals["ok_behind"] += ok_behind if caught_up is not None else ok
             totals["421"] += missed
             totals["error"] += errors
             totals["latencies"] += latencies
@@ -135,7 +144,7 @@ def run(url, seconds, indexers, behind):
         {
             "seconds": seconds,
             "busy_seconds": round(busy, 3),
-            "rps_while_behind": round(totals["ok"] / max(busy, 1e-9), 1),
+            "rps_while_behind": round(totals["ok_behind"] / max(busy, 1e-9), 1),
             "p50_ms": round(1e3 * (percentile(latencies, 0.5) or 0), 2),
             "p99_ms": round(1e3 * (percentile(latencies, 0.99) or 0), 2),
             "start_tip": start_tip,
@@ -202,7 +211,8 @@ def sizes(url, count):
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "run":
-        result = run(args[0], float(args[1]), int(args[2]), int(args[3]))
+        result = run(args[0], float(args[1]), int(args[2]), int(args[3]),
+                     os.environ.get("STAGGER", "1") != "0")
     elif mode == "cold":
         result = cold(args[0], args[1], int(args[2]))
     elif mode == "sizes":

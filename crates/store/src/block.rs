@@ -312,32 +312,39 @@ impl Block {
     }
 
     /// Its first `count` transactions' parts (hash, raw encoding, JSON,
-    /// receipt), each section read once: a replay's inputs, whose reads of
-    /// a part at a time would each read and check the chunks around it
-    /// again. `count` past the block's transactions is taken as all.
+    /// receipt), each section's run of them read once: a replay's inputs,
+    /// whose reads of a part at a time would each read and check the
+    /// chunks around it again. Only as far into each section as the
+    /// `count` transactions reach is read. `count` past the block's
+    /// transactions is taken as all.
     pub fn transaction_parts(&self, count: u32) -> Result<TxParts, Unread> {
         let count = count.min(self.tx_count());
-        let entries = self.layout.tx_entry(0).start
-            ..self.layout.tx_entry(0).start + count as usize * format::TX_ENTRY_LEN;
-        let section = |s: Section| -> Result<Bytes, Unread> {
-            if count == 0 {
-                return Ok(Bytes::new());
-            }
-            self.section(s)
+        let first = self.layout.tx_entry(0).start;
+        let mut parts = TxParts {
+            table: self.part(first..first + count as usize * format::TX_ENTRY_LEN)?,
+            full: Bytes::new(),
+            receipts: Bytes::new(),
+            raw: Bytes::new(),
         };
-        let parts = TxParts {
-            table: self.part(entries)?,
-            full: section(Section::Full)?,
-            receipts: section(Section::Receipts)?,
-            raw: section(Section::RawBlock)?,
-        };
-        // Every span checked once, here: the parts are sliced unchecked.
-        for index in 0..count as usize {
-            for (at, within) in [(32, &parts.full), (40, &parts.receipts), (48, &parts.raw)] {
+        for (at, section) in [
+            (32, Section::Full),
+            (40, Section::Receipts),
+            (48, Section::RawBlock),
+        ] {
+            let within = self.layout.section(section as usize);
+            let mut reach = 0;
+            for index in 0..count as usize {
                 let (offset, len) = parts.span(index, at);
-                if offset + len > within.len() {
-                    return Err(self.damaged("a transaction's span runs past its section"));
-                }
+                reach = reach.max(offset + len);
+            }
+            if reach > within.len() {
+                return Err(self.damaged("a transaction's span runs past its section"));
+            }
+            let read = self.part(within.start..within.start + reach)?;
+            match section {
+                Section::Full => parts.full = read,
+                Section::Receipts => parts.receipts = read,
+                _ => parts.raw = read,
             }
         }
         Ok(parts)

@@ -24,9 +24,24 @@ pub struct Control {
     pub(crate) senders_tampered: AtomicU64,
     pub(crate) field_lie: std::sync::Mutex<Option<FieldLie>>,
     pub(crate) field_lies: AtomicU64,
+    pub(crate) watched_method: std::sync::Mutex<Option<&'static str>>,
+    pub(crate) watched_in_flight: AtomicU64,
+    pub(crate) watched_most: AtomicU64,
 }
 
 impl Control {
+    /// Counts the requests naming `method` that are in the proxy at once
+    /// (the most of them at a time: [`Control::most_at_once`]).
+    pub fn watch_method(&self, method: Option<&'static str>) {
+        *self.watched_method.lock().unwrap() = method;
+        self.watched_most.store(0, Ordering::Relaxed);
+    }
+
+    /// The most requests naming the watched method in the proxy at once.
+    pub fn most_at_once(&self) -> u64 {
+        self.watched_most.load(Ordering::Relaxed)
+    }
+
     /// While set, every JSON-RPC request gets this fault instead of the
     /// schedule's.
     pub fn set_override(&self, fault: Option<Fault>) {

@@ -103,6 +103,10 @@ async fn handle(
     let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
         return answer(StatusCode::BAD_REQUEST, "");
     };
+    let watched = *control.watched_method.lock().unwrap();
+    let _watch = watched
+        .filter(|method| body.windows(method.len()).any(|w| w == method.as_bytes()))
+        .map(|_| InFlight::enter(control));
     let failing = *control.fail_matching.lock().unwrap();
     if let Some(text) = failing
         && body.windows(text.len()).any(|w| w == text.as_bytes())
@@ -142,6 +146,23 @@ async fn handle(
     }
     let forwarded = tell_lies(control, fault, forwarded);
     answer(status, forwarded)
+}
+
+/// A request of the watched method in the proxy, counted while it is.
+struct InFlight<'a>(&'a Control);
+
+impl<'a> InFlight<'a> {
+    fn enter(control: &'a Control) -> Self {
+        let now = control.watched_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        control.watched_most.fetch_max(now, Ordering::Relaxed);
+        InFlight(control)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.watched_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Forwards a `GET` (another neve's `/health` and `/blocks`), a stream

@@ -20,20 +20,21 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::FetchError;
-use super::fetcher::{Inner, Purpose};
+use super::fetcher::{FETCH_TIMEOUT, Inner, Purpose};
 use super::proof::{decode_hex, hex};
 
 /// Most headers a witness may carry: `BLOCKHASH` reaches 256 blocks back.
 const MAX_WITNESS_HEADERS: usize = 256;
 
 /// Most witness fetches (from the upstream, or a held one verified again)
-/// under way at once, apart from the proofs' [`MAX_FETCHES_IN_FLIGHT`]: a
-/// witness costs the node a block's execution (which it does not stop
-/// when neve gives up), so a client asking for many blocks' cannot pile
-/// work on it, nor take the slots state reads fetch through with. One past
-/// it is not fetched (the replay fetches proofs). Default is 4.
+/// under way at once: a witness costs the node a block's execution (which
+/// it does not stop when neve gives up), so a client asking for many
+/// blocks' cannot pile work on it. The ones past it wait their turn (each
+/// one of the [`MAX_FETCHES_IN_FLIGHT`], for [`FETCH_TIMEOUT`] at most;
+/// then it is shed, and the replay fetches proofs). Default is 4.
 ///
 /// [`MAX_FETCHES_IN_FLIGHT`]: super::MAX_FETCHES_IN_FLIGHT
+/// [`FETCH_TIMEOUT`]: super::FETCH_TIMEOUT
 pub const MAX_WITNESS_FETCHES_IN_FLIGHT: usize = 4;
 
 /// Largest witness answer read from the upstream; past it the answer is
@@ -115,7 +116,10 @@ impl Inner {
     ) -> Result<(), FetchError> {
         let started = std::time::Instant::now();
         let witnesses = &self.state.witnesses;
-        let Ok(_slot) = self.witness_slots.try_acquire() else {
+        // Waiting for a slot is bounded by the fetches in flight
+        // ([`MAX_FETCHES_IN_FLIGHT`]) and by the fetch's own time.
+        let slot = tokio::time::timeout(FETCH_TIMEOUT, self.witness_slots.acquire()).await;
+        let Ok(Ok(_slot)) = slot else {
             self.state.counters.shed.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         };

@@ -26,6 +26,9 @@ pub(crate) struct Reads {
     /// run; a run again after a fetch keeps it): a trace's time bound
     /// counts from here, across its rounds.
     pub(crate) since: Option<std::time::Instant>,
+    /// A replay's witness round is behind it: what it misses is fetched
+    /// as proofs from here on.
+    pub(crate) witness_asked: bool,
 }
 
 /// Whether a call may wait for the disk: never on an async worker, which
@@ -47,6 +50,7 @@ impl Reads {
             waits: Waits::Never,
             latest,
             since: None,
+            witness_asked: false,
         }
     }
 
@@ -56,6 +60,7 @@ impl Reads {
             waits: Waits::ForDisk,
             latest,
             since: None,
+            witness_asked: false,
         }
     }
 }

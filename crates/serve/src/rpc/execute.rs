@@ -132,6 +132,7 @@ impl Context {
         // A replay over a parent whose root is not even held would only
         // learn that it needs everything: the block's witness first.
         if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
+            && !reads.witness_asked
             && state.node(&facts.state_root.0).is_none()
         {
             return Ok(Reply::Fetch(vec![witness_request(hash, &facts)]));

@@ -23,6 +23,7 @@ pub enum Outcome {
 }
 
 /// The answer to one call, before the envelope.
+#[derive(Clone)]
 pub(crate) enum Reply {
     /// A result, as chunks of JSON.
     Result(Vec<Bytes>),

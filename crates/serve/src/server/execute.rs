@@ -126,7 +126,7 @@ impl Server {
                     Reply::Miss
                 } else if since[i].is_none()
                     && let Some(reply) = self
-                        .share_flight(method, params.as_deref(), latest, &mut leading[i])
+                        .share_flight(method, params.as_deref(), latest, &mut leading, i)
                         .await
                 {
                     made[i] = reply_len(&reply);
@@ -134,7 +134,7 @@ impl Server {
                 } else {
                     since[i].get_or_insert_with(Instant::now);
                     let (reply, used) = self
-                        .run_call(method, params.clone(), latest, since[i])
+                        .run_call(method, params.clone(), latest, since[i], witnessed[i])
                         .await;
                     gas = gas.saturating_add(used);
                     ran[i] = true;
@@ -147,8 +147,14 @@ impl Server {
                             && self.ctx.config.state_fetch_timeout.is_some()
                             && round + 1 < MAX_CALL_ROUNDS =>
                     {
-                        fetches.extend(this_round(requests, &mut witnessed[i]));
-                        again.push(i);
+                        let round = this_round(requests, &mut witnessed[i]);
+                        if round.is_empty() {
+                            // Nothing to fetch: another run would miss alike.
+                            replies[i] = Some((Reply::Miss, true));
+                        } else {
+                            fetches.extend(round);
+                            again.push(i);
+                        }
                     }
                     Reply::Fetch(requests) => {
                         // Fetching off: warm in the background, answer 421.
@@ -161,10 +167,9 @@ impl Server {
                     }
                     reply => replies[i] = Some((reply, round > 0)),
                 }
-                if replies[i].is_some() {
-                    // Answered (and kept): the identical traces waiting
-                    // take it from the memo.
-                    leading[i] = None;
+                if let (Some((reply, _)), Some(leader)) = (&replies[i], leading[i].take()) {
+                    // The identical traces waiting take its answer.
+                    leader.finish(reply);
                 }
             }
             if again.is_empty() {
@@ -213,33 +218,50 @@ impl Server {
             .collect()
     }
 
-    /// For a trace before its first run here: the answer of an
-    /// identical trace in flight, once it ran (from the memo); else `None`,
-    /// and this one runs, leading the identical ones that come meanwhile
-    /// (`leader` holds its flight until its answer is made).
+    /// For a trace before its first run here: its kept answer, or that
+    /// of an identical trace in flight once it ran; else `None`, and this
+    /// one runs, leading the identical ones that come meanwhile
+    /// (`leading[i]` holds its flight until its answer is made). A request
+    /// that leads a flight waits on none (two batches asking the same
+    /// traces in opposite orders would wait on each other), and nothing
+    /// waits on its own request's flight.
     async fn share_flight(
         &self,
         method: &str,
         params: Option<&serde_json::value::RawValue>,
         latest: Option<u64>,
-        leader: &mut Option<Leader>,
+        leading: &mut [Option<Leader>],
+        i: usize,
     ) -> Option<Reply> {
         let key = self
             .ctx
             .trace_key_of(method, params, Reads::in_memory(latest))?;
-        match self.flights.join(key) {
+        let kept = || match self.ctx.call(method, params, Reads::in_memory(latest)) {
+            Reply::Execute | Reply::Miss | Reply::Cold | Reply::Fetch(_) => None,
+            reply => Some(reply),
+        };
+        // Leading a flight (this trace's own among them), it waits on none.
+        let waits = leading.iter().all(Option::is_none);
+        match self.flights.join(key, waits) {
             Flight::Lead(lead) => {
-                *leader = Some(lead);
-                None
+                // Answered since the worker looked: no run.
+                let reply = kept();
+                if reply.is_none() {
+                    leading[i] = Some(lead);
+                }
+                reply
             }
             Flight::Follow(mut done) => {
-                let _ = tokio::time::timeout(FLIGHT_WAIT, done.wait_for(|done| *done)).await;
-                match self.ctx.call(method, params, Reads::in_memory(latest)) {
-                    // Not kept (a miss, the leader gone): run it here.
-                    Reply::Execute | Reply::Miss | Reply::Cold | Reply::Fetch(_) => None,
-                    reply => Some(reply),
+                let _ = tokio::time::timeout(FLIGHT_WAIT, done.wait_for(Option::is_some)).await;
+                let shared = done.borrow().clone();
+                match shared {
+                    Some(Some(reply)) => Some(reply),
+                    // The leader gone without an answer: the memo, else a
+                    // run here.
+                    _ => kept(),
                 }
             }
+            Flight::Alone => kept(),
         }
     }
 
@@ -265,6 +287,7 @@ impl Server {
         params: Option<Box<serde_json::value::RawValue>>,
         latest: Option<u64>,
         since: Option<Instant>,
+        witness_asked: bool,
     ) -> (Reply, u64) {
         let queue = OffWorkers {
             pool: &self.calls,
@@ -292,6 +315,7 @@ impl Server {
                 move || {
                     let reads = Reads {
                         since,
+                        witness_asked,
                         ..Reads::from_disk(latest)
                     };
                     let execution = ctx.execute(&method, params.as_deref(), reads);

@@ -1,9 +1,9 @@
 //! Identical traces in flight share one replay: ten indexers asking for a
 //! new block's trace at once are one run on the call threads, the first
 //! asker's; the others wait for it ([`FLIGHT_WAIT`] at most) and take its
-//! answer from the traces' memo. Keyed by the memo's key, so only what the
-//! memo would answer alike is shared. At most one entry per trace queued
-//! on the call threads ([`super::execute::MAX_QUEUED_CALLS`]).
+//! answer. Keyed by the traces' memo key (the replayed block's hash and
+//! the request), so only what the memo would answer alike is shared. At
+//! most [`MAX_FLIGHTS`] at once; past it a trace runs alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,38 +11,57 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::rpc::Reply;
+
 /// How long a trace waits for an identical one in flight before it runs
 /// itself: a replay's fetches and runs together (`--state-fetch-timeout`,
 /// 1 s by default, and the trace time bound, 5 s). Default is 6 s.
 pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(6);
 
+/// Most traces in flight shared at once (their keys are the requests'
+/// parameters, up to a request's size each). Default is 1,024.
+pub(crate) const MAX_FLIGHTS: usize = 1024;
+
+/// What a flight came to: `None` while it runs; then its answer, or
+/// `Some(None)` when its leader went without one.
+type Outcome = Option<Option<Reply>>;
+
 /// The traces in flight, by their memo key.
 #[derive(Default)]
-pub(super) struct Flights(Mutex<HashMap<Vec<u8>, watch::Receiver<bool>>>);
+pub(super) struct Flights(Mutex<HashMap<Vec<u8>, watch::Receiver<Outcome>>>);
 
-/// Whether a trace leads (runs) or follows (waits for the leader).
+/// Whether a trace leads (runs), follows (waits for the leader), or runs
+/// alone.
 pub(super) enum Flight {
-    /// It runs; the others are let go when this is dropped.
+    /// It runs; the others get its answer ([`Leader::finish`]).
     Lead(Leader),
-    /// An identical trace runs: wait for it.
-    Follow(watch::Receiver<bool>),
+    /// An identical trace runs: wait for its outcome.
+    Follow(watch::Receiver<Outcome>),
+    /// Not shared: its request may not wait, or too many are in flight.
+    Alone,
 }
 
-/// A trace in flight, ended when dropped.
+/// A trace in flight, ended when finished or dropped.
 pub(super) struct Leader {
     flights: Arc<Flights>,
     key: Vec<u8>,
-    done: watch::Sender<bool>,
+    done: watch::Sender<Outcome>,
 }
 
 impl Flights {
-    /// Joins the flight of `key`, or starts it.
-    pub(super) fn join(self: &Arc<Self>, key: Vec<u8>) -> Flight {
+    /// Joins the flight of `key` (when `may_wait`), or starts it.
+    pub(super) fn join(self: &Arc<Self>, key: Vec<u8>, may_wait: bool) -> Flight {
         let mut flights = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(done) = flights.get(&key) {
-            return Flight::Follow(done.clone());
+            return match may_wait {
+                true => Flight::Follow(done.clone()),
+                false => Flight::Alone,
+            };
         }
-        let (done, waiting) = watch::channel(false);
+        if flights.len() >= MAX_FLIGHTS {
+            return Flight::Alone;
+        }
+        let (done, waiting) = watch::channel(None);
         flights.insert(key.clone(), waiting);
         Flight::Lead(Leader {
             flights: self.clone(),
@@ -58,6 +77,13 @@ impl Flights {
     }
 }
 
+impl Leader {
+    /// Ends the flight with its answer, for the ones waiting.
+    pub(super) fn finish(self, reply: &Reply) {
+        let _ = self.done.send(Some(Some(reply.clone())));
+    }
+}
+
 impl Drop for Leader {
     fn drop(&mut self) {
         self.flights
@@ -65,7 +91,13 @@ impl Drop for Leader {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.key);
-        let _ = self.done.send(true);
+        self.done.send_if_modified(|outcome| {
+            let unset = outcome.is_none();
+            if unset {
+                *outcome = Some(None);
+            }
+            unset
+        });
     }
 }
 
@@ -74,19 +106,49 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn followers_wait_for_the_leader_and_the_flight_ends_with_it() {
+    async fn followers_take_the_leaders_answer_and_the_flight_ends_with_it() {
         let flights = Arc::new(Flights::default());
-        let Flight::Lead(leader) = flights.join(b"trace".to_vec()) else {
+        let Flight::Lead(leader) = flights.join(b"trace".to_vec(), true) else {
             panic!("the first leads");
         };
-        let Flight::Follow(mut done) = flights.join(b"trace".to_vec()) else {
+        let Flight::Follow(mut done) = flights.join(b"trace".to_vec(), true) else {
             panic!("the second follows");
         };
-        assert!(matches!(flights.join(b"another".to_vec()), Flight::Lead(_)));
+        assert!(matches!(
+            flights.join(b"trace".to_vec(), false),
+            Flight::Alone
+        ));
+        assert!(matches!(
+            flights.join(b"another".to_vec(), true),
+            Flight::Lead(_)
+        ));
         assert_eq!(flights.len(), 1, "a leader dropped ends its flight");
-        drop(leader);
-        done.wait_for(|d| *d).await.unwrap();
+        leader.finish(&Reply::json("[]"));
+        done.wait_for(Option::is_some).await.unwrap();
+        assert!(matches!(&*done.borrow(), Some(Some(Reply::Result(_)))));
         assert_eq!(flights.len(), 0);
-        assert!(matches!(flights.join(b"trace".to_vec()), Flight::Lead(_)));
+        // A leader gone without an answer lets its followers go empty.
+        let Flight::Lead(leader) = flights.join(b"trace".to_vec(), true) else {
+            panic!("a new flight");
+        };
+        let Flight::Follow(mut done) = flights.join(b"trace".to_vec(), true) else {
+            panic!("follows");
+        };
+        drop(leader);
+        done.wait_for(Option::is_some).await.unwrap();
+        assert!(matches!(&*done.borrow(), Some(None)));
+    }
+
+    #[test]
+    fn past_the_bound_traces_run_alone() {
+        let flights = Arc::new(Flights::default());
+        let leaders: Vec<_> = (0..MAX_FLIGHTS)
+            .map(|i| flights.join(i.to_be_bytes().to_vec(), true))
+            .collect();
+        assert!(leaders.iter().all(|f| matches!(f, Flight::Lead(_))));
+        assert!(matches!(
+            flights.join(b"one more".to_vec(), true),
+            Flight::Alone
+        ));
     }
 }
