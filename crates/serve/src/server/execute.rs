@@ -2,7 +2,9 @@
 //! one thread per core with a bounded queue. A call that read state not
 //! held comes back naming it ([`Reply::Fetch`]); the fetches run, and the
 //! call runs again, at most [`MAX_CALL_ROUNDS`] times and within
-//! `--state-fetch-timeout` from the first fetch; then it is a miss (421).
+//! `--state-fetch-timeout` from the first fetch (a replay's block witness
+//! within [`WITNESS_WAIT`], and what it left within the timeout again);
+//! then it is a miss (421).
 //! With fetching off, a call that misses is a miss at once.
 
 use std::sync::Arc;
@@ -61,6 +63,13 @@ fn this_round(
         .collect()
 }
 
+/// How long a replay waits for its block's witness, past
+/// `--state-fetch-timeout`: the node executes the block to make it, as
+/// long as one of its own traces takes, and longer when it is busy. Past
+/// it the trace is a miss (the witness still warms the next). Default is
+/// 5 s (geth's trace timeout).
+pub(crate) const WITNESS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A call handed to the call threads.
 pub(super) struct DeferredCall {
     pub(super) call: OwnedCall,
@@ -109,7 +118,7 @@ impl Server {
         let mut witnessed = vec![self.witnesses_unavailable(); calls.len()];
         // The traces this request runs for identical ones waiting.
         let mut leading: Vec<Option<Leader>> = (0..calls.len()).map(|_| None).collect();
-        let mut deadline: Option<Instant> = None;
+        let mut deadline_at: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
             let mut again = Vec::new();
@@ -176,21 +185,29 @@ impl Server {
                 break;
             }
             let timeout = self.ctx.config.state_fetch_timeout.expect("checked above");
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+            let deadline = *deadline_at.get_or_insert_with(|| Instant::now() + timeout);
             let fetch = self.fetch.as_ref().expect("checked above");
-            // A witness may be slow in coming (the node executes the
-            // block): it waits half the time left at most, and the proofs
-            // round after has the rest.
+            // A witness is slow in coming (the node executes the block to
+            // make it): it is waited for up to [`WITNESS_WAIT`]. Proofs of
+            // what a whole block reads instead would be thousands of calls.
             let witness_round = fetches
                 .iter()
                 .any(|r| matches!(r, neve_state::FetchRequest::Witness(_)));
             let waits: Vec<_> = fetches.into_iter().map(|r| fetch.fetch(r)).collect();
             let left = deadline.saturating_duration_since(Instant::now());
-            let wait = if witness_round { left / 2 } else { left };
+            let wait = if witness_round {
+                left.max(WITNESS_WAIT)
+            } else {
+                left
+            };
             let timed_out = tokio::time::timeout(wait, futures_util::future::join_all(waits))
                 .await
                 .is_err();
-            if timed_out && !witness_round {
+            if witness_round && !timed_out {
+                // What the witness left to fetch gets the read's own time.
+                deadline_at = Some(Instant::now() + timeout);
+            }
+            if timed_out {
                 for i in &again {
                     replies[*i] = Some((Reply::Miss, true));
                 }
