@@ -40,9 +40,12 @@ mod tests;
 mod touched;
 mod witness;
 
-pub use fetcher::{FETCH_TIMEOUT, MAX_FETCHES_IN_FLIGHT, ProofFetcher};
+pub use fetcher::{
+    FETCH_TIMEOUT, MAX_FETCHES_IN_FLIGHT, MAX_WITNESS_ANSWER_BYTES, MAX_WITNESS_FETCHES_IN_FLIGHT,
+    ProofFetcher,
+};
 pub use hot_keys::{HOT_KEYS_SAVE_EVERY, MAX_HOT_KEYS_FILE_BYTES, save_hot_keys};
 pub use prefetch::{DEFAULT_PREFETCH_RATE, prefetch};
 pub use refresh::TouchSource;
 pub use touched::{MAX_TOUCHED_ANSWER_BYTES, MAX_TOUCHED_KEYS_PER_BLOCK};
-pub use witness::{MAX_WITNESS_ANSWER_BYTES, MAX_WITNESS_FETCHES_IN_FLIGHT, MAX_WITNESS_ITEMS};
+pub use witness::MAX_WITNESS_ITEMS;

@@ -235,7 +235,7 @@ fn ingest_settings(
             coreth_upstream: matches!(args.upstream_kind, UpstreamKind::Avalanchego),
             prefetch_rate: args.state_prefetch_rate,
             witness_bytes: args.witness_bytes.usize(),
-            witness_prefetch: args.witness_prefetch,
+            witness_prefetch: args.witness_prefetch == Switch::On,
             // A neve upstream says what each block touched; a node's
             // tracer is asked otherwise.
             touches: match (args.state_refresh, mirror) {

@@ -69,25 +69,8 @@ async fn gets_witnesses_are_reached_whole_from_the_parents_root() {
         // neve's, by number (fetched through) and by hash (kept): geth's
         // bytes.
         for at in [json!(quantity(number)), block["hash"].clone()] {
-            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "debug_executionWitness", "params": [at]})
-                .to_string();
-            let (_, ours) = client.post(body.clone().into()).await.unwrap();
-            let (_, theirs) = geth.post(body.into()).await.unwrap();
-            let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
-            let (ours, theirs) = (text(&ours), text(&theirs));
-            if ours != theirs {
-                let at = ours
-                    .bytes()
-                    .zip(theirs.bytes())
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(ours.len().min(theirs.len()));
-                let around = |t: &str| t[at.saturating_sub(80)..(at + 80).min(t.len())].to_string();
-                panic!(
-                    "block {number}: bytes differ at {at}\n  geth: {}\n  neve: {}",
-                    around(&theirs),
-                    around(&ours)
-                );
-            }
+            support::calls::same_bytes(&client, &geth, "debug_executionWitness", &json!([at]))
+                .await;
         }
         blocks += 1;
         witness_bytes += witnessed.bytes;

@@ -16,7 +16,6 @@ use tokio::sync::{Semaphore, watch};
 
 use super::error::FetchError;
 use super::proof::{decode_and_verify, hex, with_value_slots};
-use super::witness::{MAX_WITNESS_ANSWER_BYTES, MAX_WITNESS_FETCHES_IN_FLIGHT};
 
 /// Most fetches (fetch-through and prefetch together) under way at once; a
 /// read that would start another is a miss at once (and counted as shed),
@@ -28,6 +27,20 @@ pub const MAX_FETCHES_IN_FLIGHT: usize = 64;
 /// deadline on purpose: an answer that arrives after the read gave up still
 /// warms the store for the next one. Default is 5 s.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most witness fetches (from the upstream, or a held one verified again)
+/// under way at once: a witness costs the node a block's execution (which
+/// it does not stop when neve gives up), so a client asking for many
+/// blocks' cannot pile work on it. The ones past it wait their turn (each
+/// one of the [`MAX_FETCHES_IN_FLIGHT`], for [`FETCH_TIMEOUT`] at most;
+/// then it is shed, and the replay fetches proofs). Default is 4.
+pub const MAX_WITNESS_FETCHES_IN_FLIGHT: usize = 4;
+
+/// Largest witness answer read from the upstream; past it the answer is
+/// not read and the block's replays fetch proofs. A witness is about 4×
+/// its block's bytes as hex: this is a block of some 16 MB. Default is
+/// 64 MiB.
+pub const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 20;
 
 /// Who a fetch is for, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

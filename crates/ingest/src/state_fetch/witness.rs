@@ -26,23 +26,6 @@ use super::proof::{decode_hex, hex};
 /// Most headers a witness may carry: `BLOCKHASH` reaches 256 blocks back.
 const MAX_WITNESS_HEADERS: usize = 256;
 
-/// Most witness fetches (from the upstream, or a held one verified again)
-/// under way at once: a witness costs the node a block's execution (which
-/// it does not stop when neve gives up), so a client asking for many
-/// blocks' cannot pile work on it. The ones past it wait their turn (each
-/// one of the [`MAX_FETCHES_IN_FLIGHT`], for [`FETCH_TIMEOUT`] at most;
-/// then it is shed, and the replay fetches proofs). Default is 4.
-///
-/// [`MAX_FETCHES_IN_FLIGHT`]: super::MAX_FETCHES_IN_FLIGHT
-/// [`FETCH_TIMEOUT`]: super::FETCH_TIMEOUT
-pub const MAX_WITNESS_FETCHES_IN_FLIGHT: usize = 4;
-
-/// Largest witness answer read from the upstream; past it the answer is
-/// not read and the block's replays fetch proofs. A witness is about 4×
-/// its block's bytes as hex: this is a block of some 16 MB. Default is
-/// 64 MiB.
-pub const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 20;
-
 /// Most nodes and codes one witness may carry (a block of 1,000
 /// transactions reads some thousands); past it the witness is refused
 /// before anything is decoded. Default is 262,144.

@@ -279,8 +279,8 @@ pub struct ServeArgs {
     /// Fetch each new block's execution witness as it is stored, before a
     /// trace asks (one upstream call a block; for mirrors whose clients
     /// trace every new block).
-    #[arg(long, help_heading = STATE)]
-    pub(super) witness_prefetch: bool,
+    #[arg(long, value_enum, default_value_t = Switch::Off, help_heading = STATE)]
+    pub(super) witness_prefetch: Switch,
     /// Keys read at `latest` that prefetch keeps fresh as blocks arrive.
     #[arg(long, default_value_t = neve_state::DEFAULT_HOT_KEYS, help_heading = STATE)]
     pub(super) state_hot_keys: usize,

@@ -168,3 +168,26 @@ pub async fn over_budget(client: &RpcClient) -> bool {
     let answer = client.post(chain_id.to_string().into()).await;
     format!("{answer:?}").contains("status: 429")
 }
+
+/// neve's answer is geth's byte for byte, as an indexer comparing raw
+/// answers sees it.
+pub async fn same_bytes(neve: &RpcClient, geth: &RpcClient, method: &str, params: &Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+    let (_, ours) = neve.post(body.clone().into()).await.unwrap();
+    let (_, theirs) = geth.post(body.into()).await.unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
+    let (ours, theirs) = (text(&ours), text(&theirs));
+    if ours != theirs {
+        let at = ours
+            .bytes()
+            .zip(theirs.bytes())
+            .position(|(a, b)| a != b)
+            .unwrap_or(ours.len().min(theirs.len()));
+        let around = |t: &str| t[at.saturating_sub(80)..(at + 80).min(t.len())].to_string();
+        panic!(
+            "{method} {params}: bytes differ at {at}\n  geth: {}\n  neve: {}",
+            around(&theirs),
+            around(&ours)
+        );
+    }
+}
