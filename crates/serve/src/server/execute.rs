@@ -253,13 +253,11 @@ impl Server {
         let key = self
             .ctx
             .trace_key_of(method, params, Reads::in_memory(latest))?;
-        let kept = || match self.ctx.call(method, params, Reads::in_memory(latest)) {
-            Reply::Execute | Reply::Miss | Reply::Cold | Reply::Fetch(_) => None,
-            reply => Some(reply),
-        };
+        // The memo looked up by the key already made, not the block again.
+        let kept = || self.ctx.trace_answers.get(&key);
         // Leading a flight (this trace's own among them), it waits on none.
         let waits = leading.iter().all(Option::is_none);
-        match self.flights.join(key, waits) {
+        match self.flights.join(key.clone(), waits) {
             Flight::Lead(lead) => {
                 // Answered since the worker looked: no run.
                 let reply = kept();
