@@ -51,12 +51,26 @@ fn word(value: u64) -> String {
 }
 
 /// Sends `txs` from the dev account at once (a block may take several)
-/// and waits for their receipts; returns them.
+/// and waits for their receipts; returns them. The nonces are numbered
+/// here: a dev geth asked for the next one while it seals a block can give
+/// one already taken ("replacement transaction underpriced").
 async fn send_all(geth: &RpcClient, txs: &[Value]) -> Vec<Value> {
+    let mut nonce = 0;
+    for tag in ["latest", "pending"] {
+        let count: String = geth
+            .call(
+                "eth_getTransactionCount",
+                json!([neve_devnet::GETH_DEV_ADDRESS, tag]),
+            )
+            .await
+            .unwrap();
+        nonce = nonce.max(neve_upstream::parse_quantity(&count).unwrap());
+    }
     let mut hashes = Vec::new();
-    for tx in txs {
+    for (tx, nonce) in txs.iter().zip(nonce..) {
         let mut tx = tx.clone();
         tx["from"] = json!(neve_devnet::GETH_DEV_ADDRESS);
+        tx["nonce"] = json!(quantity(nonce));
         tx.as_object_mut()
             .unwrap()
             .entry("gas")
