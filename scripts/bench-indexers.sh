@@ -9,7 +9,9 @@
 #     less what it spends over as long with no indexers (sealing, the load,
 #     neve following), divided by the traces answered;
 #   - the first trace of a block nobody asked before (cold memo, cold
-#     witness) through neve against geth's, one at a time;
+#     witness) through neve against geth's, one at a time: newest first
+#     (nothing held for any), then newer blocks oldest first (each one's
+#     parent traced just before, as an indexer following the chain does);
 #   - each block's witness bytes beside the block's own.
 #
 #   scripts/bench-indexers.sh [SECONDS]        # per run; default 30
@@ -58,16 +60,22 @@ PY
 start=$(head_of "$geth_url")
 until [ "$(head_of "$geth_url")" -ge $((start + 8)) ]; do sleep 1; done
 $py cold "$url" "$geth_url" 6 >"$work/cold.json"
+# Then newer blocks nobody traced, oldest first: each one's parent was
+# traced just before it (the first one's excepted).
+start=$(head_of "$geth_url")
+until [ "$(head_of "$geth_url")" -ge $((start + 7)) ]; do sleep 1; done
+$py cold "$url" "$geth_url" 6 up >"$work/cold-up.json"
 $py sizes "$url" 12 >"$work/sizes.json"
-python3 - "$work/cold.json" "$work/sizes.json" <<'PY'
+python3 - "$work/cold.json" "$work/cold-up.json" "$work/sizes.json" <<'PY'
 import json, sys
-cold, sizes = (json.load(open(p)) for p in sys.argv[1:])
-for b in cold["blocks"]:
-    print(f"  cold block {b['block']}: neve {b['neve_ms']} ms ({b['neve_status']}), geth {b['geth_ms']} ms, "
-          f"geth's witness {b['witness_ms']} ms")
-print(f"cold trace p50: neve {cold['neve_p50_ms']} ms, geth {cold['geth_p50_ms']} ms "
-      f"(geth's witness alone {cold['witness_p50_ms']} ms; {cold['neve_421']} 421)")
+cold, up, sizes = (json.load(open(p)) for p in sys.argv[1:])
+for name, c in (("nothing held", cold), ("its parent traced", up)):
+    for b in c["blocks"]:
+        print(f"  cold block {b['block']} ({name}): neve {b['neve_ms']} ms ({b['neve_status']}), "
+              f"geth {b['geth_ms']} ms, geth's witness {b['witness_ms']} ms")
+    print(f"cold trace p50, {name}: neve {c['neve_p50_ms']} ms, geth {c['geth_p50_ms']} ms "
+          f"(geth's witness alone {c['witness_p50_ms']} ms; {c['neve_421']} 421)")
 print(f"witness: {sizes['witness_bytes_per_block']} bytes a block as served, the block's "
       f"{sizes['block_bytes_per_block']} ({sizes['ratio']}x, {sizes['blocks']} blocks)")
 PY
-curl -s "$url/metrics" | grep -E '^neve_trace_|^neve_state_witness|^neve_state_fetch|^neve_state_upstream' | sed 's/^/  /'
+curl -s "$url/metrics" | grep -E '^neve_trace_|^neve_state_witness|^neve_state_post|^neve_state_fetch|^neve_state_upstream' | sed 's/^/  /'

@@ -2,7 +2,7 @@
 """Indexers tracing a growing chain, as explorers and pipelines do.
 
   indexers.py run URL SECONDS INDEXERS BEHIND   -> JSON on stdout
-  indexers.py cold URL GETH_URL BLOCKS          -> JSON on stdout
+  indexers.py cold URL GETH_URL BLOCKS [up]     -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
 
 `run`: INDEXERS threads, spread over the BEHIND blocks behind the tip
@@ -17,7 +17,9 @@ and latency percentiles.
 `cold`: the newest BLOCKS blocks with transactions not traced anywhere
 yet, each traced once with `callTracer` through URL (a cold memo, and a
 cold witness unless prefetched) and once through GETH_URL, one at a time;
-the latencies side by side.
+the latencies side by side. Newest first, so no block's parent was
+traced before it; with `up`, oldest first, so each one's parent was
+(the first's excepted), as for an indexer following the chain.
 
 `sizes`: the newest BLOCKS blocks' witness answers (as URL serves them)
 beside the blocks' own sizes.
@@ -164,10 +166,15 @@ def blocks_with_transactions(client, count):
     return out
 
 
-def cold(url, geth_url, count):
+def cold(url, geth_url, count, upward=False):
     neve, geth = Client(url), Client(geth_url)
     out = []
-    for i, (number, _) in enumerate(blocks_with_transactions(geth, count)):
+    blocks = blocks_with_transactions(geth, count)
+    if upward:
+        # Oldest first: each block's parent traced just before it, as an
+        # indexer following the chain traces it.
+        blocks.reverse()
+    for i, (number, _) in enumerate(blocks):
         row = {"block": number}
         # Whoever goes second finds the node's caches warm: each first in turn.
         order = [("neve", neve), ("geth", geth)]
@@ -214,7 +221,7 @@ if __name__ == "__main__":
         result = run(args[0], float(args[1]), int(args[2]), int(args[3]),
                      os.environ.get("STAGGER", "1") != "0")
     elif mode == "cold":
-        result = cold(args[0], args[1], int(args[2]))
+        result = cold(args[0], args[1], int(args[2]), args[3:] == ["up"])
     elif mode == "sizes":
         result = sizes(args[0], int(args[1]))
     else:

@@ -30,6 +30,7 @@ mod revert;
 mod rules;
 mod run;
 pub mod simulate;
+mod state_root;
 mod system;
 pub mod trace;
 mod tracer;

@@ -173,7 +173,7 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
         tokio::time::sleep(std::time::Duration::from_secs(900)).await;
     }
     let only = std::env::var("NEVE_TRACE_CONFIG").ok();
-    let mut traced = 0;
+    let (mut traced, mut blocks) = (0, 0u64);
     // Every block of the tail, the ones through `Tracee` last.
     for number in (1..=head).chain(tracee) {
         let block = block(&geth, number).await;
@@ -227,8 +227,28 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
             }
             traced += 1;
         }
+        blocks += 1;
     }
     assert!(traced > 10, "{traced} blocks traced");
+    // Every block replayed whole left its post-state, hashed to its
+    // header's root; a block after one traced replayed over it, and asked
+    // the node for no witness.
+    let kept = metric(&_neve, "neve_state_post_states_kept_total");
+    let witnesses = metric(&_neve, "neve_state_witnesses_fetched_total");
+    assert_eq!(metric(&_neve, "neve_state_post_states_unlike_total"), 0);
+    let unkept = metric(&_neve, "neve_state_post_states_unkept_total");
+    if only.is_none() {
+        // (One left unkept is a node a deletion folds into, not held.)
+        assert_eq!(kept + unkept, blocks, "post-states computed");
+        assert!(
+            kept * 4 >= blocks * 3,
+            "{kept} post-states kept of {blocks}"
+        );
+        assert!(
+            witnesses < blocks / 2,
+            "{witnesses} witnesses for {blocks} blocks"
+        );
+    }
 }
 
 /// A tree of mirrors traces without asking the node for more than each
@@ -282,9 +302,24 @@ async fn a_mirror_of_a_mirror_traces_from_witnesses_as_geth_does() {
         at_once, blocks,
         "every block's first trace answered at once"
     );
+    // The leaf replayed each block over its witness, fetched down the
+    // tree (each level verifying it), or over the state its replay of the
+    // block before kept (the Tracee's blocks follow one another), and what
+    // that left as proofs.
+    let kept = metric(&leaf, "neve_state_post_states_kept_total");
+    let fetched = metric(&leaf, "neve_state_witnesses_fetched_total");
+    let unkept = metric(&leaf, "neve_state_post_states_unkept_total");
+    eprintln!(
+        "the leaf: {fetched} witnesses, {kept} post-states kept, {unkept} not, {blocks} blocks"
+    );
+    assert!(kept >= 1, "the leaf kept {kept} post-states");
+    // Every block replayed whole whose post-state was computed hashed to
+    // its header's root.
+    assert!(unkept * 4 <= kept, "{unkept} post-states unkept");
+    assert_eq!(metric(&leaf, "neve_state_post_states_unlike_total"), 0);
     for (who, n) in [("neve", &neve), ("middle", &middle), ("leaf", &leaf)] {
-        let fetched = metric(n, "neve_state_witnesses_fetched_total");
-        assert!(fetched >= blocks as u64, "{who}: {fetched} witnesses");
+        let witnesses = metric(n, "neve_state_witnesses_fetched_total");
+        assert!(witnesses >= fetched, "{who}: {witnesses} witnesses");
         assert_eq!(metric(n, "neve_state_witnesses_refused_total"), 0, "{who}");
     }
 }
@@ -332,16 +367,19 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     .await;
     assert_eq!(status, 421, "a refused witness is not served");
 
-    // A node no path reaches: dropped; what is served is geth's.
+    // A node no path reaches: dropped; what is served is geth's. (A
+    // block whose parent no trace replayed: the child of one traced
+    // replays over the state kept from it, and asks no witness.)
+    let stray = *busy.last().unwrap();
     proxy.control().tamper_state(StateTamper::WitnessStray);
-    same(&client, &geth, "debug_traceBlockByNumber", trace(busy[1])).await;
+    same(&client, &geth, "debug_traceBlockByNumber", trace(stray)).await;
     assert_eq!(proxy.control().state_tampered(), 2);
     assert_eq!(metric(&neve, "neve_state_witness_entries_dropped_total"), 1);
     same(
         &client,
         &geth,
         "debug_executionWitness",
-        json!([quantity(busy[1])]),
+        json!([quantity(stray)]),
     )
     .await;
 

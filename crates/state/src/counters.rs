@@ -30,6 +30,15 @@ pub struct Counters {
     /// Calls made to the upstream to refresh per block (the touched keys,
     /// and their proofs); a share of [`Counters::prefetch_calls`].
     pub refresh_calls: AtomicU64,
+    /// Replayed blocks whose post-state hashed to their verified
+    /// `stateRoot` and was kept as state (their children replay over it).
+    pub post_states_kept: AtomicU64,
+    /// Replayed blocks whose post-state was not kept: a node it needed not
+    /// held, a bound, or a root unlike the header's.
+    pub post_states_unkept: AtomicU64,
+    /// Of those, the ones whose root was unlike the header's (logged once):
+    /// neve's fault, or rules neve does not know, never the chain's.
+    pub post_states_unlike: AtomicU64,
 }
 
 /// A snapshot of [`Counters`] and the node store.
@@ -55,6 +64,12 @@ pub struct StateStats {
     pub refreshed_blocks: u64,
     /// See [`Counters::refresh_calls`].
     pub refresh_calls: u64,
+    /// See [`Counters::post_states_kept`].
+    pub post_states_kept: u64,
+    /// See [`Counters::post_states_unkept`].
+    pub post_states_unkept: u64,
+    /// See [`Counters::post_states_unlike`].
+    pub post_states_unlike: u64,
     /// The node store's counters.
     pub nodes: NodeStats,
 }

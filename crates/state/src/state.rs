@@ -23,11 +23,17 @@ use crate::witnesses::{DEFAULT_WITNESS_BYTES, Witnesses};
 /// costs microseconds, this costs a lock and a compare.
 const ROOT_CACHE: usize = 1024;
 
+/// Blocks whose post-state a replay computed, remembered per height
+/// (direct-mapped, confirmed by block hash) so each block's is computed
+/// once: an indexer traces a block with one tracer after another.
+const POST_STATES_REMEMBERED: usize = 256;
+
 /// The verified state neve holds: nodes, hot keys, counters.
 pub struct State {
     nodes: NodeStore,
     hot: HotKeys,
     roots: Mutex<Vec<Option<(u64, Hash, Hash)>>>,
+    post_states: Mutex<Vec<Option<(u64, Hash)>>>,
     /// What the newest blocks touched, for refresh and for mirrors.
     pub touched: TouchedLog,
     /// The newest height whose touched keys were proved, plus one (0:
@@ -48,6 +54,7 @@ impl State {
             nodes: NodeStore::new(cache_bytes),
             hot: HotKeys::new(hot_keys),
             roots: Mutex::new(vec![None; ROOT_CACHE]),
+            post_states: Mutex::new(vec![None; POST_STATES_REMEMBERED]),
             touched: TouchedLog::default(),
             refreshed_plus_one: AtomicU64::new(0),
             counters: Counters::default(),
@@ -139,6 +146,25 @@ impl State {
         self.nodes.get(hash)
     }
 
+    /// Whether the post-state of block `height` with `block_hash` was
+    /// computed already (by [`State::claim_post_state`]).
+    pub fn post_state_claimed(&self, height: u64, block_hash: &Hash) -> bool {
+        let slot = (height % POST_STATES_REMEMBERED as u64) as usize;
+        let claimed = self.post_states.lock().unwrap_or_else(|e| e.into_inner());
+        claimed[slot] == Some((height, *block_hash))
+    }
+
+    /// Claims the computing of block `height`'s post-state: true the first
+    /// time for a block (remembered for the newest
+    /// [`POST_STATES_REMEMBERED`] heights), false after.
+    pub fn claim_post_state(&self, height: u64, block_hash: &Hash) -> bool {
+        let slot = (height % POST_STATES_REMEMBERED as u64) as usize;
+        let mut claimed = self.post_states.lock().unwrap_or_else(|e| e.into_inner());
+        let first = claimed[slot] != Some((height, *block_hash));
+        claimed[slot] = Some((height, *block_hash));
+        first
+    }
+
     /// The code whose hash is `code_hash`.
     pub fn code(&self, code_hash: &Hash) -> Read<Bytes> {
         if *code_hash == EMPTY_CODE_HASH {
@@ -226,6 +252,9 @@ impl State {
             prefetch_calls: load(&c.prefetch_calls),
             refreshed_blocks: load(&c.refreshed_blocks),
             refresh_calls: load(&c.refresh_calls),
+            post_states_kept: load(&c.post_states_kept),
+            post_states_unkept: load(&c.post_states_unkept),
+            post_states_unlike: load(&c.post_states_unlike),
             nodes: self.nodes.stats(),
         }
     }

@@ -108,4 +108,12 @@ pub trait Fetch: Send + Sync + 'static {
     /// dropping it does not cancel the fetch, so a slow answer still warms
     /// the store.
     fn fetch(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    /// As [`Fetch::fetch`], but when all of the fetcher's slots are taken
+    /// the future waits for one (in turn with the others waiting) rather
+    /// than ending at once unfetched; nothing starts until it has a slot,
+    /// so dropping it before then asks the upstream nothing.
+    fn fetch_in_turn(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        self.fetch(request)
+    }
 }

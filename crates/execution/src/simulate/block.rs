@@ -36,8 +36,8 @@ use super::header::{self, BLOB_GAS, Parent};
 use super::plan::Planned;
 use super::precompiles::SimPrecompiles;
 use super::request::SimulateRequest;
-use super::root::Changes;
 use super::transfers::{SimLog, Transfers};
+use crate::state_root::Changes;
 
 /// The overlay every block reads and writes.
 pub(crate) type Overlay<'a> = CacheDB<&'a VerifiedDb<'a>>;

@@ -27,7 +27,6 @@ mod header;
 mod plan;
 mod precompiles;
 mod request;
-mod root;
 #[cfg(test)]
 mod tests;
 mod transfers;
@@ -93,9 +92,9 @@ pub fn simulate(
             // A refusal over state not held means nothing.
             Err(error) => return unheld(pending).ok_or(error),
         };
-        let root = match root::state_root(pinned, &overlay, chain.changes()) {
-            Ok(root::Root::Hash(root)) => root,
-            Ok(root::Root::Needs(needs)) => {
+        let root = match crate::state_root::state_root(pinned, &overlay, chain.changes()) {
+            Ok(crate::state_root::Root::Hash(root)) => root,
+            Ok(crate::state_root::Root::Needs(needs)) => {
                 merge(&mut pending, needs);
                 B256::ZERO
             }

@@ -21,6 +21,7 @@ use crate::run::{Pinned, Request, check_chain_id, setup_at};
 use super::inputs::ReplayBlock;
 use super::limits::{Limits, MAX_TRACE_BYTES};
 use super::options::TraceOptions;
+use super::post_state::PostState;
 use super::replay::{
     ReplayError, Traced, Which, finish, fork_of, parent_state, run_block, tracer, written,
 };
@@ -102,6 +103,7 @@ pub fn trace_call(
                 Which::Before(index),
                 options,
                 &limits,
+                &mut PostState::none(),
             )?;
             let logs = block.receipts[..index].iter().map(|r| r.logs.len() as u64);
             (logs.sum(), diverged)

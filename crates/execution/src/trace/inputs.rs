@@ -18,6 +18,35 @@ pub struct ReplayBlock {
     pub txs: Vec<BlockTx>,
     /// Their receipts, one each.
     pub receipts: Vec<ReceiptFacts>,
+    /// Its withdrawals (address, amount in Gwei), credited after its
+    /// transactions: what its post-state holds besides their changes
+    /// (`None` when they did not read: its post-state is not kept).
+    pub withdrawals: Option<Vec<(Address, u64)>>,
+}
+
+impl ReplayBlock {
+    /// A block's withdrawals from its stored JSON (either form; none
+    /// before Shanghai).
+    pub fn withdrawals_from_json(json: &[u8]) -> Result<Vec<(Address, u64)>, Unreadable> {
+        #[derive(Deserialize)]
+        struct Block {
+            #[serde(default)]
+            withdrawals: Option<Vec<WithdrawalJson>>,
+        }
+        #[derive(Deserialize)]
+        struct WithdrawalJson {
+            address: Address,
+            amount: U64,
+        }
+        let block: Block =
+            serde_json::from_slice(json).map_err(|e| Unreadable(format!("withdrawals: {e}")))?;
+        Ok(block
+            .withdrawals
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (w.address, w.amount.to()))
+            .collect())
+    }
 }
 
 /// One transaction of a stored block.

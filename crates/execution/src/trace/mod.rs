@@ -18,6 +18,7 @@ mod lookups;
 mod native;
 mod opcodes;
 mod options;
+mod post_state;
 mod replay;
 mod struct_log;
 

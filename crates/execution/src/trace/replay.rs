@@ -31,7 +31,7 @@ use crate::db::{Needs, Never, VerifiedDb};
 use crate::overrides::block_env;
 use crate::rules::{Dialect, Fork};
 use crate::run::{MEMORY_LIMIT, Pinned};
-use crate::system::{BEACON_ROOTS, HISTORY_STORAGE};
+use crate::system::{BEACON_ROOTS, HISTORY_STORAGE, REQUEST_QUEUES};
 
 use super::flat::Place;
 use super::inputs::{BlockTx, ReceiptFacts, ReplayBlock};
@@ -39,6 +39,7 @@ use super::inspector::{Budget, TraceInspector};
 use super::limits::{Limits, Stopped};
 use super::native::{LookedUp, TxFacts};
 use super::options::{TraceOptions, Tracer};
+use super::post_state::PostState;
 use super::struct_log::StructLogger;
 
 /// Which of a block's transactions are traced.
@@ -108,8 +109,20 @@ pub(crate) fn replay(
     let fork = fork_of(pinned, block)?;
     let db = parent_state(pinned, &block.facts);
     let mut overlay = CacheDB::new(&db);
-    let (traces, diverged) = run_block(pinned, block, &fork, &mut overlay, which, options, limits)?;
-    finish(&db, diverged).map(|()| traces)
+    let mut post_state = PostState::wanted(pinned, block, which == Which::All);
+    let (traces, diverged) = run_block(
+        pinned,
+        block,
+        &fork,
+        &mut overlay,
+        which,
+        options,
+        limits,
+        &mut post_state,
+    )?;
+    finish(&db, diverged)?;
+    post_state.keep(pinned, block, &mut overlay, limits.late());
+    Ok(traces)
 }
 
 /// The rules `block` runs under, if neve replays it over `pinned`: its
@@ -167,7 +180,9 @@ pub(crate) fn finish(
 type BlockRun = (Traces, Option<ReplayError>);
 
 /// Runs `block`'s system calls and transactions (as `which` says) over
-/// `overlay`, committing each.
+/// `overlay`, committing each; what they change recorded in `post_state`,
+/// and after a whole block its closing system calls too.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_block(
     pinned: &Pinned<'_>,
     block: &ReplayBlock,
@@ -176,6 +191,7 @@ pub(crate) fn run_block(
     which: Which,
     options: &TraceOptions,
     limits: &Limits,
+    post_state: &mut PostState,
 ) -> Result<BlockRun, ReplayError> {
     let facts = &block.facts;
     let last = match which {
@@ -217,6 +233,7 @@ pub(crate) fn run_block(
         pinned.charge(done.result.gas().total_gas_spent());
         let mut state = done.state;
         state.remove(&SYSTEM_ADDRESS);
+        post_state.record(&state);
         evm.ctx.journaled_state.database.commit(state);
     }
 
@@ -314,7 +331,49 @@ pub(crate) fn run_block(
             }
             traces.push((tx.hash, out));
         }
+        post_state.record(&done.state);
         evm.ctx.journaled_state.database.commit(done.state);
+    }
+    // After a whole block: EIP-7685's requests, whose queues' storage the
+    // post-state holds, and the withdrawals' recipients. Only for the
+    // post-state: what they read that is not held is fetched only with
+    // what the trace itself needs, never for them alone.
+    if post_state.wanted_still() && diverged.is_none() {
+        let db = evm.ctx.journaled_state.database.db;
+        if db.has_needs() {
+            for (address, _) in block.withdrawals.iter().flatten() {
+                let _ = db.basic_ref(*address);
+            }
+        }
+    }
+    if post_state.wanted_still()
+        && diverged.is_none()
+        && spec.is_enabled_in(SpecId::PRAGUE)
+        && !evm.ctx.journaled_state.database.db.has_needs()
+    {
+        for (_, queue) in REQUEST_QUEUES {
+            match evm.system_call_with_caller(SYSTEM_ADDRESS, queue, Bytes::new()) {
+                Ok(done) if done.result.is_success() => {
+                    pinned.charge(done.result.gas().total_gas_spent());
+                    let mut state = done.state;
+                    state.remove(&SYSTEM_ADDRESS);
+                    post_state.record(&state);
+                    evm.ctx.journaled_state.database.commit(state);
+                }
+                Err(EVMError::Database(never)) => match never {},
+                Ok(_) | Err(_) => {
+                    post_state.give_up();
+                    break;
+                }
+            }
+        }
+        let db = evm.ctx.journaled_state.database.db;
+        if db.has_needs() {
+            // The queues' storage not held: no post-state, and nothing
+            // fetched for it alone.
+            let _ = db.take_needs();
+            post_state.give_up();
+        }
     }
     Ok((traces, diverged))
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use neve_state::{Fetch, FetchRequest, ProofRequest, State};
 use neve_upstream::RpcClient;
 use serde_json::value::RawValue;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::error::FetchError;
 use super::proof::{decode_and_verify, hex, with_value_slots};
@@ -22,6 +22,13 @@ use super::proof::{decode_and_verify, hex, with_value_slots};
 /// so a flood of distinct cold keys cannot queue without bound or take
 /// more than this many of the upstream's connections. Default is 64.
 pub const MAX_FETCHES_IN_FLIGHT: usize = 64;
+
+/// Most of those that fetches waiting their turn ([`Fetch::fetch_in_turn`],
+/// a call's rounds) hold: the rest stay free for reads and prefetch, which
+/// are shed rather than wait. The waiters are the requests' own futures
+/// (each request keeps at most `MAX_FETCHES_PER_REQUEST` under way, and
+/// drops them at its deadline). Default is 48.
+pub const MAX_IN_TURN_FETCHES: usize = 48;
 
 /// How long one fetch may take before it fails. Longer than serving's
 /// deadline on purpose: an answer that arrives after the read gave up still
@@ -42,6 +49,13 @@ pub const MAX_WITNESS_FETCHES_IN_FLIGHT: usize = 4;
 /// 64 MiB.
 pub const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 20;
 
+/// The slots a fetch holds while under way: one of all fetches', and one
+/// of the waiting ones' when it waited its turn.
+pub(super) struct Slot {
+    _all: OwnedSemaphorePermit,
+    _waiting: Option<OwnedSemaphorePermit>,
+}
+
 /// Who a fetch is for, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Purpose {
@@ -60,6 +74,8 @@ pub(super) struct Inner {
     pub(super) client: RpcClient,
     pub(super) state: Arc<State>,
     pub(super) in_flight: Arc<Semaphore>,
+    /// Slots of [`MAX_IN_TURN_FETCHES`].
+    pub(super) in_turn: Arc<Semaphore>,
     /// Witness fetches under way ([`MAX_WITNESS_FETCHES_IN_FLIGHT`]).
     pub(super) witness_slots: Semaphore,
     /// The client witnesses are asked with: answers up to
@@ -81,6 +97,7 @@ impl ProofFetcher {
                 witness_slots: Semaphore::new(MAX_WITNESS_FETCHES_IN_FLIGHT),
                 state,
                 in_flight: Arc::new(Semaphore::new(MAX_FETCHES_IN_FLIGHT)),
+                in_turn: Arc::new(Semaphore::new(MAX_IN_TURN_FETCHES)),
                 pending: Mutex::default(),
             }),
         }
@@ -88,20 +105,72 @@ impl ProofFetcher {
 
     /// Starts (or joins) a fetch; the returned future ends when it did.
     pub(super) fn start(&self, request: FetchRequest, purpose: Purpose) -> watch::Receiver<bool> {
-        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(done) = pending.get(&request) {
             return done.clone();
         }
-        let (tx, rx) = watch::channel(false);
         let Ok(permit) = self.inner.in_flight.clone().try_acquire_owned() else {
             self.inner
                 .state
                 .counters
                 .shed
                 .fetch_add(1, Ordering::Relaxed);
-            let _ = tx.send(true);
-            return rx;
+            return watch::channel(true).1;
         };
+        self.start_holding(
+            pending,
+            request,
+            purpose,
+            Slot {
+                _all: permit,
+                _waiting: None,
+            },
+        )
+    }
+
+    /// Joins a fetch of `request` under way, or waits for a slot and starts
+    /// it; ends when it did.
+    async fn in_turn(&self, request: FetchRequest, purpose: Purpose) {
+        let joined = {
+            let pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.get(&request).cloned()
+        };
+        let mut done = match joined {
+            Some(done) => done,
+            None => {
+                // In turn among the waiting (at most MAX_IN_TURN_FETCHES of
+                // the slots), then a slot of all fetches'.
+                let Ok(turn) = self.inner.in_turn.clone().acquire_owned().await else {
+                    return;
+                };
+                let Ok(permit) = self.inner.in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let permit = Slot {
+                    _all: permit,
+                    _waiting: Some(turn),
+                };
+                let pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+                match pending.get(&request) {
+                    // Started by another meanwhile: the slot goes back.
+                    Some(done) => done.clone(),
+                    None => self.start_holding(pending, request, purpose, permit),
+                }
+            }
+        };
+        let _ = done.wait_for(|done| *done).await;
+    }
+
+    /// Starts fetching `request` in the slot `permit` holds, noted in
+    /// `pending` (locked) so fetches of the same request join it.
+    fn start_holding(
+        &self,
+        mut pending: std::sync::MutexGuard<'_, HashMap<FetchRequest, watch::Receiver<bool>>>,
+        request: FetchRequest,
+        purpose: Purpose,
+        permit: Slot,
+    ) -> watch::Receiver<bool> {
+        let (tx, rx) = watch::channel(false);
         pending.insert(request.clone(), rx.clone());
         drop(pending);
         let inner = self.inner.clone();
@@ -156,6 +225,11 @@ impl Fetch for ProofFetcher {
         Box::pin(async move {
             let _ = done.wait_for(|done| *done).await;
         })
+    }
+
+    fn fetch_in_turn(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let fetcher = self.clone();
+        Box::pin(async move { fetcher.in_turn(request, Purpose::Read).await })
     }
 }
 

@@ -123,7 +123,7 @@ impl Context {
         method: &str,
         params: Option<&RawValue>,
         reads: Reads,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<crate::rpc::TraceKeys> {
         let params = Params::new(params).ok()?;
         let (row, method) = methods().enumerate().find(|(_, m)| m.name == method)?;
         let Runs::Executed(executed) = &method.runs else {

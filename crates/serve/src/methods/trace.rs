@@ -321,7 +321,8 @@ fn answered(
 /// receipts up to the last one `which` traces; `None` when its raw
 /// transactions are not stored, or a record does not read.
 fn replay_block(block: &Block, which: Which) -> Option<ReplayBlock> {
-    let facts = BlockFacts::from_json(&block.hashes_only().ok()?).ok()?;
+    let header = block.hashes_only().ok()?;
+    let facts = BlockFacts::from_json(&header).ok()?;
     if facts.number != block.height() || facts.hash.0 != block.hash() {
         return None;
     }
@@ -349,5 +350,6 @@ fn replay_block(block: &Block, which: Which) -> Option<ReplayBlock> {
         facts,
         txs,
         receipts,
+        withdrawals: ReplayBlock::withdrawals_from_json(&header).ok(),
     })
 }

@@ -19,6 +19,23 @@ use crate::params::{BlockRef, BlockTag, ParamError, Params};
 use super::context::{Context, Reads, Waits};
 use super::reply::{NoReply, Reply};
 
+/// Most accounts and slots a replay fetches as proofs rather than its
+/// block's witness: a replay over a parent's state kept from its own
+/// replay ([`neve_execution::trace`]) misses only what the chain had not
+/// touched lately, and a proof costs the node a walk of one key where a
+/// witness costs it the block's execution. At most 16 waves of
+/// `MAX_FETCHES_PER_REQUEST`, within `WITNESS_WAIT`. Default is 256.
+const MAX_KEYS_WITHOUT_WITNESS: usize = 256;
+
+/// How many accounts and slots `needs` names.
+fn needed_keys(needs: &Needs) -> usize {
+    needs
+        .accounts
+        .values()
+        .map(|(slots, _)| 1 + slots.len())
+        .sum()
+}
+
 /// A method's request, parsed: what runs at the pinned block.
 pub(crate) trait Job {
     /// Runs at `pinned`; `reads` as the call threads read.
@@ -61,6 +78,14 @@ pub(crate) struct PinnedRun {
     /// Whether its answers are kept in the memo (`call_memo.rs`): only
     /// those that depend on nothing but the pinned block and the request.
     pub(crate) memo: bool,
+}
+
+/// A trace's keys ([`Context::trace_key`]).
+pub(crate) struct TraceKeys {
+    /// Its memo's, when its block was located.
+    pub(crate) memo: Option<Vec<u8>>,
+    /// What identical traces in flight share one run by.
+    pub(crate) flight: Vec<u8>,
 }
 
 /// What a [`Job`]'s runs came to.
@@ -116,6 +141,13 @@ impl Context {
                 Located::After(at) => (at, None),
             },
         };
+        // A trace of a block not in memory is looked up in the memo here,
+        // where its block could be read.
+        if let (Some(memo), Some(hash)) = (&memo, replayed)
+            && let Some(kept) = self.memo(&executed.pin).get(&memo.key(&hash, p))
+        {
+            return Ok(kept);
+        }
         let Some(rules) = self.call_rules.get() else {
             return Ok(Reply::Miss);
         };
@@ -169,10 +201,17 @@ impl Context {
                 reply
             }
             Ok(Ran::Needs(needs)) => {
+                let keys = needed_keys(&needs);
+                let few = keys <= MAX_KEYS_WITHOUT_WITNESS;
+                tracing::debug!(pinned = facts.number, keys, "a run needs state not held");
                 let mut fetches = requests(&facts, needs);
-                // A replay asks for its block's witness first: one call
-                // for all it reads (the proofs if that does not do).
-                if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h)) {
+                // A replay that needs more than a few keys asks for its
+                // block's witness first: one call for all it reads (the
+                // proofs if that does not do). A few are proofs: a
+                // witness costs the node the block's execution.
+                if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
+                    && !few
+                {
                     fetches.insert(0, witness_request(hash, &facts));
                 }
                 return Ok(Reply::Fetch(fetches));
@@ -257,9 +296,12 @@ impl Context {
             .unwrap_or(Reply::Execute)
     }
 
-    /// The memo's key of a trace (a method pinned to the parent of the
-    /// block it replays, its answers kept), its block located as `reads`
-    /// allows: what identical traces in flight share one run by.
+    /// The keys of a trace (a method pinned to the parent of the block it
+    /// replays, its answers kept): its memo's, when its block is located
+    /// as `reads` allows, and what identical traces in flight share one
+    /// run by: the memo's key, or the request itself when its block is
+    /// not in memory (ten indexers asking one block's trace by number
+    /// share a run wherever the block is).
     pub(crate) fn trace_key(
         &self,
         tag: u8,
@@ -267,24 +309,45 @@ impl Context {
         executed: &PinnedRun,
         p: &Params<'_>,
         reads: Reads,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<TraceKeys> {
         let Pin::Parent(locate) = executed.pin else {
             return None;
         };
         if !executed.memo || !self.trace_answers.enabled() {
             return None;
         }
-        let hash = match locate(self, p, reads).ok()? {
-            Located::Block(_, hash) => hash,
-            Located::After(at) => self.block(at, reads).ok()??.hash(),
-            Located::Reply(_) => return None,
+        let hash = match locate(self, p, reads) {
+            Ok(Located::Block(_, hash)) => Some(hash),
+            Ok(Located::After(at)) => self.block(at, reads).ok().flatten().map(|b| b.hash()),
+            Ok(Located::Reply(_)) => return None,
+            Err(_) => None,
         };
         let memo = MemoKey {
             tag,
             most,
             block_param: usize::MAX,
         };
-        Some(memo.key(&hash, p))
+        let memo = hash.map(|hash| memo.key(&hash, p));
+        let flight = match memo.clone() {
+            Some(key) => key,
+            // By the request only when it names its block by number or
+            // hash: a tag (`latest`) may name another block by the time
+            // the leader runs.
+            None if p
+                .optional(0)
+                .is_some_and(|raw| raw.get().starts_with("\"0x")) =>
+            {
+                // Apart from every memo key (a method's byte, then a hash).
+                let mut key = vec![u8::MAX, tag];
+                for index in 0..most {
+                    key.extend_from_slice(p.optional(index).map_or("", |raw| raw.get()).as_bytes());
+                    key.push(0);
+                }
+                key
+            }
+            None => return None,
+        };
+        Some(TraceKeys { memo, flight })
     }
 
     /// Where answers of a method pinned so are kept: traces apart.

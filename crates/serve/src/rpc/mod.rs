@@ -19,7 +19,9 @@ mod request;
 
 pub(crate) use call_memo::{CallMemo, MemoCounts};
 pub(crate) use context::{Context, Reads, Waits};
-pub(crate) use execute::{Job, Locate, Located, Parse, Pin, PinnedRun, Ran, answered, failure};
+pub(crate) use execute::{
+    Job, Locate, Located, Parse, Pin, PinnedRun, Ran, TraceKeys, answered, failure,
+};
 pub(crate) use method::{Method, Runs};
 pub use reply::Outcome;
 pub(crate) use reply::{NoReply, Reply, count, envelope, error_element, hex_quantity};

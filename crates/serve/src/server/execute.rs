@@ -8,6 +8,8 @@
 //! With fetching off, a call that misses is a miss at once.
 
 use std::sync::Arc;
+
+use futures_util::StreamExt as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -46,6 +48,13 @@ pub(super) fn call_pool() -> neve_pool::Pool {
 /// a call thread of neve, answers a batch of a thousand capped calls.
 /// Default is 500,000,000.
 pub(crate) const MAX_REQUEST_CALL_GAS: u64 = 500_000_000;
+
+/// Fetches one request keeps under way at once: a replay's round can name
+/// hundreds of accounts, and the fetcher's slots
+/// (`MAX_FETCHES_IN_FLIGHT`, 64) are every request's. The rest wait
+/// their turn, within the request's deadline, rather than being shed and
+/// run for again. Default is 16.
+pub(crate) const MAX_FETCHES_PER_REQUEST: usize = 16;
 
 /// What a call's round fetches: a replay's block witness alone the first
 /// time it asks for one (one upstream call for all the block reads), the
@@ -193,16 +202,25 @@ impl Server {
             let witness_round = fetches
                 .iter()
                 .any(|r| matches!(r, neve_state::FetchRequest::Witness(_)));
-            let waits: Vec<_> = fetches.into_iter().map(|r| fetch.fetch(r)).collect();
+            // A replay's proofs stand for its witness (a few hundred keys,
+            // `MAX_FETCHES_PER_REQUEST` at a time): they get its wait.
+            let replay_round = again
+                .iter()
+                .any(|i| calls[*i].call.0.starts_with("debug_trace"));
+            // At most [`MAX_FETCHES_PER_REQUEST`] under way, each waiting
+            // for a slot of the fetcher's rather than shed; the rest start
+            // as those end, and none once the deadline passed.
+            let waits = futures_util::stream::iter(fetches)
+                .map(|r| fetch.fetch_in_turn(r))
+                .buffer_unordered(MAX_FETCHES_PER_REQUEST)
+                .collect::<()>();
             let left = deadline.saturating_duration_since(Instant::now());
-            let wait = if witness_round {
+            let wait = if witness_round || replay_round {
                 left.max(WITNESS_WAIT)
             } else {
                 left
             };
-            let timed_out = tokio::time::timeout(wait, futures_util::future::join_all(waits))
-                .await
-                .is_err();
+            let timed_out = tokio::time::timeout(wait, waits).await.is_err();
             if witness_round && !timed_out {
                 // What the witness left to fetch gets the read's own time.
                 deadline_at = Some(Instant::now() + timeout);
@@ -250,14 +268,17 @@ impl Server {
         leading: &mut [Option<Leader>],
         i: usize,
     ) -> Option<Reply> {
-        let key = self
+        let keys = self
             .ctx
             .trace_key_of(method, params, Reads::in_memory(latest))?;
         // The memo looked up by the key already made, not the block again.
-        let kept = || self.ctx.trace_answers.get(&key);
+        let kept = || {
+            let memo = keys.memo.as_ref()?;
+            self.ctx.trace_answers.get(memo)
+        };
         // Leading a flight (this trace's own among them), it waits on none.
         let waits = leading.iter().all(Option::is_none);
-        match self.flights.join(key.clone(), waits) {
+        match self.flights.join(keys.flight.clone(), waits) {
             Flight::Lead(lead) => {
                 // Answered since the worker looked: no run.
                 let reply = kept();

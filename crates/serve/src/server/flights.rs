@@ -14,9 +14,10 @@ use tokio::sync::watch;
 use crate::rpc::Reply;
 
 /// How long a trace waits for an identical one in flight before it runs
-/// itself: a replay's fetches and runs together (`--state-fetch-timeout`,
-/// 1 s by default, and the trace time bound, 5 s). Default is 6 s.
-pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(6);
+/// itself: a replay's fetches and runs together (its proofs and its
+/// witness, up to `WITNESS_WAIT` (5 s) each, and the trace time bound,
+/// 5 s, counted from its first run). Default is 12 s.
+pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(12);
 
 /// Most traces in flight shared at once (their keys are the requests'
 /// parameters, up to a request's size each). Default is 1,024.

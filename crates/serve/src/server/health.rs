@@ -85,6 +85,24 @@ impl Server {
                 s.refresh_calls,
             ),
             (
+                "neve_state_post_states_kept_total",
+                "post_states_kept",
+                "Replayed blocks whose post-state hashed to their verified stateRoot and was kept as state.",
+                s.post_states_kept,
+            ),
+            (
+                "neve_state_post_states_unkept_total",
+                "post_states_unkept",
+                "Replayed blocks whose post-state was not kept (a node not held, a bound, a root unlike the header's).",
+                s.post_states_unkept,
+            ),
+            (
+                "neve_state_post_states_unlike_total",
+                "post_states_unlike",
+                "Replayed blocks whose post-state root was unlike their header's (a fault, logged once).",
+                s.post_states_unlike,
+            ),
+            (
                 "neve_state_node_bytes",
                 "node_bytes",
                 "Bytes held by the node store.",

@@ -1,15 +1,18 @@
-//! A simulated block's `stateRoot`: the previous block's trie (at first
-//! the pinned block's verified trie) with the block's changes applied, as
-//! geth's `IntermediateRoot` (empty accounts an execution touched
-//! deleted). Each block applies only its own changes: the nodes earlier
-//! blocks made are kept for the request.
+//! A block's `stateRoot` from its parent's: the parent's verified trie
+//! with the block's changes applied, as geth's `IntermediateRoot` (empty
+//! accounts an execution touched deleted). A simulated block's root
+//! (each block of a simulation applies only its own changes: the nodes
+//! earlier blocks made are kept for the request), and a replayed block's
+//! post-state, kept as state once its root is the block's verified one.
 //!
 //! Only verified nodes and nodes made here from them are read. A node on
 //! a changed key's path that is not held is fetched with a proof of that
 //! key; a node a deletion collapses into is fetched with a proof of a key
 //! found under its path (a preimage whose hash starts with the path: about
 //! 16^depth tries, so only for shallow paths, where such nodes are, and
-//! for a bounded number of them; deeper, or more, is the node's).
+//! for a bounded number of them; deeper, or more, is the node's). A
+//! replay searches for none: its post-state is kept when what it holds
+//! allows, and not otherwise.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -60,6 +63,9 @@ pub(crate) struct Changes {
     nodes: HashMap<[u8; 32], Bytes>,
     /// Preimages found under a path, by (length, path).
     preimages: HashMap<(usize, Vec<u8>), Vec<u8>>,
+    /// No preimage is searched for: a node a deletion collapses into
+    /// that is not held ends the computation.
+    no_searches: bool,
 }
 
 #[derive(Default)]
@@ -76,6 +82,21 @@ struct Changed {
 }
 
 impl Changes {
+    /// Changes whose root is computed from what is held, without
+    /// searching for keys to fetch (a replay's post-state).
+    pub(crate) fn without_searches() -> Self {
+        Changes {
+            no_searches: true,
+            ..Default::default()
+        }
+    }
+
+    /// The nodes made for the roots computed so far (each referenced by
+    /// hash from the last root, or from a node made before it).
+    pub(crate) fn into_made_nodes(self) -> Vec<Bytes> {
+        self.nodes.into_values().collect()
+    }
+
     /// An execution's changes (a call's, a system call's).
     pub(crate) fn record(&mut self, state: &EvmState) -> Result<(), CallError> {
         for (address, account) in state {
@@ -225,7 +246,13 @@ pub(crate) fn state_root(
                     }
                 }
                 for path in unheld.siblings {
-                    let preimage = under(&mut changes.preimages, &mut siblings, &path, 32)?;
+                    let preimage = under(
+                        &mut changes.preimages,
+                        changes.no_searches,
+                        &mut siblings,
+                        &path,
+                        32,
+                    )?;
                     entry.0.insert(B256::from_slice(&preimage));
                 }
                 continue;
@@ -261,7 +288,13 @@ pub(crate) fn state_root(
                 }
             }
             for path in unheld.siblings {
-                let preimage = under(&mut changes.preimages, &mut siblings, &path, 20)?;
+                let preimage = under(
+                    &mut changes.preimages,
+                    changes.no_searches,
+                    &mut siblings,
+                    &path,
+                    20,
+                )?;
                 needs
                     .accounts
                     .entry(Address::from_slice(&preimage))
@@ -299,6 +332,7 @@ fn apply(
 /// request), or the node's.
 fn under(
     found: &mut HashMap<(usize, Vec<u8>), Vec<u8>>,
+    no_searches: bool,
     searched: &mut usize,
     path: &[u8],
     len: usize,
@@ -307,7 +341,7 @@ fn under(
         return Ok(preimage.clone());
     }
     *searched += 1;
-    if path.len() > MAX_SIBLING_DEPTH || *searched > MAX_SIBLINGS {
+    if no_searches || path.len() > MAX_SIBLING_DEPTH || *searched > MAX_SIBLINGS {
         return Err(CallError::Unsupported);
     }
     let preimage =
