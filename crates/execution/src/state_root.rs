@@ -61,11 +61,21 @@ pub(crate) struct Changes {
     storage_roots: HashMap<Address, [u8; 32]>,
     /// Nodes of the simulated tries, by hash.
     nodes: HashMap<[u8; 32], Bytes>,
-    /// Preimages found under a path, by (length, path).
-    preimages: HashMap<(usize, Vec<u8>), Vec<u8>>,
-    /// No preimage is searched for: a node a deletion collapses into
-    /// that is not held ends the computation.
-    no_searches: bool,
+    /// Preimages of keys under paths, to fetch the nodes deletions
+    /// collapse into.
+    preimages: Preimages,
+}
+
+/// Keys found under a path, for proofs that bring the node there.
+#[derive(Default)]
+struct Preimages {
+    /// Found, by (length, path).
+    found: HashMap<(usize, Vec<u8>), Vec<u8>>,
+    /// Searched for in this root's computation.
+    searched: usize,
+    /// None is searched for: a node a deletion collapses into that is not
+    /// held ends the computation.
+    off: bool,
 }
 
 #[derive(Default)]
@@ -86,7 +96,10 @@ impl Changes {
     /// searching for keys to fetch (a replay's post-state).
     pub(crate) fn without_searches() -> Self {
         Changes {
-            no_searches: true,
+            preimages: Preimages {
+                off: true,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -186,7 +199,7 @@ pub(crate) fn state_root(
 ) -> Result<Root, CallError> {
     let base_root = changes.root.unwrap_or(pinned.block.state_root);
     let mut needs = Needs::default();
-    let mut siblings = 0usize;
+    changes.preimages.searched = 0;
     let mut account_updates = Vec::with_capacity(changes.dirty.len());
     let mut by_key = BTreeMap::new();
     let mut storage_roots = Vec::new();
@@ -246,13 +259,7 @@ pub(crate) fn state_root(
                     }
                 }
                 for path in unheld.siblings {
-                    let preimage = under(
-                        &mut changes.preimages,
-                        changes.no_searches,
-                        &mut siblings,
-                        &path,
-                        32,
-                    )?;
+                    let preimage = changes.preimages.under(&path, 32)?;
                     entry.0.insert(B256::from_slice(&preimage));
                 }
                 continue;
@@ -288,13 +295,7 @@ pub(crate) fn state_root(
                 }
             }
             for path in unheld.siblings {
-                let preimage = under(
-                    &mut changes.preimages,
-                    changes.no_searches,
-                    &mut siblings,
-                    &path,
-                    20,
-                )?;
+                let preimage = changes.preimages.under(&path, 20)?;
                 needs
                     .accounts
                     .entry(Address::from_slice(&preimage))
@@ -328,26 +329,22 @@ fn apply(
     Ok(updated)
 }
 
-/// A preimage of `len` bytes whose hash lies under `path` (found once per
-/// request), or the node's.
-fn under(
-    found: &mut HashMap<(usize, Vec<u8>), Vec<u8>>,
-    no_searches: bool,
-    searched: &mut usize,
-    path: &[u8],
-    len: usize,
-) -> Result<Vec<u8>, CallError> {
-    if let Some(preimage) = found.get(&(len, path.to_vec())) {
-        return Ok(preimage.clone());
+impl Preimages {
+    /// A preimage of `len` bytes whose hash lies under `path` (found once
+    /// per request), or the node's.
+    fn under(&mut self, path: &[u8], len: usize) -> Result<Vec<u8>, CallError> {
+        if let Some(preimage) = self.found.get(&(len, path.to_vec())) {
+            return Ok(preimage.clone());
+        }
+        self.searched += 1;
+        if self.off || path.len() > MAX_SIBLING_DEPTH || self.searched > MAX_SIBLINGS {
+            return Err(CallError::Unsupported);
+        }
+        let preimage = neve_state::preimage_under(path, len, MAX_PREIMAGE_TRIES)
+            .ok_or(CallError::Unsupported)?;
+        self.found.insert((len, path.to_vec()), preimage.clone());
+        Ok(preimage)
     }
-    *searched += 1;
-    if no_searches || path.len() > MAX_SIBLING_DEPTH || *searched > MAX_SIBLINGS {
-        return Err(CallError::Unsupported);
-    }
-    let preimage =
-        neve_state::preimage_under(path, len, MAX_PREIMAGE_TRIES).ok_or(CallError::Unsupported)?;
-    found.insert((len, path.to_vec()), preimage.clone());
-    Ok(preimage)
 }
 
 fn rlp(value: &U256) -> Bytes {
