@@ -74,6 +74,8 @@ neve_store_retain_blocks gauge
 neve_store_retain_bytes gauge
 neve_store_segments gauge
 neve_store_write_failing gauge
+neve_trace_flights_shared_total counter
+neve_trace_flights_waited_out_total counter
 neve_trace_memo_hits_total counter
 neve_trace_memo_stored_total counter
 neve_trace_replays_diverged_total counter
@@ -152,6 +154,8 @@ neve_store_retain_blocks
 neve_store_retain_bytes
 neve_store_segments
 neve_store_write_failing
+neve_trace_flights_shared_total
+neve_trace_flights_waited_out_total
 neve_trace_memo_hits_total
 neve_trace_memo_stored_total
 neve_trace_replays_diverged_total

@@ -422,6 +422,10 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     // Eight indexers asking one cold trace at once: one replay, its
     // answer shared.
     let stored = metric(&neve, "neve_trace_memo_stored_total");
+    let (shared, hits) = (
+        metric(&neve, "neve_trace_flights_shared_total"),
+        metric(&neve, "neve_trace_memo_hits_total"),
+    );
     let params = json!([quantity(busy[2]), {"tracer": "prestateTracer"}]);
     let asks = (0..8).map(|_| {
         let (client, params) = (client.clone(), params.clone());
@@ -438,6 +442,15 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
         1,
         "one replay for the eight"
     );
+    // The seven others took its answer in flight, or from the memo after.
+    let took = metric(&neve, "neve_trace_flights_shared_total") - shared
+        + metric(&neve, "neve_trace_memo_hits_total")
+        - hits;
+    assert!(
+        took >= 7,
+        "{took} of the seven took the one replay's answer"
+    );
+    assert_eq!(metric(&neve, "neve_trace_flights_waited_out_total"), 0);
 
     // An upstream without the method: proofs, and it is not asked again.
     proxy

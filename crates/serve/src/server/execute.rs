@@ -290,11 +290,18 @@ impl Server {
             Flight::Follow(mut done) => {
                 let _ = tokio::time::timeout(FLIGHT_WAIT, done.wait_for(Option::is_some)).await;
                 let shared = done.borrow().clone();
+                let counted = |counter: &AtomicU64| counter.fetch_add(1, Ordering::Relaxed);
                 match shared {
-                    Some(Some(reply)) => Some(reply),
+                    Some(Some(reply)) => {
+                        counted(&self.flights.shared);
+                        Some(reply)
+                    }
                     // The leader gone without an answer: the memo, else a
                     // run here.
-                    _ => kept(),
+                    _ => {
+                        counted(&self.flights.waited_out);
+                        kept()
+                    }
                 }
             }
             Flight::Alone => kept(),

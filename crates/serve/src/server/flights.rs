@@ -6,6 +6,7 @@
 //! most [`MAX_FLIGHTS`] at once; past it a trace runs alone.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,9 +28,18 @@ pub(crate) const MAX_FLIGHTS: usize = 1024;
 /// `Some(None)` when its leader went without one.
 type Outcome = Option<Option<Reply>>;
 
-/// The traces in flight, by their memo key.
+/// The traces in flight, by their memo key, and what came of those that
+/// waited.
 #[derive(Default)]
-pub(super) struct Flights(Mutex<HashMap<Vec<u8>, watch::Receiver<Outcome>>>);
+pub(super) struct Flights {
+    flying: Mutex<HashMap<Vec<u8>, watch::Receiver<Outcome>>>,
+    /// Traces answered with an identical one's answer, without a run.
+    pub(super) shared: AtomicU64,
+    /// Traces that waited for an identical one and got no answer from it
+    /// (it took past [`FLIGHT_WAIT`], or its request went): the memo's,
+    /// or a run of their own.
+    pub(super) waited_out: AtomicU64,
+}
 
 /// Whether a trace leads (runs), follows (waits for the leader), or runs
 /// alone.
@@ -52,7 +62,7 @@ pub(super) struct Leader {
 impl Flights {
     /// Joins the flight of `key` (when `may_wait`), or starts it.
     pub(super) fn join(self: &Arc<Self>, key: Vec<u8>, may_wait: bool) -> Flight {
-        let mut flights = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut flights = self.flying.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(done) = flights.get(&key) {
             return match may_wait {
                 true => Flight::Follow(done.clone()),
@@ -74,7 +84,7 @@ impl Flights {
     /// Traces in flight.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.flying.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -88,7 +98,7 @@ impl Leader {
 impl Drop for Leader {
     fn drop(&mut self) {
         self.flights
-            .0
+            .flying
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.key);

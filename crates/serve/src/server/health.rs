@@ -231,7 +231,7 @@ impl Server {
 
     /// (name, help, value) of the traces' figures: the memo's and the
     /// replays that were not the chain's.
-    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 3] {
+    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 5] {
         let memo = self.ctx.trace_answers.counts();
         [
             (
@@ -249,6 +249,20 @@ impl Server {
                 "Replays of a block that did not reproduce its verified receipts (answered 421, logged).",
                 self.ctx
                     .replays_diverged
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "neve_trace_flights_shared_total",
+                "Traces answered with an identical trace's answer, in flight at once (one replay).",
+                self.flights
+                    .shared
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "neve_trace_flights_waited_out_total",
+                "Traces that waited for an identical one in flight and got no answer from it (the memo's, or a run of their own).",
+                self.flights
+                    .waited_out
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),
         ]
