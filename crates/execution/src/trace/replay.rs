@@ -344,35 +344,30 @@ pub(crate) fn run_block(
             for (address, _) in block.withdrawals.iter().flatten() {
                 let _ = db.basic_ref(*address);
             }
-        }
-    }
-    if post_state.wanted_still()
-        && diverged.is_none()
-        && spec.is_enabled_in(SpecId::PRAGUE)
-        && !evm.ctx.journaled_state.database.db.has_needs()
-    {
-        for (_, queue) in REQUEST_QUEUES {
-            match evm.system_call_with_caller(SYSTEM_ADDRESS, queue, Bytes::new()) {
-                Ok(done) if done.result.is_success() => {
-                    pinned.charge(done.result.gas().total_gas_spent());
-                    let mut state = done.state;
-                    state.remove(&SYSTEM_ADDRESS);
-                    post_state.record(&state);
-                    evm.ctx.journaled_state.database.commit(state);
-                }
-                Err(EVMError::Database(never)) => match never {},
-                Ok(_) | Err(_) => {
-                    post_state.give_up();
-                    break;
+        } else if spec.is_enabled_in(SpecId::PRAGUE) {
+            for (_, queue) in REQUEST_QUEUES {
+                match evm.system_call_with_caller(SYSTEM_ADDRESS, queue, Bytes::new()) {
+                    Ok(done) if done.result.is_success() => {
+                        pinned.charge(done.result.gas().total_gas_spent());
+                        let mut state = done.state;
+                        state.remove(&SYSTEM_ADDRESS);
+                        post_state.record(&state);
+                        evm.ctx.journaled_state.database.commit(state);
+                    }
+                    Err(EVMError::Database(never)) => match never {},
+                    Ok(_) | Err(_) => {
+                        post_state.give_up();
+                        break;
+                    }
                 }
             }
-        }
-        let db = evm.ctx.journaled_state.database.db;
-        if db.has_needs() {
-            // The queues' storage not held: no post-state, and nothing
-            // fetched for it alone.
-            let _ = db.take_needs();
-            post_state.give_up();
+            let db = evm.ctx.journaled_state.database.db;
+            if db.has_needs() {
+                // The queues' storage not held: no post-state, and nothing
+                // fetched for it alone.
+                let _ = db.take_needs();
+                post_state.give_up();
+            }
         }
     }
     Ok((traces, diverged))

@@ -327,8 +327,8 @@ impl Context {
             most,
             block_param: usize::MAX,
         };
-        let memo = hash.map(|hash| memo.key(&hash, p));
-        let flight = match memo.clone() {
+        let memo_key = hash.map(|hash| memo.key(&hash, p));
+        let flight = match memo_key.clone() {
             Some(key) => key,
             // By the request only when it names its block by number or
             // hash: a tag (`latest`) may name another block by the time
@@ -338,16 +338,14 @@ impl Context {
                 .is_some_and(|raw| raw.get().starts_with("\"0x")) =>
             {
                 // Apart from every memo key (a method's byte, then a hash).
-                let mut key = vec![u8::MAX, tag];
-                for index in 0..most {
-                    key.extend_from_slice(p.optional(index).map_or("", |raw| raw.get()).as_bytes());
-                    key.push(0);
-                }
-                key
+                memo.with_params(&[u8::MAX, tag], p)
             }
             None => return None,
         };
-        Some(TraceKeys { memo, flight })
+        Some(TraceKeys {
+            memo: memo_key,
+            flight,
+        })
     }
 
     /// Where answers of a method pinned so are kept: traces apart.
@@ -373,14 +371,21 @@ impl MemoKey {
     /// hash, and every parameter but the block's as sent (the block
     /// parameter is the hash: `latest` and its number share answers).
     fn key(&self, block_hash: &[u8; 32], p: &Params<'_>) -> Vec<u8> {
+        let mut prefix = [self.tag; 33];
+        prefix[1..].copy_from_slice(block_hash);
+        self.with_params(&prefix, p)
+    }
+
+    /// `prefix`, then every parameter but the block's as sent.
+    fn with_params(&self, prefix: &[u8], p: &Params<'_>) -> Vec<u8> {
         let parts: Vec<&str> = (0..self.most)
             .filter(|index| *index != self.block_param)
             .map(|index| p.optional(index).map_or("", |raw| raw.get()))
             .collect();
-        let mut key =
-            Vec::with_capacity(33 + parts.iter().map(|part| part.len() + 1).sum::<usize>());
-        key.push(self.tag);
-        key.extend_from_slice(block_hash);
+        let mut key = Vec::with_capacity(
+            prefix.len() + parts.iter().map(|part| part.len() + 1).sum::<usize>(),
+        );
+        key.extend_from_slice(prefix);
         for part in parts {
             key.extend_from_slice(part.as_bytes());
             // Not in any JSON text: parts cannot run into each other.

@@ -8,10 +8,10 @@
 //! With fetching off, a call that misses is a miss at once.
 
 use std::sync::Arc;
-
-use futures_util::StreamExt as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+use futures_util::StreamExt as _;
 
 use crate::errors::ErrorCode;
 use crate::metrics::CallEnd;
