@@ -457,7 +457,17 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
         .control()
         .set_lacking_method(Some("debug_executionWitness"));
     let last = busy[busy.len() - 2..].to_vec();
+    // Its proofs wait their turn: at most the request's share of the
+    // fetcher's slots asked of the node at once (`MAX_FETCHES_PER_REQUEST`,
+    // 16).
+    proxy.control().watch_method(Some("eth_getProof"));
     same(&client, &geth, "debug_traceBlockByNumber", trace(last[0])).await;
+    let most = proxy.control().most_at_once();
+    proxy.control().watch_method(None);
+    assert!(
+        (1..=16).contains(&most),
+        "{most} proofs asked of the node at once"
+    );
     let lacking = proxy.control().faults_served();
     assert!(lacking >= 1, "neve asked for a witness and was refused");
     same(&client, &geth, "debug_traceBlockByNumber", trace(last[1])).await;
