@@ -74,6 +74,7 @@ neve_store_retain_blocks gauge
 neve_store_retain_bytes gauge
 neve_store_segments gauge
 neve_store_write_failing gauge
+neve_trace_answers_along_total counter
 neve_trace_flights_shared_total counter
 neve_trace_flights_waited_out_total counter
 neve_trace_memo_hits_total counter
@@ -154,6 +155,7 @@ neve_store_retain_blocks
 neve_store_retain_bytes
 neve_store_segments
 neve_store_write_failing
+neve_trace_answers_along_total
 neve_trace_flights_shared_total
 neve_trace_flights_waited_out_total
 neve_trace_memo_hits_total

@@ -248,6 +248,14 @@ async fn traces_equal_geths_for_every_block_and_tracer() {
             witnesses < blocks / 2,
             "{witnesses} witnesses for {blocks} blocks"
         );
+        // Once the tracers were asked of two blocks, a callTracer's replay
+        // of a block made a prestateTracer's answer too (and the other way
+        // round): those answers are among the ones compared above.
+        let along = metric(&_neve, "neve_trace_answers_along_total");
+        assert!(
+            along >= blocks / 2,
+            "{along} answers made along, {blocks} blocks"
+        );
     }
 }
 
@@ -421,7 +429,12 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
 
     // Eight indexers asking one cold trace at once: one replay, its
     // answer shared.
-    let stored = metric(&neve, "neve_trace_memo_stored_total");
+    // (Answers made alongside a replay for other tracers are stored too.)
+    let replays = |neve: &support::Neve| {
+        metric(neve, "neve_trace_memo_stored_total")
+            - metric(neve, "neve_trace_answers_along_total")
+    };
+    let stored = replays(&neve);
     let (shared, hits) = (
         metric(&neve, "neve_trace_flights_shared_total"),
         metric(&neve, "neve_trace_memo_hits_total"),
@@ -437,11 +450,7 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
         assert_eq!(status, 200, "{got}");
         assert_eq!(got["result"], expected["result"]);
     }
-    assert_eq!(
-        metric(&neve, "neve_trace_memo_stored_total") - stored,
-        1,
-        "one replay for the eight"
-    );
+    assert_eq!(replays(&neve) - stored, 1, "one replay for the eight");
     // The seven others took its answer in flight, or from the memo after.
     let took = metric(&neve, "neve_trace_flights_shared_total") - shared
         + metric(&neve, "neve_trace_memo_hits_total")
@@ -461,7 +470,27 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     // fetcher's slots asked of the node at once (`MAX_FETCHES_PER_REQUEST`,
     // 16).
     proxy.control().watch_method(Some("eth_getProof"));
-    same(&client, &geth, "debug_traceBlockByNumber", trace(last[0])).await;
+    // Eight at once again, now over rounds of proofs: the seven wait out
+    // the one replay's rounds and take its answer.
+    let (shared, stored) = (
+        metric(&neve, "neve_trace_flights_shared_total"),
+        replays(&neve),
+    );
+    let params = trace(last[0]);
+    let asks = (0..8).map(|_| {
+        let (client, params) = (client.clone(), params.clone());
+        tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
+    });
+    let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
+    for answer in futures_util::future::join_all(asks).await {
+        let (status, got) = answer.unwrap();
+        assert_eq!(status, 200, "{got}");
+        assert_eq!(got["result"], expected["result"]);
+    }
+    assert_eq!(replays(&neve) - stored, 1, "one replay for the eight");
+    let took = metric(&neve, "neve_trace_flights_shared_total") - shared;
+    assert!(took >= 1, "{took} took the answer in flight");
+    assert_eq!(metric(&neve, "neve_trace_flights_waited_out_total"), 0);
     let most = proxy.control().most_at_once();
     proxy.control().watch_method(None);
     assert!(
@@ -470,7 +499,8 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     );
     let lacking = proxy.control().faults_served();
     assert!(lacking >= 1, "neve asked for a witness and was refused");
-    same(&client, &geth, "debug_traceBlockByNumber", trace(last[1])).await;
+    let four_bytes = json!([quantity(last[1]), {"tracer": "4byteTracer"}]);
+    same(&client, &geth, "debug_traceBlockByNumber", four_bytes).await;
     assert_eq!(proxy.control().faults_served(), lacking, "not asked again");
 }
 

@@ -102,6 +102,7 @@ pub fn trace_call(
                 &mut overlay,
                 Which::Before(index),
                 options,
+                None,
                 &limits,
                 &mut PostState::none(),
             )?;
@@ -151,7 +152,7 @@ pub fn trace_call(
                 spec,
             };
             let view = evm.ctx.journaled_state.database.inner();
-            written(inspector, &traced, view, MAX_TRACE_BYTES)
+            written(inspector, &traced, view, MAX_TRACE_BYTES, None)
         }
         // geth words its refusal as "tracing failed: …", neve as a call:
         // the node's.

@@ -8,6 +8,7 @@
 //!
 //! Start at [`trace`], then [`ReplayBlock`] and [`TraceConfig`].
 
+mod along;
 mod call;
 mod flat;
 mod hex;
@@ -22,6 +23,7 @@ mod post_state;
 mod replay;
 mod struct_log;
 
+pub use along::{MAX_ALONG, joins_others};
 pub use call::trace_call;
 pub use flat::FlatConfig;
 pub use inputs::{BlockTx, ReceiptFacts, ReplayBlock, Unreadable};
@@ -47,7 +49,28 @@ pub fn trace(
     since: std::time::Instant,
 ) -> Result<Traces, ReplayError> {
     let limits = limits::Limits::new(since, options.timeout, MAX_TRACE_BYTES);
-    replay::replay(pinned, block, which, options, &limits)
+    replay::replay(pinned, block, which, options, None, &limits)
+}
+
+/// A whole block's traces as [`trace`] makes them, with those of the
+/// `offered` tracers that run alongside the asked one in the same replay
+/// (see `along.rs`): each offered one's traces by its place, `None` for
+/// one that did not run beside it or was dropped.
+pub fn trace_block_along(
+    pinned: &Pinned<'_>,
+    block: &ReplayBlock,
+    options: &TraceOptions,
+    offered: &[TraceOptions],
+    since: std::time::Instant,
+) -> Result<(Traces, Vec<Option<Traces>>), ReplayError> {
+    let limits = limits::Limits::new(since, options.timeout, MAX_TRACE_BYTES);
+    let mut along = along::Along::new(options, offered);
+    let traces = replay::replay(pinned, block, Which::All, options, along.as_mut(), &limits)?;
+    let companions = match along {
+        Some(along) => along.into_traces(offered.len()),
+        None => (0..offered.len()).map(|_| None).collect(),
+    };
+    Ok((traces, companions))
 }
 
 /// A block's traces as geth answers `debug_traceBlockBy*`:

@@ -10,7 +10,7 @@ use alloy_consensus::Transaction as _;
 use alloy_eips::Typed2718 as _;
 use alloy_primitives::{Address, B256, Bytes, TxKind};
 use alloy_rpc_types_trace::geth::{
-    GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingOptions,
+    GethDebugBuiltInTracerType, GethDebugTracerType, GethDebugTracingOptions, GethTrace,
 };
 use revm::context::either::Either;
 use revm::context::result::ResultAndState;
@@ -33,6 +33,7 @@ use crate::rules::{Dialect, Fork};
 use crate::run::{MEMORY_LIMIT, Pinned};
 use crate::system::{BEACON_ROOTS, HISTORY_STORAGE, REQUEST_QUEUES};
 
+use super::along::Along;
 use super::flat::Place;
 use super::inputs::{BlockTx, ReceiptFacts, ReplayBlock};
 use super::inspector::{Budget, TraceInspector};
@@ -98,12 +99,14 @@ impl From<Stopped> for ReplayError {
 }
 
 /// Replays `block` over `pinned` (its parent), tracing `which` of its
-/// transactions with `options`, within `limits`.
+/// transactions with `options` (and `along`'s companions beside them),
+/// within `limits`.
 pub(crate) fn replay(
     pinned: &Pinned<'_>,
     block: &ReplayBlock,
     which: Which,
     options: &TraceOptions,
+    along: Option<&mut Along>,
     limits: &Limits,
 ) -> Result<Traces, ReplayError> {
     let fork = fork_of(pinned, block)?;
@@ -117,6 +120,7 @@ pub(crate) fn replay(
         &mut overlay,
         which,
         options,
+        along,
         limits,
         &mut post_state,
     )?;
@@ -180,8 +184,9 @@ pub(crate) fn finish(
 type BlockRun = (Traces, Option<ReplayError>);
 
 /// Runs `block`'s system calls and transactions (as `which` says) over
-/// `overlay`, committing each; what they change recorded in `post_state`,
-/// and after a whole block its closing system calls too.
+/// `overlay`, committing each, the traced ones under `options` (and
+/// `along`'s companions); what they change recorded in `post_state`, and
+/// after a whole block its closing system calls too.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_block(
     pinned: &Pinned<'_>,
@@ -190,6 +195,7 @@ pub(crate) fn run_block(
     overlay: &mut CacheDB<&VerifiedDb<'_>>,
     which: Which,
     options: &TraceOptions,
+    mut along: Option<&mut Along>,
     limits: &Limits,
     post_state: &mut PostState,
 ) -> Result<BlockRun, ReplayError> {
@@ -274,7 +280,8 @@ pub(crate) fn run_block(
             };
         let env = tx_env(tx);
         evm.inspector = if traced {
-            tracer(options, limits, limits.room(answer_bytes))
+            let runs = along.as_deref().map_or(options, |along| &along.mux);
+            tracer(runs, limits, limits.room(answer_bytes))
         } else {
             TraceInspector::Idle
         };
@@ -324,10 +331,14 @@ pub(crate) fn run_block(
                 options,
                 spec,
             };
-            let out = written(inspector, &traced_tx, view, limits.room(answer_bytes))?;
+            let room = limits.room(answer_bytes);
+            let out = written(inspector, &traced_tx, view, room, along.as_deref_mut())?;
             answer_bytes += out.len();
             if !limits.holds(answer_bytes) {
                 return Err(Stopped::TooLarge.into());
+            }
+            if let Some(along) = along.as_deref_mut() {
+                along.keep_within(answer_bytes, limits.room(0));
             }
             traces.push((tx.hash, out));
         }
@@ -389,12 +400,15 @@ pub(crate) struct Traced<'a> {
 }
 
 /// The trace `inspector` recorded of `traced`, as geth writes it, in at
-/// most `room` bytes; `view` is the state before it.
+/// most `room` bytes; `view` is the state before it. With `along`, the
+/// inspector ran its mux: the asked tracer's part is the trace, the
+/// companions' parts go to `along`.
 pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
     inspector: TraceInspector,
     traced: &Traced<'_>,
     mut view: DB,
     room: usize,
+    mut along: Option<&mut Along>,
 ) -> Result<Vec<u8>, ReplayError> {
     let done = traced.done;
     let gas_used = done.result.gas().tx_gas_used();
@@ -424,7 +438,13 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
                         .is_some_and(|code| code.is_eip7702())
                 });
                 if traced.env.tx_type == 4 || delegates || lookups.unsure {
-                    return Err(Stopped::Unsure.into());
+                    match along.as_deref_mut() {
+                        // Only the companion is unsure: it alone goes.
+                        Some(along) if along.asked != prestate() => {
+                            along.drop_kind(&prestate());
+                        }
+                        _ => return Err(Stopped::Unsure.into()),
+                    }
                 }
             }
             let trace = native
@@ -475,12 +495,34 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
                     _ => None,
                 },
             };
-            let mut writer = Capped {
-                out: &mut out,
-                room,
+            let capped = |out: &mut Vec<u8>, trace, room| {
+                let mut writer = Capped { out, room };
+                super::native::write(trace, &facts, &mut writer).map_err(|_| Stopped::TooLarge)
             };
-            if super::native::write(trace, &facts, &mut writer).is_err() {
-                return Err(Stopped::TooLarge.into());
+            match (trace, along) {
+                (GethTrace::MuxTracer(mux), Some(along)) => {
+                    // The asked tracer's part first: the companions get
+                    // the room it leaves.
+                    let mut parts: Vec<_> = mux.0.into_iter().collect();
+                    parts.sort_by_key(|(kind, _)| *kind != along.asked);
+                    for (kind, part) in parts {
+                        if kind == along.asked {
+                            capped(&mut out, part, room)?;
+                        } else if along.runs(&kind) {
+                            let mut trace = Vec::new();
+                            let hash = traced.context.tx_hash.unwrap_or_default();
+                            match capped(
+                                &mut trace,
+                                part,
+                                along.room(room.saturating_sub(out.len())),
+                            ) {
+                                Ok(()) => along.add(&kind, hash, trace),
+                                Err(_) => along.drop_all(),
+                            }
+                        }
+                    }
+                }
+                (trace, _) => capped(&mut out, trace, room)?,
             }
         }
         TraceInspector::Idle => {}
@@ -524,9 +566,14 @@ fn native_tracer(options: GethDebugTracingOptions, limits: &Limits) -> TraceInsp
     }
 }
 
+/// geth's prestate tracer's kind.
+fn prestate() -> GethDebugTracerType {
+    GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::PreStateTracer)
+}
+
 /// Whether `options` run geth's prestate tracer (alone or in a mux).
 fn runs_prestate(options: &GethDebugTracingOptions) -> bool {
-    let prestate = GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::PreStateTracer);
+    let prestate = prestate();
     match &options.tracer {
         Some(tracer) if *tracer == prestate => true,
         Some(GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::MuxTracer)) => options

@@ -51,6 +51,7 @@ const fn call_at(parse: crate::rpc::Parse, memo: bool) -> PinnedRun {
         pin: Pin::At(1),
         parse,
         memo,
+        along: None,
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) const METHODS: &[Method] = &[
             pin: Pin::At(1),
             parse,
             memo: true,
+            along: None,
         },
     ),
 ];

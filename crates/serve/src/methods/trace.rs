@@ -15,43 +15,66 @@ use std::sync::atomic::Ordering;
 
 use neve_execution::trace::{
     BlockTx, ReceiptFacts, ReplayBlock, ReplayError, TRACE_CONFIG_KEYS, TraceConfig, TraceOptions,
-    Unsupported, Which, keys_read_alike,
+    Unsupported, Which, block_answer, joins_others, keys_read_alike, trace_block_along,
 };
 use neve_execution::{BlockFacts, CallError, Pinned, Request};
 use neve_store::Block;
 
 use crate::errors::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
-use crate::rpc::{Context, Job, Located, Method, NoReply, Pin, PinnedRun, Ran, Reads, Reply};
+use crate::rpc::{
+    Along, Context, Job, Located, Method, NoReply, Pin, PinnedRun, Ran, Reads, Reply,
+};
 
 pub(crate) const METHODS: &[Method] = &[
     // (transaction hash, config), as geth.
     Method::executed(
         "debug_traceTransaction",
         (1, 2),
-        replays(locate_transaction, parse_transaction),
+        replays(locate_transaction, parse_transaction, None),
     ),
-    // (block number, config), as geth.
+    // (block number, config), as geth; a block's replay answers the
+    // configurations other clients trace blocks with lately too.
     Method::executed(
         "debug_traceBlockByNumber",
         (1, 2),
-        replays(locate_number, parse_number),
+        replays(locate_number, parse_number, ALONG),
     ),
-    // (block hash, config), as geth.
+    // (block hash, config), as geth; likewise.
     Method::executed(
         "debug_traceBlockByHash",
         (1, 2),
-        replays(locate_hash, parse_hash),
+        replays(locate_hash, parse_hash, ALONG),
     ),
     // (call, block, config with overrides and `txIndex`), as geth.
-    Method::executed("debug_traceCall", (2, 3), replays(locate_call, parse_call)),
+    Method::executed(
+        "debug_traceCall",
+        (2, 3),
+        replays(locate_call, parse_call, None),
+    ),
 ];
 
-const fn replays(locate: crate::rpc::Locate, parse: crate::rpc::Parse) -> PinnedRun {
+/// A whole block's trace: its configuration the second parameter.
+const ALONG: Option<Along> = Some(Along {
+    param: 1,
+    joins: |text| {
+        config_of(Some(text))
+            .ok()
+            .and_then(|(_, options)| options.ok())
+            .is_some_and(|options| joins_others(&options))
+    },
+});
+
+const fn replays(
+    locate: crate::rpc::Locate,
+    parse: crate::rpc::Parse,
+    along: Option<Along>,
+) -> PinnedRun {
     PinnedRun {
         pin: Pin::Parent(locate),
         parse,
         memo: true,
+        along,
     }
 }
 
@@ -106,6 +129,9 @@ fn locate_call(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Located, N
 struct Trace {
     target: Target,
     options: Result<TraceOptions, Unsupported>,
+    /// Configurations other clients trace blocks with, each as they send
+    /// it, to answer in the same replay ([`Job::offer`]).
+    offered: Vec<(Box<str>, TraceOptions)>,
 }
 
 #[derive(Clone, Copy)]
@@ -119,6 +145,7 @@ fn parse_transaction(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
     Ok(Box::new(Trace {
         target,
         options: options(p, 1)?,
+        offered: Vec::new(),
     }))
 }
 
@@ -127,6 +154,7 @@ fn parse_number(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
     Ok(Box::new(Trace {
         target,
         options: options(p, 1)?,
+        offered: Vec::new(),
     }))
 }
 
@@ -135,6 +163,7 @@ fn parse_hash(p: &Params<'_>) -> Result<Box<dyn Job>, ParamError> {
     Ok(Box::new(Trace {
         target,
         options: options(p, 1)?,
+        offered: Vec::new(),
     }))
 }
 
@@ -151,17 +180,25 @@ fn config_at(
     p: &Params<'_>,
     index: usize,
 ) -> Result<(TraceConfig, Result<TraceOptions, Unsupported>), ParamError> {
-    let config: TraceConfig = match p.optional(index) {
+    config_of(p.optional(index).map(|raw| raw.get()))
+        .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))
+}
+
+/// The configuration `text` is (absent: geth's default), and the tracing
+/// it asks for; serde's words when it does not read.
+fn config_of(
+    text: Option<&str>,
+) -> Result<(TraceConfig, Result<TraceOptions, Unsupported>), serde_json::Error> {
+    let config: TraceConfig = match text {
         // Read otherwise by geth (a duplicate key serde refuses among
         // them): the node's, whatever serde would make of it.
-        Some(raw) if !keys_read_alike(raw.get(), TRACE_CONFIG_KEYS) => {
+        Some(text) if !keys_read_alike(text, TRACE_CONFIG_KEYS) => {
             return Ok((
                 TraceConfig::default(),
                 Err(Unsupported("configuration keys geth reads otherwise")),
             ));
         }
-        Some(raw) => serde_json::from_str(raw.get())
-            .map_err(|e| ParamError(format!("invalid argument {index}: {e}")))?,
+        Some(text) => serde_json::from_str(text)?,
         None => TraceConfig::default(),
     };
     let options = config.options();
@@ -257,9 +294,29 @@ impl Job for Trace {
             return Ok(Ran::Miss);
         };
         let since = reads.since.unwrap_or_else(std::time::Instant::now);
+        if which == Which::All && !self.offered.is_empty() {
+            let offered: Vec<TraceOptions> = self.offered.iter().map(|(_, o)| o.clone()).collect();
+            let traced = trace_block_along(pinned, &replayed, options, &offered, since);
+            let (answer, along) = match traced {
+                Ok((traces, along)) => (Ok(block_answer(&traces)), along),
+                Err(error) => (Err(error), Vec::new()),
+            };
+            let made: Vec<(Box<str>, Reply)> = self
+                .offered
+                .iter()
+                .zip(along)
+                .filter_map(|((config, _), traces)| {
+                    Some((config.clone(), Reply::bytes(block_answer(&traces?).into())))
+                })
+                .collect();
+            return match answered(ctx, block.height(), answer)? {
+                Ran::Answered(reply, _) if !made.is_empty() => Ok(Ran::AnsweredAlong(reply, made)),
+                ran => Ok(ran),
+            };
+        }
         let traced = neve_execution::trace::trace(pinned, &replayed, which, options, since)
             .and_then(|traces| match which {
-                Which::All => Ok(neve_execution::trace::block_answer(&traces)),
+                Which::All => Ok(block_answer(&traces)),
                 _ => traces
                     .into_iter()
                     .next()
@@ -267,6 +324,21 @@ impl Job for Trace {
                     .ok_or(ReplayError::Unsupported),
             });
         answered(ctx, block.height(), traced)
+    }
+
+    fn offer(&mut self, configs: Vec<Box<str>>) {
+        if !matches!(self.target, Target::Block(_)) {
+            return;
+        }
+        // Only what reads as a configuration neve traces with; the
+        // replay runs those it can beside the asked one.
+        self.offered = configs
+            .into_iter()
+            .filter_map(|text| {
+                let (_, options) = config_of(Some(&text)).ok()?;
+                Some((text, options.ok()?))
+            })
+            .collect();
     }
 }
 

@@ -140,6 +140,13 @@ impl CallMemo {
         Some(answer.reply())
     }
 
+    /// Whether an answer to the call `key` names is kept (not counted as
+    /// a hit, nor moved).
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        let generations = self.lock();
+        generations.young.contains_key(key) || generations.old.contains_key(key)
+    }
+
     /// Keeps `reply` as the answer to the call `key` names, if it is an
     /// answer (not a miss, not a fault).
     pub(crate) fn insert(&self, key: Vec<u8>, reply: &Reply) {

@@ -87,6 +87,11 @@ pub(crate) struct Context {
     pub(crate) trace_answers: super::CallMemo,
     /// Replays that did not reproduce their block's verified receipts.
     pub(crate) replays_diverged: std::sync::atomic::AtomicU64,
+    /// The configurations whole blocks were traced with lately: a block's
+    /// replay answers them too.
+    pub(crate) trace_asks: super::TraceAsks,
+    /// Trace answers made alongside another's replay, and kept.
+    pub(crate) answers_along: std::sync::atomic::AtomicU64,
     /// The chain runs coreth's EVM and price oracle: see
     /// [`Context::runs_coreth`].
     pub(crate) coreth: bool,

@@ -40,6 +40,11 @@ fn needed_keys(needs: &Needs) -> usize {
 pub(crate) trait Job {
     /// Runs at `pinned`; `reads` as the call threads read.
     fn run(&self, ctx: &Context, reads: Reads, pinned: &Pinned<'_>) -> Result<Ran, CallError>;
+
+    /// Other configurations (its parameter's texts, as other clients
+    /// send them) whose answers its run may make too
+    /// ([`PinnedRun::along`]); ignored by a job that makes none.
+    fn offer(&mut self, _configs: Vec<Box<str>>) {}
 }
 
 /// A method's parameters parsed into its [`Job`]; -32602 naming the
@@ -78,6 +83,20 @@ pub(crate) struct PinnedRun {
     /// Whether its answers are kept in the memo (`call_memo.rs`): only
     /// those that depend on nothing but the pinned block and the request.
     pub(crate) memo: bool,
+    /// When one run can answer it for other configurations asked lately
+    /// too (a whole block's trace: its replay runs the tracers indexers
+    /// ask beside this one, `trace_asks.rs`).
+    pub(crate) along: Option<Along>,
+}
+
+/// How a method's run answers other configurations alongside its own.
+#[derive(Clone, Copy)]
+pub(crate) struct Along {
+    /// The parameter naming its configuration.
+    pub(crate) param: usize,
+    /// Whether a configuration's text names one that runs alongside
+    /// others (asked once for each configuration remembered).
+    pub(crate) joins: fn(&str) -> bool,
 }
 
 /// A trace's keys ([`Context::trace_key`]).
@@ -93,6 +112,9 @@ pub(crate) enum Ran {
     /// An answer, with the accounts and slots its run read (made hot when
     /// it ran at `latest`, so the refresh after each block keeps them).
     Answered(Reply, Vec<HotKey>),
+    /// An answer, and the answers the same run made for configurations
+    /// offered to it ([`Job::offer`]), by their texts.
+    AnsweredAlong(Reply, Vec<(Box<str>, Reply)>),
     /// State to fetch first.
     Needs(Needs),
     /// Not answerable here.
@@ -123,12 +145,18 @@ impl Context {
             },
         });
         if reads.waits == Waits::Never {
+            if let Some(along) = executed.along
+                && let Some(block) = p.optional(0)
+            {
+                let config = p.optional(along.param).map_or("", |raw| raw.get());
+                self.trace_asks.asked(tag, block.get(), config, along.joins);
+            }
             return Ok(self.on_the_worker(memo, &executed.pin, p, reads));
         }
         let Some(state) = &self.state else {
             return Ok(Reply::Unsupported);
         };
-        let job = (executed.parse)(p)?;
+        let mut job = (executed.parse)(p)?;
         // The block pinned, and the hash answers are kept under.
         let (at, replayed) = match executed.pin {
             Pin::At(param) => (p.block_ref_or_latest(param)?, None),
@@ -190,14 +218,37 @@ impl Context {
             block_hash: &block_hash,
             codes: &self.call_codes,
         };
+        // What clients trace blocks with lately, besides this request's
+        // configuration, when not answered already.
+        let along = executed.along.zip(memo).zip(replayed);
+        if let Some(((Along { param: index, .. }, memo), hash)) = along {
+            let config = p.optional(index).map_or("", |raw| raw.get());
+            let offered: Vec<Box<str>> = self
+                .trace_asks
+                .offered(tag, config)
+                .into_iter()
+                .filter(|other| {
+                    let key = memo.key_along(&hash, p, index, other);
+                    !self.trace_answers.contains(&key)
+                })
+                .collect();
+            if !offered.is_empty() {
+                job.offer(offered);
+            }
+        }
         let ran = job.run(self, reads, &pinned);
         // Every run's gas, whatever came of it.
         gas.set(gas.get() + pinned.spent.get());
+        let mut made_along = Vec::new();
         let reply = match ran {
             Ok(Ran::Answered(reply, read)) => {
                 if at == BlockRef::Tag(BlockTag::Latest) {
                     state.record_hot_all(&read);
                 }
+                reply
+            }
+            Ok(Ran::AnsweredAlong(reply, along)) => {
+                made_along = along;
                 reply
             }
             Ok(Ran::Needs(needs)) => {
@@ -235,6 +286,14 @@ impl Context {
         if let Some(memo) = memo.filter(|_| still) {
             let block = replayed.unwrap_or(facts.hash.0);
             self.memo(&executed.pin).insert(memo.key(&block, p), &reply);
+            if let Some(Along { param: index, .. }) = executed.along {
+                for (config, answer) in made_along {
+                    let key = memo.key_along(&block, p, index, &config);
+                    self.memo(&executed.pin).insert(key, &answer);
+                    self.answers_along
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
         }
         Ok(reply)
     }
@@ -376,11 +435,34 @@ impl MemoKey {
         self.with_params(&prefix, p)
     }
 
+    /// The memo's key of the same call with `config` for its parameter
+    /// `index`, as another client sends it.
+    fn key_along(
+        &self,
+        block_hash: &[u8; 32],
+        p: &Params<'_>,
+        index: usize,
+        config: &str,
+    ) -> Vec<u8> {
+        let mut prefix = [self.tag; 33];
+        prefix[1..].copy_from_slice(block_hash);
+        self.with_parts(&prefix, p, Some((index, config)))
+    }
+
     /// `prefix`, then every parameter but the block's as sent.
     fn with_params(&self, prefix: &[u8], p: &Params<'_>) -> Vec<u8> {
+        self.with_parts(prefix, p, None)
+    }
+
+    /// `prefix`, then every parameter but the block's as sent, the one at
+    /// `instead`'s index as its text.
+    fn with_parts(&self, prefix: &[u8], p: &Params<'_>, instead: Option<(usize, &str)>) -> Vec<u8> {
         let parts: Vec<&str> = (0..self.most)
             .filter(|index| *index != self.block_param)
-            .map(|index| p.optional(index).map_or("", |raw| raw.get()))
+            .map(|index| match instead {
+                Some((at, text)) if at == index => text,
+                _ => p.optional(index).map_or("", |raw| raw.get()),
+            })
             .collect();
         let mut key = Vec::with_capacity(
             prefix.len() + parts.iter().map(|part| part.len() + 1).sum::<usize>(),

@@ -3,7 +3,8 @@
 //! ([`request`]), the answer and its envelope ([`reply`]), what a call
 //! reads with and the lookups every family shares ([`context`], and the
 //! price oracle's in [`oracle`]), calls' answers kept by block
-//! ([`call_memo`]), work charged beyond a run's gas ([`charge`]), how a
+//! ([`call_memo`]) and the configurations blocks are traced with lately
+//! ([`trace_asks`]), work charged beyond a run's gas ([`charge`]), how a
 //! family declares a method ([`method`]), and how every executed method
 //! runs at its pinned block ([`execute`]). Nothing here knows a method by
 //! name, and nothing here imports a family or the server.
@@ -16,13 +17,15 @@ mod method;
 mod oracle;
 mod reply;
 mod request;
+mod trace_asks;
 
 pub(crate) use call_memo::{CallMemo, MemoCounts};
 pub(crate) use context::{Context, Reads, Waits};
 pub(crate) use execute::{
-    Job, Locate, Located, Parse, Pin, PinnedRun, Ran, TraceKeys, answered, failure,
+    Along, Job, Locate, Located, Parse, Pin, PinnedRun, Ran, TraceKeys, answered, failure,
 };
 pub(crate) use method::{Method, Runs};
 pub use reply::Outcome;
 pub(crate) use reply::{NoReply, Reply, count, envelope, error_element, hex_quantity};
 pub(crate) use request::{Call, OwnedCall, Validity};
+pub(crate) use trace_asks::TraceAsks;

@@ -185,8 +185,11 @@ impl Server {
                     }
                     reply => replies[i] = Some((reply, round > 0)),
                 }
-                if let (Some((reply, _)), Some(leader)) = (&replies[i], leading[i].take()) {
-                    // The identical traces waiting take its answer.
+                // Once it has its answer (not before: a round of fetches
+                // keeps the flight), the identical traces waiting take it.
+                if let Some((reply, _)) = &replies[i]
+                    && let Some(leader) = leading[i].take()
+                {
                     leader.finish(reply);
                 }
             }
@@ -288,6 +291,7 @@ impl Server {
                 reply
             }
             Flight::Follow(mut done) => {
+                let waited = Instant::now();
                 let _ = tokio::time::timeout(FLIGHT_WAIT, done.wait_for(Option::is_some)).await;
                 let shared = done.borrow().clone();
                 let counted = |counter: &AtomicU64| counter.fetch_add(1, Ordering::Relaxed);
@@ -298,8 +302,13 @@ impl Server {
                     }
                     // The leader gone without an answer: the memo, else a
                     // run here.
-                    _ => {
+                    outcome => {
                         counted(&self.flights.waited_out);
+                        tracing::debug!(
+                            waited_ms = waited.elapsed().as_millis() as u64,
+                            leader_gone = outcome.is_some(),
+                            "a trace waited for an identical one in flight and got no answer"
+                        );
                         kept()
                     }
                 }

@@ -231,7 +231,7 @@ impl Server {
 
     /// (name, help, value) of the traces' figures: the memo's and the
     /// replays that were not the chain's.
-    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 5] {
+    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 6] {
         let memo = self.ctx.trace_answers.counts();
         [
             (
@@ -249,6 +249,13 @@ impl Server {
                 "Replays of a block that did not reproduce its verified receipts (answered 421, logged).",
                 self.ctx
                     .replays_diverged
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "neve_trace_answers_along_total",
+                "Traces of a whole block made by another configuration's replay of it, for the configurations clients trace blocks with lately, and kept in the memo.",
+                self.ctx
+                    .answers_along
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),
             (

@@ -103,6 +103,8 @@ pub async fn serve(
             call_answers: crate::rpc::CallMemo::new(config.call_memo_bytes),
             trace_answers: crate::rpc::CallMemo::new(config.trace_memo_bytes),
             replays_diverged: Default::default(),
+            trace_asks: Default::default(),
+            answers_along: Default::default(),
             fee_blocks: Default::default(),
             coreth: Context::runs_coreth(
                 config.coreth_upstream,

@@ -82,6 +82,8 @@ pub(crate) fn server_configured(
             call_answers: Default::default(),
             trace_answers: Default::default(),
             replays_diverged: Default::default(),
+            trace_asks: Default::default(),
+            answers_along: Default::default(),
             fee_blocks: Default::default(),
             coreth: false,
             config: {
