@@ -7,9 +7,13 @@
 //! apart, as geth writes it alone.
 //!
 //! A companion never costs the asked trace its answer: it is dropped,
-//! not the replay, when it would take the answers past the request's cap
-//! or meets what neve does not word as geth does; a companion with a
-//! shorter `timeout` than the asked trace's does not run.
+//! not the replay, when it would take the answers past the request's cap,
+//! reads state not held, meets what neve does not word as geth does, or
+//! is still running past half the asked trace's time (the rest of the
+//! block then runs the asked tracer alone); a companion with a shorter
+//! `timeout` than the asked trace's does not run.
+
+use std::time::Instant;
 
 use alloy_primitives::B256;
 use alloy_rpc_types_trace::geth::mux::MuxConfig;
@@ -17,12 +21,16 @@ use alloy_rpc_types_trace::geth::{
     GethDebugBuiltInTracerType, GethDebugTracerConfig, GethDebugTracerType, GethDebugTracingOptions,
 };
 
+use super::limits::MAX_TRACE_TIME;
 use super::options::{TraceOptions, Tracer};
-use super::replay::Traces;
+
+/// A companion's traces: each transaction's hash and trace, as a
+/// replay's (`replay::Traces`; this file is below the replay).
+type Traces = Vec<(B256, Vec<u8>)>;
 
 /// Most tracers run alongside an asked one: one of each kind neve runs
 /// alongside (`callTracer`, `prestateTracer`) but the asked one's.
-pub const MAX_ALONG: usize = 1;
+pub(crate) const MAX_ALONG: usize = 1;
 
 /// The tracers of one replay beyond the asked one, and their traces.
 pub(crate) struct Along {
@@ -35,6 +43,8 @@ pub(crate) struct Along {
     companions: Vec<(usize, GethDebugTracerType, Option<Traces>)>,
     /// Bytes of the companions' traces held.
     bytes: usize,
+    /// Past this, companions are dropped: half the asked trace's time.
+    cutoff: Instant,
 }
 
 /// The kind and configuration of a tracer that runs alongside others.
@@ -59,15 +69,20 @@ pub fn joins_others(options: &TraceOptions) -> bool {
 
 impl Along {
     /// The replay of `asked` with those of `offered` that can run beside
-    /// it (at most [`MAX_ALONG`], each of a kind of its own); `None` when
-    /// none can.
-    pub(crate) fn new(asked: &TraceOptions, offered: &[TraceOptions]) -> Option<Along> {
+    /// it (at most [`MAX_ALONG`], each of a kind of its own), from
+    /// `since`; `None` when none can.
+    pub(crate) fn new(
+        asked: &TraceOptions,
+        offered: &[TraceOptions],
+        since: Instant,
+    ) -> Option<Along> {
+        let time = |options: &TraceOptions| options.timeout.min(MAX_TRACE_TIME);
         let (asked_kind, asked_config) = muxable(asked)?;
         let mut mux = alloy_primitives::map::HashMap::default();
         mux.insert(asked_kind.clone(), Some(asked_config));
         let mut companions = Vec::new();
         for (index, options) in offered.iter().enumerate() {
-            if companions.len() == MAX_ALONG || options.timeout < asked.timeout {
+            if companions.len() == MAX_ALONG || time(options) < time(asked) {
                 continue;
             }
             let Some((kind, config)) = muxable(options) else {
@@ -97,7 +112,21 @@ impl Along {
             asked: asked_kind,
             companions,
             bytes: 0,
+            cutoff: since + time(asked) / 2,
         })
+    }
+
+    /// What the next transaction runs: the mux while a companion still
+    /// runs (and it is not past the cut-off), else `None` (the asked
+    /// tracer alone).
+    pub(crate) fn runs_now(&mut self) -> Option<&TraceOptions> {
+        if Instant::now() >= self.cutoff {
+            self.drop_all();
+        }
+        self.companions
+            .iter()
+            .any(|(_, _, traces)| traces.is_some())
+            .then_some(&self.mux)
     }
 
     /// Whether a companion of `kind` still runs.
@@ -179,7 +208,8 @@ mod tests {
             options(r#"{"tracer":"prestateTracer"}"#),
             options(r#"{}"#),
         ];
-        let along = Along::new(&asked, &offered).expect("a prestate tracer alongside");
+        let along =
+            Along::new(&asked, &offered, Instant::now()).expect("a prestate tracer alongside");
         let prestate =
             GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::PreStateTracer);
         assert!(along.runs(&prestate));
@@ -196,18 +226,40 @@ mod tests {
     #[test]
     fn nothing_runs_alongside_a_struct_log_a_flat_trace_or_a_shorter_timeout() {
         let prestate = [options(r#"{"tracer":"prestateTracer"}"#)];
-        assert!(Along::new(&options("{}"), &prestate).is_none());
-        assert!(Along::new(&options(r#"{"tracer":"flatCallTracer"}"#), &prestate).is_none());
+        assert!(Along::new(&options("{}"), &prestate, Instant::now()).is_none());
+        assert!(
+            Along::new(
+                &options(r#"{"tracer":"flatCallTracer"}"#),
+                &prestate,
+                Instant::now()
+            )
+            .is_none()
+        );
         let call = options(r#"{"tracer":"callTracer"}"#);
         let hasty = [options(r#"{"tracer":"prestateTracer","timeout":"1s"}"#)];
-        assert!(Along::new(&call, &hasty).is_none());
-        assert!(Along::new(&call, &[options(r#"{"tracer":"4byteTracer"}"#)]).is_none());
+        assert!(Along::new(&call, &hasty, Instant::now()).is_none());
+        // Compared as capped: a 10 s trace takes a companion of 5 s.
+        let patient = options(r#"{"tracer":"callTracer","timeout":"10s"}"#);
+        assert!(Along::new(&patient, &prestate, Instant::now()).is_some());
+        assert!(
+            Along::new(
+                &call,
+                &[options(r#"{"tracer":"4byteTracer"}"#)],
+                Instant::now()
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn companions_give_way_to_the_asked_traces_room() {
         let call = options(r#"{"tracer":"callTracer"}"#);
-        let mut along = Along::new(&call, &[options(r#"{"tracer":"prestateTracer"}"#)]).unwrap();
+        let mut along = Along::new(
+            &call,
+            &[options(r#"{"tracer":"prestateTracer"}"#)],
+            Instant::now(),
+        )
+        .unwrap();
         let prestate =
             GethDebugTracerType::BuiltInTracer(GethDebugBuiltInTracerType::PreStateTracer);
         along.add(&prestate, B256::ZERO, vec![b'x'; 60]);
@@ -216,6 +268,19 @@ mod tests {
         assert!(along.runs(&prestate));
         along.keep_within(50, 100);
         assert!(!along.runs(&prestate), "the asked trace's bytes come first");
+        assert!(along.runs_now().is_none(), "the asked tracer alone");
         assert_eq!(along.into_traces(1), vec![None]);
+    }
+
+    #[test]
+    fn past_the_cutoff_the_asked_tracer_runs_alone() {
+        let call = options(r#"{"tracer":"callTracer"}"#);
+        let offered = [options(r#"{"tracer":"prestateTracer"}"#)];
+        let mut along = Along::new(&call, &offered, Instant::now()).unwrap();
+        assert!(along.runs_now().is_some());
+        let long_ago = Instant::now() - MAX_TRACE_TIME;
+        let mut late = Along::new(&call, &offered, long_ago).unwrap();
+        assert!(late.runs_now().is_none());
+        assert_eq!(late.into_traces(1), vec![None]);
     }
 }

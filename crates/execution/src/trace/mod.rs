@@ -23,7 +23,7 @@ mod post_state;
 mod replay;
 mod struct_log;
 
-pub use along::{MAX_ALONG, joins_others};
+pub use along::joins_others;
 pub use call::trace_call;
 pub use flat::FlatConfig;
 pub use inputs::{BlockTx, ReceiptFacts, ReplayBlock, Unreadable};
@@ -64,7 +64,7 @@ pub fn trace_block_along(
     since: std::time::Instant,
 ) -> Result<(Traces, Vec<Option<Traces>>), ReplayError> {
     let limits = limits::Limits::new(since, options.timeout, MAX_TRACE_BYTES);
-    let mut along = along::Along::new(options, offered);
+    let mut along = along::Along::new(options, offered, since);
     let traces = replay::replay(pinned, block, Which::All, options, along.as_mut(), &limits)?;
     let companions = match along {
         Some(along) => along.into_traces(offered.len()),

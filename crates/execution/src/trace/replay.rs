@@ -280,8 +280,8 @@ pub(crate) fn run_block(
             };
         let env = tx_env(tx);
         evm.inspector = if traced {
-            let runs = along.as_deref().map_or(options, |along| &along.mux);
-            tracer(runs, limits, limits.room(answer_bytes))
+            let runs = along.as_deref_mut().and_then(Along::runs_now);
+            tracer(runs.unwrap_or(options), limits, limits.room(answer_bytes))
         } else {
             TraceInspector::Idle
         };
@@ -332,7 +332,20 @@ pub(crate) fn run_block(
                 spec,
             };
             let room = limits.room(answer_bytes);
+            let db = view.db;
+            let clean = !db.has_needs();
             let out = written(inspector, &traced_tx, view, room, along.as_deref_mut())?;
+            if let Some(along) = along.as_deref_mut()
+                && clean
+                && db.has_needs()
+                && along.asked != prestate()
+            {
+                // Only the prestate companion reads state when written
+                // (code, accounts before): what it missed is not the
+                // asked trace's to fetch.
+                let _ = db.take_needs();
+                along.drop_kind(&prestate());
+            }
             answer_bytes += out.len();
             if !limits.holds(answer_bytes) {
                 return Err(Stopped::TooLarge.into());

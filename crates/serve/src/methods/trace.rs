@@ -23,7 +23,7 @@ use neve_store::Block;
 use crate::errors::ErrorCode;
 use crate::params::{BlockRef, BlockTag, ParamError, Params};
 use crate::rpc::{
-    Along, Context, Job, Located, Method, NoReply, Pin, PinnedRun, Ran, Reads, Reply,
+    Alongside, Context, Job, Located, Method, NoReply, Pin, PinnedRun, Ran, Reads, Reply,
 };
 
 pub(crate) const METHODS: &[Method] = &[
@@ -55,7 +55,7 @@ pub(crate) const METHODS: &[Method] = &[
 ];
 
 /// A whole block's trace: its configuration the second parameter.
-const ALONG: Option<Along> = Some(Along {
+const ALONG: Option<Alongside> = Some(Alongside {
     param: 1,
     joins: |text| {
         config_of(Some(text))
@@ -68,7 +68,7 @@ const ALONG: Option<Along> = Some(Along {
 const fn replays(
     locate: crate::rpc::Locate,
     parse: crate::rpc::Parse,
-    along: Option<Along>,
+    along: Option<Alongside>,
 ) -> PinnedRun {
     PinnedRun {
         pin: Pin::Parent(locate),

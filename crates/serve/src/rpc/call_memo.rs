@@ -148,23 +148,24 @@ impl CallMemo {
     }
 
     /// Keeps `reply` as the answer to the call `key` names, if it is an
-    /// answer (not a miss, not a fault).
-    pub(crate) fn insert(&self, key: Vec<u8>, reply: &Reply) {
+    /// answer (not a miss, not a fault); whether it was kept.
+    pub(crate) fn insert(&self, key: Vec<u8>, reply: &Reply) -> bool {
         if !self.enabled() {
-            return;
+            return false;
         }
         let Some(answer) = Answer::of(reply) else {
-            return;
+            return false;
         };
         // An answer over a quarter of a generation would push out many
         // small ones for itself: it is not kept.
         if key.len() + answer.bytes() + ENTRY_OVERHEAD > self.generation_bytes / 4 {
-            return;
+            return false;
         }
         let mut generations = self.lock();
         self.insert_young(&mut generations, key.into_boxed_slice(), answer);
         drop(generations);
         self.stored.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     pub(crate) fn counts(&self) -> MemoCounts {

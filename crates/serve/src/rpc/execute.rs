@@ -86,12 +86,12 @@ pub(crate) struct PinnedRun {
     /// When one run can answer it for other configurations asked lately
     /// too (a whole block's trace: its replay runs the tracers indexers
     /// ask beside this one, `trace_asks.rs`).
-    pub(crate) along: Option<Along>,
+    pub(crate) along: Option<Alongside>,
 }
 
 /// How a method's run answers other configurations alongside its own.
 #[derive(Clone, Copy)]
-pub(crate) struct Along {
+pub(crate) struct Alongside {
     /// The parameter naming its configuration.
     pub(crate) param: usize,
     /// Whether a configuration's text names one that runs alongside
@@ -145,13 +145,7 @@ impl Context {
             },
         });
         if reads.waits == Waits::Never {
-            if let Some(along) = executed.along
-                && let Some(block) = p.optional(0)
-            {
-                let config = p.optional(along.param).map_or("", |raw| raw.get());
-                self.trace_asks.asked(tag, block.get(), config, along.joins);
-            }
-            return Ok(self.on_the_worker(memo, &executed.pin, p, reads));
+            return Ok(self.on_the_worker(tag, memo, executed, p, reads));
         }
         let Some(state) = &self.state else {
             return Ok(Reply::Unsupported);
@@ -162,10 +156,13 @@ impl Context {
             Pin::At(param) => (p.block_ref_or_latest(param)?, None),
             Pin::Parent(locate) => match locate(self, p, reads)? {
                 Located::Reply(reply) => return Ok(reply),
-                Located::Block(height, hash) => (
-                    BlockRef::Tag(BlockTag::Number(height.saturating_sub(1))),
-                    Some(hash),
-                ),
+                Located::Block(height, hash) => {
+                    self.note_asked(tag, executed, p, height);
+                    (
+                        BlockRef::Tag(BlockTag::Number(height.saturating_sub(1))),
+                        Some(hash),
+                    )
+                }
                 Located::After(at) => (at, None),
             },
         };
@@ -221,7 +218,9 @@ impl Context {
         // What clients trace blocks with lately, besides this request's
         // configuration, when not answered already.
         let along = executed.along.zip(memo).zip(replayed);
-        if let Some(((Along { param: index, .. }, memo), hash)) = along {
+        if let Some(((Alongside { param: index, .. }, memo), hash)) = along
+            && self.memo(&executed.pin).enabled()
+        {
             let config = p.optional(index).map_or("", |raw| raw.get());
             let offered: Vec<Box<str>> = self
                 .trace_asks
@@ -229,7 +228,7 @@ impl Context {
                 .into_iter()
                 .filter(|other| {
                     let key = memo.key_along(&hash, p, index, other);
-                    !self.trace_answers.contains(&key)
+                    !self.memo(&executed.pin).contains(&key)
                 })
                 .collect();
             if !offered.is_empty() {
@@ -286,12 +285,13 @@ impl Context {
         if let Some(memo) = memo.filter(|_| still) {
             let block = replayed.unwrap_or(facts.hash.0);
             self.memo(&executed.pin).insert(memo.key(&block, p), &reply);
-            if let Some(Along { param: index, .. }) = executed.along {
+            if let Some(Alongside { param: index, .. }) = executed.along {
                 for (config, answer) in made_along {
                     let key = memo.key_along(&block, p, index, &config);
-                    self.memo(&executed.pin).insert(key, &answer);
-                    self.answers_along
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if self.memo(&executed.pin).insert(key, &answer) {
+                        self.answers_along
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -333,11 +333,13 @@ impl Context {
     /// anything else. The block is looked up once.
     fn on_the_worker(
         &self,
+        tag: u8,
         memo: Option<MemoKey>,
-        pin: &Pin,
+        executed: &PinnedRun,
         p: &Params<'_>,
         reads: Reads,
     ) -> Reply {
+        let pin = &executed.pin;
         let memo = memo.filter(|_| self.memo(pin).enabled());
         let block_hash = |at: BlockRef| Some(self.block(at, reads).ok()??.hash());
         let hash = match pin {
@@ -345,7 +347,10 @@ impl Context {
             Pin::At(param) => p.block_ref_or_latest(*param).ok().and_then(block_hash),
             Pin::Parent(locate) => match locate(self, p, reads) {
                 Ok(Located::Reply(reply)) => return reply,
-                Ok(Located::Block(_, hash)) => Some(hash),
+                Ok(Located::Block(height, hash)) => {
+                    self.note_asked(tag, executed, p, height);
+                    Some(hash)
+                }
                 Ok(Located::After(at)) => block_hash(at),
                 Err(_) => None,
             },
@@ -405,6 +410,15 @@ impl Context {
             memo: memo_key,
             flight,
         })
+    }
+
+    /// Notes the configuration a method that answers others alongside
+    /// (`executed.along`) was asked with, of the stored block at `height`.
+    fn note_asked(&self, tag: u8, executed: &PinnedRun, p: &Params<'_>, height: u64) {
+        if let Some(along) = executed.along {
+            let config = p.optional(along.param).map_or("", |raw| raw.get());
+            self.trace_asks.asked(tag, height, config, along.joins);
+        }
     }
 
     /// Where answers of a method pinned so are kept: traces apart.

@@ -22,7 +22,7 @@ mod trace_asks;
 pub(crate) use call_memo::{CallMemo, MemoCounts};
 pub(crate) use context::{Context, Reads, Waits};
 pub(crate) use execute::{
-    Along, Job, Locate, Located, Parse, Pin, PinnedRun, Ran, TraceKeys, answered, failure,
+    Alongside, Job, Locate, Located, Parse, Pin, PinnedRun, Ran, TraceKeys, answered, failure,
 };
 pub(crate) use method::{Method, Runs};
 pub use reply::Outcome;

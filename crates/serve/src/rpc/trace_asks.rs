@@ -3,9 +3,12 @@
 //! and again with `prestateTracer`, and the second request finds its
 //! answer made by the first one's replay when that replay ran both
 //! (`neve_execution::trace::trace_block_along`). A configuration is
-//! offered alongside another once it was asked of two blocks or more,
-//! the last time within [`ASKED_LATELY`]: what clients follow the chain
-//! with, not a one-off.
+//! offered alongside another once it was asked of two stored blocks or
+//! more (noted only once the block is found), the last time within
+//! [`ASKED_LATELY`]: what clients follow the chain with, not a one-off.
+//! The one asked of the most blocks lately is offered first, so a client
+//! naming a configuration of its own now and then does not choose what
+//! an indexer's replays run.
 //!
 //! Remembered by the method's byte and the configuration's text as sent
 //! (the memo's key holds the text, so only the same text finds the answer
@@ -18,31 +21,30 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Most configurations remembered (each method's apart). Default is 64.
+/// Most configurations remembered, of every method together. Default is
+/// 64.
 const MAX_ASKED: usize = 64;
 
 /// Longest configuration text remembered, in bytes (longer ones are
 /// never offered). Default is 256.
 const MAX_CONFIG_TEXT: usize = 256;
 
-/// Longest block parameter compared, in bytes (a hash's, quoted, is 68).
-const MAX_BLOCK_TEXT: usize = 80;
-
-/// How long after it was last asked a configuration is still offered.
-/// Default is 30 s.
+/// How long after it was last asked a configuration is still offered
+/// (and its count of blocks kept). Default is 30 s.
 const ASKED_LATELY: Duration = Duration::from_secs(30);
 
 /// Most configurations offered to one replay (each is parsed on the call
-/// thread; the replay runs one of each kind at most). Default is 4.
-const MAX_OFFERED: usize = 4;
+/// thread; the replay runs one of each kind at most, and there are two
+/// kinds). Default is 2.
+const MAX_OFFERED: usize = 2;
 
 /// One configuration, as a method was asked with it.
 struct Asked {
     tag: u8,
     config: Box<str>,
-    /// The block parameter it was last asked with.
-    block: Box<str>,
-    /// Blocks it was asked of, counting each change of block once.
+    /// The height of the block it was last asked of.
+    height: u64,
+    /// Blocks it was asked of lately, counting each change of block once.
     blocks: u32,
     /// Whether it runs alongside others (judged once, when first asked).
     joins: bool,
@@ -56,11 +58,11 @@ pub(crate) struct TraceAsks {
 }
 
 impl TraceAsks {
-    /// Notes that the method of `tag` was asked of `block` with `config`
-    /// (each as sent); `joins` tells whether such a configuration runs
-    /// alongside others.
-    pub(crate) fn asked(&self, tag: u8, block: &str, config: &str, joins: fn(&str) -> bool) {
-        if config.len() > MAX_CONFIG_TEXT || block.len() > MAX_BLOCK_TEXT {
+    /// Notes that the method of `tag` was asked of the stored block at
+    /// `height` with `config` (as sent); `joins` tells whether such a
+    /// configuration runs alongside others.
+    pub(crate) fn asked(&self, tag: u8, height: u64, config: &str, joins: fn(&str) -> bool) {
+        if config.len() > MAX_CONFIG_TEXT {
             return;
         }
         let now = Instant::now();
@@ -69,10 +71,12 @@ impl TraceAsks {
             .iter_mut()
             .find(|a| a.tag == tag && &*a.config == config)
         {
-            if &*known.block != block {
-                known.block = block.into();
+            if now.duration_since(known.at) > ASKED_LATELY {
+                known.blocks = 1;
+            } else if known.height != height {
                 known.blocks = known.blocks.saturating_add(1);
             }
+            known.height = height;
             known.at = now;
             return;
         }
@@ -92,7 +96,7 @@ impl TraceAsks {
         asked.push(Asked {
             tag,
             config: config.into(),
-            block: block.into(),
+            height,
             blocks: 1,
             joins,
             at: now,
@@ -101,7 +105,8 @@ impl TraceAsks {
 
     /// The configurations to offer alongside `config` in a replay for the
     /// method of `tag`: others that join it was asked with, of two blocks
-    /// or more, lately; the latest asked first, at most [`MAX_OFFERED`].
+    /// or more, lately; the one asked of the most blocks first, at most
+    /// [`MAX_OFFERED`].
     /// None when `config` itself is known not to join others.
     pub(crate) fn offered(&self, tag: u8, config: &str) -> Vec<Box<str>> {
         let now = Instant::now();
@@ -120,7 +125,7 @@ impl TraceAsks {
                     && now.duration_since(a.at) <= ASKED_LATELY
             })
             .collect();
-        offered.sort_by_key(|a| std::cmp::Reverse(a.at));
+        offered.sort_by_key(|a| std::cmp::Reverse((a.blocks, a.at)));
         offered
             .into_iter()
             .take(MAX_OFFERED)
@@ -144,21 +149,28 @@ mod tests {
     #[test]
     fn a_configuration_asked_of_two_blocks_is_offered_to_the_others() {
         let asks = TraceAsks::default();
-        asks.asked(7, "\"0x10\"", PRESTATE, joins);
-        asks.asked(7, "\"0x10\"", PRESTATE, joins);
+        asks.asked(7, 16, PRESTATE, joins);
+        asks.asked(7, 16, PRESTATE, joins);
         assert!(asks.offered(7, CALL).is_empty(), "one block is a one-off");
-        asks.asked(7, "\"0x11\"", PRESTATE, joins);
+        asks.asked(7, 17, PRESTATE, joins);
         assert_eq!(asks.offered(7, CALL), vec![Box::from(PRESTATE)]);
         assert!(asks.offered(7, PRESTATE).is_empty(), "not to itself");
         assert!(asks.offered(8, CALL).is_empty(), "not to another method");
-        asks.asked(7, "\"0x10\"", "{}", joins);
-        asks.asked(7, "\"0x11\"", "{}", joins);
+        asks.asked(7, 16, "{}", joins);
+        asks.asked(7, 17, "{}", joins);
         assert_eq!(
             asks.offered(7, CALL),
             vec![Box::from(PRESTATE)],
             "only what joins"
         );
         assert!(asks.offered(7, "{}").is_empty(), "nothing to what does not");
+        // What an indexer follows the chain with comes before a newer
+        // configuration asked of two blocks.
+        asks.asked(7, 18, PRESTATE, joins);
+        let diff = r#"{"tracer":"prestateTracer","tracerConfig":{"diffMode":true}}"#;
+        asks.asked(7, 1, diff, joins);
+        asks.asked(7, 2, diff, joins);
+        assert_eq!(asks.offered(7, CALL)[0], Box::from(PRESTATE));
     }
 
     #[test]
@@ -168,13 +180,13 @@ mod tests {
             "{{\"tracer\":\"callTracer\",\"x\":\"{}\"}}",
             "a".repeat(300)
         );
-        asks.asked(7, "\"0x1\"", &long, joins);
-        asks.asked(7, "\"0x2\"", &long, joins);
+        asks.asked(7, 1, &long, joins);
+        asks.asked(7, 2, &long, joins);
         assert!(asks.offered(7, CALL).is_empty());
         for i in 0..=MAX_ASKED {
             let config = format!("{{\"n\":{i}}}");
-            asks.asked(7, "\"0x1\"", &config, joins);
-            asks.asked(7, "\"0x2\"", &config, joins);
+            asks.asked(7, 1, &config, joins);
+            asks.asked(7, 2, &config, joins);
         }
         assert_eq!(asks.asked.lock().unwrap().len(), MAX_ASKED);
         let offered = asks.offered(7, CALL);
@@ -186,7 +198,7 @@ mod tests {
         );
         // One-offs give way first: a flood of them keeps what follows.
         for i in 0..2 * MAX_ASKED {
-            asks.asked(7, "\"0x3\"", &format!("{{\"flood\":{i}}}"), joins);
+            asks.asked(7, 3, &format!("{{\"flood\":{i}}}"), joins);
         }
         assert!(
             asks.offered(7, CALL)

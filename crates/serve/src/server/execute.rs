@@ -138,6 +138,12 @@ impl Server {
                     ..
                 } = &calls[i];
                 let earlier: usize = made[..i].iter().sum();
+                // This request's own bounds: no answer to share.
+                let own_bound = before.saturating_add(earlier) > cap || gas >= MAX_REQUEST_CALL_GAS;
+                if own_bound {
+                    // The identical traces waiting run themselves.
+                    drop(leading[i].take());
+                }
                 let reply = if before.saturating_add(earlier) > cap {
                     Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into())
                 } else if gas >= MAX_REQUEST_CALL_GAS {
