@@ -9,8 +9,10 @@
 //! A companion never costs the asked trace its answer: it is dropped,
 //! not the replay, when it would take the answers past the request's cap,
 //! reads state not held, meets what neve does not word as geth does, or
-//! is still running past half the asked trace's time (the rest of the
-//! block then runs the asked tracer alone); a companion with a shorter
+//! is still running past half the time the asked trace had left when the
+//! run began (the rest of the block then runs the asked tracer alone:
+//! its rounds of fetches before do not count against a run that is
+//! quick); a companion with a shorter
 //! `timeout` than the asked trace's does not run.
 
 use std::time::Instant;
@@ -43,7 +45,8 @@ pub(crate) struct Along {
     companions: Vec<(usize, GethDebugTracerType, Option<Traces>)>,
     /// Bytes of the companions' traces held.
     bytes: usize,
-    /// Past this, companions are dropped: half the asked trace's time.
+    /// Past this, companions are dropped: half the time the asked trace
+    /// had left when the run began.
     cutoff: Instant,
 }
 
@@ -112,7 +115,10 @@ impl Along {
             asked: asked_kind,
             companions,
             bytes: 0,
-            cutoff: since + time(asked) / 2,
+            cutoff: {
+                let now = Instant::now();
+                now + (since + time(asked)).saturating_duration_since(now) / 2
+            },
         })
     }
 
