@@ -440,16 +440,7 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
         metric(&neve, "neve_trace_memo_hits_total"),
     );
     let params = json!([quantity(busy[2]), {"tracer": "prestateTracer"}]);
-    let asks = (0..8).map(|_| {
-        let (client, params) = (client.clone(), params.clone());
-        tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
-    });
-    let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
-    for answer in futures_util::future::join_all(asks).await {
-        let (status, got) = answer.unwrap();
-        assert_eq!(status, 200, "{got}");
-        assert_eq!(got["result"], expected["result"]);
-    }
+    eight_at_once(&client, &geth, &params).await;
     assert_eq!(replays(&neve) - stored, 1, "one replay for the eight");
     // The seven others took its answer in flight, or from the memo after.
     let took = metric(&neve, "neve_trace_flights_shared_total") - shared
@@ -476,17 +467,7 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
         metric(&neve, "neve_trace_flights_shared_total"),
         replays(&neve),
     );
-    let params = trace(last[0]);
-    let asks = (0..8).map(|_| {
-        let (client, params) = (client.clone(), params.clone());
-        tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
-    });
-    let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
-    for answer in futures_util::future::join_all(asks).await {
-        let (status, got) = answer.unwrap();
-        assert_eq!(status, 200, "{got}");
-        assert_eq!(got["result"], expected["result"]);
-    }
+    eight_at_once(&client, &geth, &trace(last[0])).await;
     assert_eq!(replays(&neve) - stored, 1, "one replay for the eight");
     let took = metric(&neve, "neve_trace_flights_shared_total") - shared;
     assert!(took >= 1, "{took} took the answer in flight");
@@ -502,6 +483,21 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     let four_bytes = json!([quantity(last[1]), {"tracer": "4byteTracer"}]);
     same(&client, &geth, "debug_traceBlockByNumber", four_bytes).await;
     assert_eq!(proxy.control().faults_served(), lacking, "not asked again");
+}
+
+/// The block trace `params` asked of neve eight times at once: each
+/// answer equals geth's.
+async fn eight_at_once(client: &RpcClient, geth: &RpcClient, params: &Value) {
+    let asks = (0..8).map(|_| {
+        let (client, params) = (client.clone(), params.clone());
+        tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
+    });
+    let (_, expected) = call(geth, "debug_traceBlockByNumber", params).await;
+    for answer in futures_util::future::join_all(asks).await {
+        let (status, got) = answer.unwrap();
+        assert_eq!(status, 200, "{got}");
+        assert_eq!(got["result"], expected["result"]);
+    }
 }
 
 /// A real indexer: paradigm's cryo (PyPI, `tests/clients/cryo-check.py`)
