@@ -294,7 +294,8 @@ impl Job for Trace {
             return Ok(Ran::Miss);
         };
         let since = reads.since.unwrap_or_else(std::time::Instant::now);
-        if which == Which::All && !self.offered.is_empty() {
+        if which == Which::All {
+            // With nothing offered, the asked tracer alone.
             let offered: Vec<TraceOptions> = self.offered.iter().map(|(_, o)| o.clone()).collect();
             let traced = trace_block_along(pinned, &replayed, options, &offered, since);
             let (answer, along) = match traced {
@@ -315,13 +316,12 @@ impl Job for Trace {
             };
         }
         let traced = neve_execution::trace::trace(pinned, &replayed, which, options, since)
-            .and_then(|traces| match which {
-                Which::All => Ok(block_answer(&traces)),
-                _ => traces
+            .and_then(|traces| {
+                traces
                     .into_iter()
                     .next()
                     .map(|(_, trace)| trace)
-                    .ok_or(ReplayError::Unsupported),
+                    .ok_or(ReplayError::Unsupported)
             });
         answered(ctx, block.height(), traced)
     }

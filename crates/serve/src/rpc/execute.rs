@@ -444,9 +444,7 @@ impl MemoKey {
     /// hash, and every parameter but the block's as sent (the block
     /// parameter is the hash: `latest` and its number share answers).
     fn key(&self, block_hash: &[u8; 32], p: &Params<'_>) -> Vec<u8> {
-        let mut prefix = [self.tag; 33];
-        prefix[1..].copy_from_slice(block_hash);
-        self.with_params(&prefix, p)
+        self.key_with(block_hash, p, None)
     }
 
     /// The memo's key of the same call with `config` for its parameter
@@ -458,9 +456,20 @@ impl MemoKey {
         index: usize,
         config: &str,
     ) -> Vec<u8> {
+        self.key_with(block_hash, p, Some((index, config)))
+    }
+
+    /// The method's byte, the block's hash, then the parameters as
+    /// [`Self::with_parts`] writes them.
+    fn key_with(
+        &self,
+        block_hash: &[u8; 32],
+        p: &Params<'_>,
+        instead: Option<(usize, &str)>,
+    ) -> Vec<u8> {
         let mut prefix = [self.tag; 33];
         prefix[1..].copy_from_slice(block_hash);
-        self.with_parts(&prefix, p, Some((index, config)))
+        self.with_parts(&prefix, p, instead)
     }
 
     /// `prefix`, then every parameter but the block's as sent.

@@ -139,15 +139,20 @@ impl Server {
                 } = &calls[i];
                 let earlier: usize = made[..i].iter().sum();
                 // This request's own bounds: no answer to share.
-                let own_bound = before.saturating_add(earlier) > cap || gas >= MAX_REQUEST_CALL_GAS;
-                if own_bound {
+                let own_bound = if before.saturating_add(earlier) > cap {
+                    Some(Reply::Error(
+                        ErrorCode::ResponseTooLarge,
+                        "response too large".into(),
+                    ))
+                } else if gas >= MAX_REQUEST_CALL_GAS {
+                    Some(Reply::Miss)
+                } else {
+                    None
+                };
+                let reply = if let Some(reply) = own_bound {
                     // The identical traces waiting run themselves.
                     drop(leading[i].take());
-                }
-                let reply = if before.saturating_add(earlier) > cap {
-                    Reply::Error(ErrorCode::ResponseTooLarge, "response too large".into())
-                } else if gas >= MAX_REQUEST_CALL_GAS {
-                    Reply::Miss
+                    reply
                 } else if since[i].is_none()
                     && let Some(reply) = self
                         .share_flight(method, params.as_deref(), latest, &mut leading, i)
