@@ -801,4 +801,59 @@ async fn the_trace_bounds_hold_against_requests_built_to_break_them() {
     same(&client, &geth, "debug_traceBlockByNumber", params).await;
     assert!(metric(&neve, "neve_trace_memo_hits_total") > hits);
     assert_eq!(metric(&neve, "neve_trace_replays_diverged_total"), 0);
+    // Tracers alongside, against a client naming configurations of its
+    // own: an indexer traces blocks with prestateTracer; a flood of
+    // configurations asked of two blocks each, more than the table holds,
+    // does not push it out; a block nobody traced yet, asked
+    // with callTracer, makes the indexer's answer in the same replay, and
+    // that answer is geth's.
+    let mut busy = Vec::new();
+    for n in 1..=head {
+        if !block(&geth, n).await["transactions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+        {
+            busy.push(n);
+        }
+    }
+    assert!(busy.len() >= 6, "{} blocks with transactions", busy.len());
+    let prestate = json!({"tracer": "prestateTracer"});
+    for n in &busy[..3] {
+        let (code, _, _) =
+            status(json!([quantity(*n), prestate]), "debug_traceBlockByNumber").await;
+        assert_eq!(code, 200);
+    }
+    for i in 0..80 {
+        // Tracers neve does not run: 421 at once, each noted all the same,
+        // as asked of two blocks.
+        let config = json!({"tracer": format!("flood{i}")});
+        for n in &busy[..2] {
+            let params = json!([quantity(*n), config]);
+            let (code, _, _) = status(params, "debug_traceBlockByNumber").await;
+            assert_eq!(code, 421);
+        }
+    }
+    let along = metric(&neve, "neve_trace_answers_along_total");
+    let hits = metric(&neve, "neve_trace_memo_hits_total");
+    let fresh = *busy.last().unwrap();
+    let (code, _, _) = status(
+        json!([quantity(fresh), {"tracer": "callTracer"}]),
+        "debug_traceBlockByNumber",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(metric(&neve, "neve_trace_answers_along_total"), along + 1);
+    same(
+        &client,
+        &geth,
+        "debug_traceBlockByNumber",
+        json!([quantity(fresh), prestate]),
+    )
+    .await;
+    assert_eq!(
+        metric(&neve, "neve_trace_memo_hits_total"),
+        hits + 1,
+        "made alongside"
+    );
 }

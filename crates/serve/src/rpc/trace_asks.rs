@@ -13,10 +13,10 @@
 //! Remembered by the method's byte and the configuration's text as sent
 //! (the memo's key holds the text, so only the same text finds the answer
 //! made for it); at most [`MAX_ASKED`] configurations of at most
-//! [`MAX_CONFIG_TEXT`] bytes. A new one takes the place of one asked of a
-//! single block (the one asked longest ago), else of the one asked
-//! longest ago: a flood of one-off configurations does not push out what
-//! clients follow the chain with.
+//! [`MAX_CONFIG_TEXT`] bytes. A new one takes the place of the one asked
+//! of the fewest blocks lately (of those, the one asked longest ago; one
+//! not asked lately counts none): a flood of configurations asked of a
+//! block or two does not push out what clients follow the chain with.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -87,9 +87,13 @@ impl TraceAsks {
         if asked.iter().any(|a| a.tag == tag && &*a.config == config) {
             return;
         }
+        let lately = |a: &Asked| match now.duration_since(a.at) <= ASKED_LATELY {
+            true => a.blocks,
+            false => 0,
+        };
         if asked.len() == MAX_ASKED
             && let Some(oldest) =
-                (0..asked.len()).min_by_key(|i| (asked[*i].blocks > 1, asked[*i].at))
+                (0..asked.len()).min_by_key(|i| (lately(&asked[*i]), asked[*i].at))
         {
             asked.swap_remove(oldest);
         }
@@ -196,13 +200,21 @@ mod tests {
             !offered.contains(&Box::from("{\"n\":0}")),
             "the oldest went"
         );
+        // What is asked of the most blocks stays through a flood of
+        // configurations asked of two.
+        for height in 3..10 {
+            asks.asked(7, height, PRESTATE, joins);
+        }
+        for i in 0..2 * MAX_ASKED {
+            let config = format!("{{\"two\":{i}}}");
+            asks.asked(7, 1, &config, joins);
+            asks.asked(7, 2, &config, joins);
+        }
+        assert_eq!(asks.offered(7, CALL)[0], Box::from(PRESTATE));
         // One-offs give way first: a flood of them keeps what follows.
         for i in 0..2 * MAX_ASKED {
             asks.asked(7, 3, &format!("{{\"flood\":{i}}}"), joins);
         }
-        assert!(
-            asks.offered(7, CALL)
-                .contains(&format!("{{\"n\":{MAX_ASKED}}}").into_boxed_str())
-        );
+        assert_eq!(asks.offered(7, CALL)[0], Box::from(PRESTATE));
     }
 }
