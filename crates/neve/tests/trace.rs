@@ -156,6 +156,18 @@ async fn block(client: &RpcClient, number: u64) -> Value {
         .unwrap()
 }
 
+/// The blocks 1..=`head` with transactions.
+async fn busy_blocks(geth: &RpcClient, head: u64) -> Vec<u64> {
+    let mut busy = Vec::new();
+    for number in 1..=head {
+        let txs = &block(geth, number).await["transactions"];
+        if !txs.as_array().unwrap().is_empty() {
+            busy.push(number);
+        }
+    }
+    busy
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn traces_equal_geths_for_every_block_and_tracer() {
     let TokenChain {
@@ -348,16 +360,7 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     let proxy = FaultProxy::start(node.http_url(), vec![Fault::Pass]).await;
     let neve = support::Neve::start(proxy.url(), &["--floor", "0"], head).await;
     let client = RpcClient::new(&neve.url).unwrap();
-    let mut busy = Vec::new();
-    for number in 1..=head {
-        if !block(&geth, number).await["transactions"]
-            .as_array()
-            .unwrap()
-            .is_empty()
-        {
-            busy.push(number);
-        }
-    }
+    let busy = busy_blocks(&geth, head).await;
     assert!(busy.len() > 12, "{} blocks with transactions", busy.len());
     let config = json!({"tracer": "callTracer", "tracerConfig": {"withLog": true}});
     let trace = |number: u64| json!([quantity(number), config]);
@@ -807,16 +810,7 @@ async fn the_trace_bounds_hold_against_requests_built_to_break_them() {
     // does not push it out; a block nobody traced yet, asked
     // with callTracer, makes the indexer's answer in the same replay, and
     // that answer is geth's.
-    let mut busy = Vec::new();
-    for n in 1..=head {
-        if !block(&geth, n).await["transactions"]
-            .as_array()
-            .unwrap()
-            .is_empty()
-        {
-            busy.push(n);
-        }
-    }
+    let busy = busy_blocks(&geth, head).await;
     assert!(busy.len() >= 6, "{} blocks with transactions", busy.len());
     let prestate = json!({"tracer": "prestateTracer"});
     for n in &busy[..3] {
