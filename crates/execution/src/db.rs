@@ -79,6 +79,14 @@ impl Needs {
     pub fn is_empty(&self) -> bool {
         self.accounts.is_empty()
     }
+
+    /// How many accounts and slots it names.
+    pub fn keys(&self) -> usize {
+        self.accounts
+            .values()
+            .map(|(slots, _)| 1 + slots.len())
+            .sum()
+    }
 }
 
 /// The database a run never gets an error from: reads that miss are
@@ -155,6 +163,11 @@ impl<'a> VerifiedDb<'a> {
     /// then no answer, whatever else comes of it).
     pub fn has_needs(&self) -> bool {
         !self.needs.borrow().is_empty()
+    }
+
+    /// How many accounts and slots the run has missed so far.
+    pub fn needed_keys(&self) -> usize {
+        self.needs.borrow().keys()
     }
 
     /// Whether the run asked `BLOCKHASH` of a block not stored.

@@ -58,6 +58,11 @@ pub struct Pinned<'a> {
     pub block_hash: &'a (dyn Fn(u64) -> Option<B256> + Sync),
     /// Analysed code shared by calls.
     pub codes: &'a crate::db::CodeCache,
+    /// A replay that has missed more accounts and slots than this stops
+    /// where it is: what it reads is then fetched whole (its block's
+    /// witness), and the rest of its run would only name more of it.
+    /// `None`: it runs on, naming all it misses.
+    pub enough_needs: Option<usize>,
 }
 
 impl Pinned<'_> {

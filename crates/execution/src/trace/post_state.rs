@@ -91,7 +91,15 @@ impl PostState {
             return;
         }
         let counters = &pinned.state.counters;
-        let counter = match kept(pinned, block, overlay, changes) {
+        let started = std::time::Instant::now();
+        let outcome = kept(pinned, block, overlay, changes);
+        tracing::debug!(
+            block = block.facts.number,
+            kept = outcome.is_ok(),
+            ms = started.elapsed().as_millis() as u64,
+            "a replayed block's post-state"
+        );
+        let counter = match outcome {
             Ok(()) => &counters.post_states_kept,
             Err(why) => {
                 if let Some(why) = why {

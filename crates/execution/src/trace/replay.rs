@@ -266,6 +266,16 @@ pub(crate) fn run_block(
         if limits.late() {
             stopped(evm.ctx.journaled_state.database.db)?;
         }
+        let db = evm.ctx.journaled_state.database.db;
+        if let Some(enough) = pinned.enough_needs
+            && db.has_needs()
+            && db.needed_keys() > enough
+        {
+            if db.outside_tail() {
+                return Err(ReplayError::OutsideTail);
+            }
+            return Err(ReplayError::Needs(db.take_needs()));
+        }
         // Charged the gas its receipt says before it runs: a run a bound
         // stops costs the client all the same.
         pinned.charge(receipt.cumulative_gas.saturating_sub(charged));

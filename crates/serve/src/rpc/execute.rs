@@ -24,17 +24,10 @@ use super::reply::{NoReply, Reply};
 /// replay ([`neve_execution::trace`]) misses only what the chain had not
 /// touched lately, and a proof costs the node a walk of one key where a
 /// witness costs it the block's execution. At most 16 waves of
-/// `MAX_FETCHES_PER_REQUEST`, within `WITNESS_WAIT`. Default is 256.
+/// `MAX_FETCHES_PER_REQUEST`, within `WITNESS_WAIT`. A replay past it
+/// stops there ([`Pinned::enough_needs`]): the rest of its run would only
+/// name more of what the witness brings. Default is 256.
 const MAX_KEYS_WITHOUT_WITNESS: usize = 256;
-
-/// How many accounts and slots `needs` names.
-fn needed_keys(needs: &Needs) -> usize {
-    needs
-        .accounts
-        .values()
-        .map(|(slots, _)| 1 + slots.len())
-        .sum()
-}
 
 /// A method's request, parsed: what runs at the pinned block.
 pub(crate) trait Job {
@@ -214,6 +207,11 @@ impl Context {
             chain_id: rules.chain_id,
             block_hash: &block_hash,
             codes: &self.call_codes,
+            // Past as many keys as proofs stand for, a replay whose
+            // block's witness is still to ask stops: that is fetched.
+            enough_needs: replayed
+                .filter(|h| !reads.witness_asked && state.witnesses.worth_asking(h))
+                .map(|_| MAX_KEYS_WITHOUT_WITNESS),
         };
         // What clients trace blocks with lately, besides this request's
         // configuration, when not answered already.
@@ -235,7 +233,15 @@ impl Context {
                 job.offer(offered);
             }
         }
+        let running = std::time::Instant::now();
         let ran = job.run(self, reads, &pinned);
+        if replayed.is_some() && matches!(ran, Ok(Ran::AnsweredAlong(..) | Ran::Answered(..))) {
+            tracing::debug!(
+                pinned = facts.number,
+                ran_ms = running.elapsed().as_millis() as u64,
+                "a replay answered"
+            );
+        }
         // Every run's gas, whatever came of it.
         gas.set(gas.get() + pinned.spent.get());
         let mut made_along = Vec::new();
@@ -251,9 +257,14 @@ impl Context {
                 reply
             }
             Ok(Ran::Needs(needs)) => {
-                let keys = needed_keys(&needs);
+                let keys = needs.keys();
                 let few = keys <= MAX_KEYS_WITHOUT_WITNESS;
-                tracing::debug!(pinned = facts.number, keys, "a run needs state not held");
+                tracing::debug!(
+                    pinned = facts.number,
+                    keys,
+                    ran_ms = running.elapsed().as_millis() as u64,
+                    "a run needs state not held"
+                );
                 let mut fetches = requests(&facts, needs);
                 // A replay that needs more than a few keys asks for its
                 // block's witness first: one call for all it reads (the

@@ -224,6 +224,7 @@ impl Server {
             // At most [`MAX_FETCHES_PER_REQUEST`] under way, each waiting
             // for a slot of the fetcher's rather than shed; the rest start
             // as those end, and none once the deadline passed.
+            let fetches_len = fetches.len();
             let waits = futures_util::stream::iter(fetches)
                 .map(|r| fetch.fetch_in_turn(r))
                 .buffer_unordered(MAX_FETCHES_PER_REQUEST)
@@ -234,7 +235,16 @@ impl Server {
             } else {
                 left
             };
+            let fetching = Instant::now();
             let timed_out = tokio::time::timeout(wait, waits).await.is_err();
+            tracing::debug!(
+                round,
+                asked = fetches_len,
+                witness = witness_round,
+                waited_ms = fetching.elapsed().as_millis() as u64,
+                timed_out,
+                "a round of state fetches"
+            );
             if witness_round && !timed_out {
                 // What the witness left to fetch gets the read's own time.
                 deadline_at = Some(Instant::now() + timeout);
