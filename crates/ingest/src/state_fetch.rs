@@ -41,8 +41,8 @@ mod touched;
 mod witness;
 
 pub use fetcher::{
-    FETCH_TIMEOUT, MAX_FETCHES_IN_FLIGHT, MAX_WITNESS_ANSWER_BYTES, MAX_WITNESS_FETCHES_IN_FLIGHT,
-    ProofFetcher,
+    FETCH_TIMEOUT, MAX_FETCHES_IN_FLIGHT, MAX_IN_TURN_FETCHES, MAX_WITNESS_ANSWER_BYTES,
+    MAX_WITNESS_FETCHES_IN_FLIGHT, ProofFetcher,
 };
 pub use hot_keys::{HOT_KEYS_SAVE_EVERY, MAX_HOT_KEYS_FILE_BYTES, save_hot_keys};
 pub use prefetch::{DEFAULT_PREFETCH_RATE, prefetch};

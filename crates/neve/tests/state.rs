@@ -3,7 +3,8 @@
 //! proof answers equal geth's, directly and through a neve mirroring a
 //! neve; a proxy that lies about state gets refused and counted; after a
 //! reorg no read is answered from a dropped root; bad parameters get
-//! -32602 and fetch nothing.
+//! -32602 and fetch nothing; calls' fetches waiting their turn on a slow
+//! node leave plain reads a slot.
 
 mod support;
 
@@ -224,25 +225,55 @@ async fn state_reads_equal_geths_under_load_directly_and_through_a_mirror() {
     }
 }
 
+/// [`chain_with_logs`], a fault proxy before its geth, and a neve
+/// following through the proxy (no WebSocket, no prefetch: every state
+/// read it makes is one the test asked for), with `extra` flags.
+struct Proxied {
+    /// Kept running for the test's length.
+    _node: neve_devnet::GethDev,
+    geth: RpcClient,
+    proxy: FaultProxy,
+    neve: Neve,
+    client: RpcClient,
+    head: u64,
+}
+
+async fn neve_behind_a_proxy(extra: &[&str]) -> Proxied {
+    let (node, head) = chain_with_logs().await;
+    let geth = RpcClient::new(node.http_url()).unwrap();
+    let proxy = FaultProxy::start(node.http_url(), vec![]).await;
+    let mut args = vec![
+        "--floor",
+        "0",
+        "--ws-url",
+        "none",
+        "--state-prefetch-rate",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let neve = Neve::start(proxy.url(), &args, head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    Proxied {
+        _node: node,
+        geth,
+        proxy,
+        neve,
+        client,
+        head,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lying_upstream_gets_its_state_refused_counted_and_never_served() {
-    let (geth_node, head) = chain_with_logs().await;
-    let geth = RpcClient::new(geth_node.http_url()).unwrap();
-    let proxy = FaultProxy::start(geth_node.http_url(), vec![]).await;
-    let neve = Neve::start(
-        proxy.url(),
-        &[
-            "--floor",
-            "0",
-            "--ws-url",
-            "none",
-            "--state-prefetch-rate",
-            "0",
-        ],
+    // The node bound (not `..`): it runs until the test ends.
+    let Proxied {
+        _node: _running,
+        geth,
+        proxy,
+        neve,
+        client,
         head,
-    )
-    .await;
-    let client = RpcClient::new(&neve.url).unwrap();
+    } = neve_behind_a_proxy(&[]).await;
     let (accounts, token, slots) = addresses(&geth).await;
     let lies = [
         (StateTamper::Balance, "eth_getBalance", json!([accounts[0]])),
@@ -293,6 +324,102 @@ async fn a_lying_upstream_gets_its_state_refused_counted_and_never_served() {
             .unwrap()
             .1
             .contains("neve_state_refused_proofs_total 5")
+    );
+}
+
+/// Runtime code returning the sum of `accounts`' balances: PUSH1 0, then
+/// PUSH20 account, BALANCE, ADD for each, then MSTORE and RETURN 32 bytes.
+fn balances_summed(accounts: &[String]) -> String {
+    let mut code = String::from("0x6000");
+    for account in accounts {
+        code += &format!("73{}3101", account.trim_start_matches("0x"));
+    }
+    code + "60005260206000f3"
+}
+
+/// Fetches waiting their turn (the rounds of calls and traces) hold at
+/// most `MAX_IN_TURN_FETCHES` of the fetcher's `MAX_FETCHES_IN_FLIGHT`
+/// slots however many requests want them: with the node slow, four
+/// calls at four heights, each reading forty accounts not held (sixteen
+/// proofs under way each), keep at most that many proofs asked of the
+/// node at once; a plain read beside them still gets a slot (not shed)
+/// and geth's answer, and so does each call.
+#[tokio::test(flavor = "multi_thread")]
+async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
+    use neve_devnet::faults::Fault;
+    use neve_ingest::state_fetch::{MAX_FETCHES_IN_FLIGHT, MAX_IN_TURN_FETCHES};
+    use support::calls::metric;
+    // The node bound (not `..`): it runs until the test ends.
+    let Proxied {
+        _node: _running,
+        geth,
+        proxy,
+        neve,
+        client,
+        head,
+    } = neve_behind_a_proxy(&["--state-fetch-timeout-ms", "8000"]).await;
+    let (accounts, _, _) = addresses(&geth).await;
+    assert!(accounts.len() > 40, "{} accounts", accounts.len());
+    const { assert!(MAX_IN_TURN_FETCHES < MAX_FETCHES_IN_FLIGHT) };
+    const PROBE: &str = "0x00000000000000000000000000000000000b0b00";
+    let code = balances_summed(&accounts[..40]);
+    let summed = |height: u64| json!([{"to": PROBE}, quantity(height), {PROBE: {"code": code}}]);
+    let heights: Vec<u64> = (0..4).map(|i| head - 2 - i).collect();
+    let mut expected = Vec::new();
+    for height in &heights {
+        let (_, answer) = call(&geth, "eth_call", summed(*height)).await;
+        expected.push(answer["result"].clone());
+    }
+    let (_, balance) = call(
+        &geth,
+        "eth_getBalance",
+        json!([accounts[40], quantity(head - 7)]),
+    )
+    .await;
+    let shed = metric(&neve, "neve_state_fetch_shed_total");
+
+    let slow = Duration::from_millis(300);
+    proxy.control().set_override(Some(Fault::Slow(slow)));
+    proxy.control().watch_method(Some("eth_getProof"));
+    let calls: Vec<_> = heights
+        .iter()
+        .map(|height| {
+            let (client, params) = (client.clone(), summed(*height));
+            tokio::spawn(async move { call(&client, "eth_call", params).await })
+        })
+        .collect();
+    // Once the calls' proofs hold their slots: a read at a fifth height.
+    tokio::time::sleep(slow / 2).await;
+    let (status, read) = call(
+        &client,
+        "eth_getBalance",
+        json!([accounts[40], quantity(head - 7)]),
+    )
+    .await;
+    assert_eq!(status, 200, "the read got a slot: {read}");
+    assert_eq!(read["result"], balance["result"]);
+    for (answer, expected) in futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .zip(&expected)
+    {
+        let (status, answer) = answer.unwrap();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"], *expected);
+    }
+    let most = proxy.control().most_at_once() as usize;
+    proxy.control().set_override(None);
+    proxy.control().watch_method(None);
+    // The waiting ones filled their slots (the four wanted 64), never
+    // past them (and the read's own).
+    assert!(
+        (MAX_IN_TURN_FETCHES..=MAX_IN_TURN_FETCHES + 1).contains(&most),
+        "{most} proofs asked of the node at once"
+    );
+    assert_eq!(
+        metric(&neve, "neve_state_fetch_shed_total"),
+        shed,
+        "nothing shed"
     );
 }
 
