@@ -12,7 +12,9 @@
 #     witness) through neve against geth's, one at a time: newest first
 #     (nothing held for any), then newer blocks oldest first (each one's
 #     parent traced just before, as an indexer following the chain does);
-#   - each block's witness bytes beside the block's own.
+#   - each block's witness bytes beside the block's own;
+#   - the ceiling: the node's witnesses alone, as many as neve fetched
+#     while its indexers were behind (what that catch-up waits for at least).
 #
 #   scripts/bench-indexers.sh [SECONDS]        # per run; default 30
 #   INDEXERS=10 BEHIND=20 BUSY_PERIOD=2 BUSY_TPS=400 scripts/bench-indexers.sh
@@ -56,6 +58,24 @@ n, g = (json.load(open(p)) for p in sys.argv[1:])
 print(f"ratio: {n['rps_while_behind'] / max(g['rps_while_behind'], 1e-9):.1f}x geth's req/s; "
       f"node CPU per trace through neve {100 * n['node_cpu_us_per_trace'] / max(g['node_cpu_us_per_trace'], 1e-9):.2f}% of direct")
 PY
+# The ceiling of neve's catch-up as it takes state from the node: the
+# node's witnesses alone, as many as neve fetched while its indexers had
+# blocks to trace, four at a time as neve asks them (of the newest blocks,
+# the node's caches warm now: a low floor, so a high ceiling).
+witnessed=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["witnesses_while_behind"] or 0)' \
+  "$work/indexers-neve.json")
+if [ "$witnessed" -gt 0 ]; then
+  $py witnesses "$geth_url" "$witnessed" 4 >"$work/witnesses.json"
+  python3 - "$work/indexers-neve.json" "$work/indexers-geth.json" "$work/witnesses.json" <<'PY'
+import json, sys
+n, g, w = (json.load(open(p)) for p in sys.argv[1:])
+ceiling = n['ok_behind'] / max(w['seconds'], 1e-9)
+print(f"ceiling: the node's {w['blocks']} witnesses alone (as many as neve fetched while "
+      f"behind; {w['failed']} failed) take {w['seconds']}s, so {n['ok_behind']} answers at most "
+      f"{ceiling:.1f} req/s ({ceiling / max(g['rps_while_behind'], 1e-9):.1f}x geth's; neve at "
+      f"{100 * n['rps_while_behind'] / max(ceiling, 1e-9):.0f}% of it)")
+PY
+fi
 # Blocks nobody traced: the ones sealed from here on.
 start=$(head_of "$geth_url")
 until [ "$(head_of "$geth_url")" -ge $((start + 8)) ]; do sleep 1; done

@@ -4,6 +4,7 @@
   indexers.py run URL SECONDS INDEXERS BEHIND   -> JSON on stdout
   indexers.py cold URL GETH_URL BLOCKS [up]     -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
+  indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
 
 `run`: INDEXERS threads, spread over the BEHIND blocks behind the tip
 (each starting at its own block; all at the oldest with STAGGER=0) and
@@ -23,6 +24,11 @@ traced before it; with `up`, oldest first, so each one's parent was
 
 `sizes`: the newest BLOCKS blocks' witness answers (as URL serves them)
 beside the blocks' own sizes.
+
+`witnesses`: the node's (GETH_URL's) witnesses of the newest BLOCKS
+blocks with transactions, AT_ONCE at a time (as neve asks them): how long
+the node takes only to hand over that many blocks' state, the floor of a
+catch-up that asks it for as many.
 """
 
 import http.client
@@ -132,7 +138,30 @@ def run(url, seconds, indexers, behind, stagger=True):
             totals["latencies"] += latencies
             totals["caught_up"].append(caught_up)
 
+    # A neve's witnesses fetched from the node, sampled as the run goes
+    # (nothing from a node, which has no such counter).
+    witnessed = []
+
+    def sample_witnesses():
+        client = Client(url)
+        while time.monotonic() < deadline:
+            try:
+                client.conn = client.conn or http.client.HTTPConnection(client.host, client.port, timeout=5)
+                client.conn.request("GET", "/metrics")
+                response = client.conn.getresponse()
+                text = response.read().decode(errors="replace")
+            except (http.client.HTTPException, OSError):
+                client.conn = None
+                text = ""
+            for line in text.splitlines():
+                if line.startswith("neve_state_witnesses_fetched_total "):
+                    witnessed.append((time.monotonic() - started, float(line.split()[1])))
+            if not witnessed:
+                return
+            time.sleep(0.1)
+
     threads = [threading.Thread(target=indexer, args=(i,)) for i in range(indexers)]
+    threads.append(threading.Thread(target=sample_witnesses))
     for t in threads:
         t.start()
     for t in threads:
@@ -149,6 +178,12 @@ def run(url, seconds, indexers, behind, stagger=True):
             "rps_while_behind": round(totals["ok_behind"] / max(busy, 1e-9), 1),
             "p50_ms": round(1e3 * (percentile(latencies, 0.5) or 0), 2),
             "p99_ms": round(1e3 * (percentile(latencies, 0.99) or 0), 2),
+            # Witnesses the neve fetched while its indexers had blocks.
+            "witnesses_while_behind": (
+                int(max(v for t, v in witnessed if t <= busy) - witnessed[0][1])
+                if witnessed and witnessed[0][0] <= busy
+                else None
+            ),
             "start_tip": start_tip,
             "end_tip": tip(Client(url)),
         }
@@ -215,6 +250,33 @@ def sizes(url, count):
     }
 
 
+def witnesses(geth_url, count, at_once):
+    blocks = [number for number, _ in blocks_with_transactions(Client(geth_url), count)]
+    asked = len(blocks)
+    lock = threading.Lock()
+    failed = []
+
+    def worker():
+        client = Client(geth_url)
+        while True:
+            with lock:
+                if not blocks:
+                    return
+                number = blocks.pop()
+            status, data = client.post("debug_executionWitness", [hex(number)])
+            if status != 200 or b'"result"' not in data[:64]:
+                with lock:
+                    failed.append(number)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(at_once)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"blocks": asked, "seconds": round(time.monotonic() - t0, 3), "failed": len(failed)}
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "run":
@@ -224,6 +286,8 @@ if __name__ == "__main__":
         result = cold(args[0], args[1], int(args[2]), args[3:] == ["up"])
     elif mode == "sizes":
         result = sizes(args[0], int(args[1]))
+    elif mode == "witnesses":
+        result = witnesses(args[0], int(args[1]), int(args[2]))
     else:
         raise SystemExit(__doc__)
     print(json.dumps(result))
