@@ -145,6 +145,7 @@ fn kept(
     if overlay.db.has_needs() {
         return Err(None);
     }
+    let started = std::time::Instant::now();
     let root = match state_root(pinned, overlay, &mut changes) {
         Ok(Root::Hash(root)) => root,
         Ok(Root::Needs(_)) | Err(_) => return Err(None),
@@ -160,9 +161,19 @@ fn kept(
         .filter(|(hash, _)| !pinned.state.has_code(&hash.0))
         .map(|(_, code)| code.original_bytes().0)
         .collect();
+    let rooted = started.elapsed();
     let nodes = changes.into_made_nodes();
     let witnessed = neve_state::verify_witness(&root.0, &nodes, &codes)
         .map_err(|_| Some("a node made for it does not decode"))?;
+    let verified = started.elapsed();
     pinned.state.insert(witnessed.verified);
+    tracing::debug!(
+        block = block.facts.number,
+        nodes = nodes.len(),
+        root_ms = rooted.as_millis() as u64,
+        verify_ms = (verified - rooted).as_millis() as u64,
+        insert_ms = (started.elapsed() - verified).as_millis() as u64,
+        "a post-state's parts"
+    );
     Ok(())
 }
