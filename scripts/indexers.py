@@ -31,6 +31,7 @@ the node takes only to hand over that many blocks' state, the floor of a
 catch-up that asks it for as many.
 """
 
+import concurrent.futures
 import http.client
 import json
 import os
@@ -48,11 +49,14 @@ class Client:
 
     def post(self, method, params):
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        return self.request("POST", "/", body, {"Content-Type": "application/json"})
+
+    def request(self, verb, path, body=None, headers=None):
         for attempt in range(2):
             try:
                 if self.conn is None:
                     self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-                self.conn.request("POST", "/", body, {"Content-Type": "application/json"})
+                self.conn.request(verb, path, body, headers or {})
                 response = self.conn.getresponse()
                 data = response.read()
                 return response.status, data
@@ -146,12 +150,8 @@ def run(url, seconds, indexers, behind, stagger=True):
         client = Client(url)
         while time.monotonic() < deadline:
             try:
-                client.conn = client.conn or http.client.HTTPConnection(client.host, client.port, timeout=5)
-                client.conn.request("GET", "/metrics")
-                response = client.conn.getresponse()
-                text = response.read().decode(errors="replace")
+                text = client.request("GET", "/metrics")[1].decode(errors="replace")
             except (http.client.HTTPException, OSError):
-                client.conn = None
                 text = ""
             for line in text.splitlines():
                 if line.startswith("neve_state_witnesses_fetched_total "):
@@ -252,29 +252,16 @@ def sizes(url, count):
 
 def witnesses(geth_url, count, at_once):
     blocks = [number for number, _ in blocks_with_transactions(Client(geth_url), count)]
-    asked = len(blocks)
-    lock = threading.Lock()
-    failed = []
 
-    def worker():
-        client = Client(geth_url)
-        while True:
-            with lock:
-                if not blocks:
-                    return
-                number = blocks.pop()
-            status, data = client.post("debug_executionWitness", [hex(number)])
-            if status != 200 or b'"result"' not in data[:64]:
-                with lock:
-                    failed.append(number)
+    def made(number):
+        status, data = Client(geth_url).post("debug_executionWitness", [hex(number)])
+        return status == 200 and b'"result"' in data[:64]
 
     t0 = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(at_once)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return {"blocks": asked, "seconds": round(time.monotonic() - t0, 3), "failed": len(failed)}
+    with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
+        answered = list(pool.map(made, blocks))
+    seconds = round(time.monotonic() - t0, 3)
+    return {"blocks": len(blocks), "seconds": seconds, "failed": answered.count(False)}
 
 
 if __name__ == "__main__":

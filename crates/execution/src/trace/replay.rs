@@ -268,13 +268,10 @@ pub(crate) fn run_block(
         }
         let db = evm.ctx.journaled_state.database.db;
         if let Some(enough) = pinned.enough_needs
-            && db.has_needs()
             && db.needed_keys() > enough
         {
-            if db.outside_tail() {
-                return Err(ReplayError::OutsideTail);
-            }
-            return Err(ReplayError::Needs(db.take_needs()));
+            // What it came to, as a finished run's (it has needs).
+            return Err(finish(db, None).expect_err("a run with needs"));
         }
         // Charged the gas its receipt says before it runs: a run a bound
         // stops costs the client all the same.
