@@ -63,6 +63,9 @@ pub struct Pinned<'a> {
     /// witness), and the rest of its run would only name more of it.
     /// `None`: it runs on, naming all it misses.
     pub enough_needs: Option<usize>,
+    /// Where a replayed block's post-state is computed, off the answer's
+    /// path; `None`: in the replay, before its answer.
+    pub post_states: Option<&'a crate::post_states::PostStates>,
 }
 
 impl Pinned<'_> {

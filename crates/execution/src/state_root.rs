@@ -16,16 +16,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use alloy_primitives::map::AddressMap;
 use alloy_primitives::{Address, B256, U256, keccak256};
 use alloy_rlp::Encodable;
 use bytes::Bytes;
-use neve_state::{Read, Updated};
-use revm::database::AccountState;
+use neve_state::{Read, State, Updated};
+use revm::database::{AccountState, DbAccount};
 use revm::state::EvmState;
 
 use crate::db::Needs;
 use crate::error::CallError;
-use crate::run::Pinned;
 
 /// Most candidate preimages tried for one node a deletion collapses into:
 /// 16 times what a path of [`MAX_SIBLING_DEPTH`] nibbles needs on average
@@ -102,6 +102,11 @@ impl Changes {
             },
             ..Default::default()
         }
+    }
+
+    /// Whether `address` changed since the last root computed.
+    pub(crate) fn is_dirty(&self, address: &Address) -> bool {
+        self.dirty.contains_key(address)
     }
 
     /// The nodes made for the roots computed so far (each referenced by
@@ -189,15 +194,24 @@ pub(crate) enum Root {
     Needs(Needs),
 }
 
-/// The root after the block just executed. On [`Root::Needs`] its changes
-/// stay pending, so the next block's root is computed with them (and
-/// names what they need too).
+/// The verified trie a run's changes apply to: the state, and the root of
+/// the block the run is pinned to (its parent's, for a replay).
+#[derive(Clone, Copy)]
+pub(crate) struct Base<'a> {
+    pub(crate) state: &'a State,
+    pub(crate) root: B256,
+}
+
+/// The root after the block just executed, its accounts as the run's
+/// overlay holds them (`accounts`). On [`Root::Needs`] its changes stay
+/// pending, so the next block's root is computed with them (and names
+/// what they need too).
 pub(crate) fn state_root(
-    pinned: &Pinned<'_>,
-    overlay: &revm::database::CacheDB<&crate::db::VerifiedDb<'_>>,
+    base: Base<'_>,
+    accounts: &AddressMap<DbAccount>,
     changes: &mut Changes,
 ) -> Result<Root, CallError> {
-    let base_root = changes.root.unwrap_or(pinned.block.state_root);
+    let base_root = changes.root.unwrap_or(base.root);
     let mut needs = Needs::default();
     changes.preimages.searched = 0;
     let mut account_updates = Vec::with_capacity(changes.dirty.len());
@@ -206,7 +220,7 @@ pub(crate) fn state_root(
     for (address, changed) in &changes.dirty {
         let key = keccak256(address).0;
         by_key.insert(key, *address);
-        let Some(now) = overlay.cache.accounts.get(address) else {
+        let Some(now) = accounts.get(address) else {
             continue;
         };
         let gone = matches!(now.account_state, AccountState::NotExisting)
@@ -221,10 +235,7 @@ pub(crate) fn state_root(
         } else if let Some(root) = changes.storage_roots.get(address) {
             *root
         } else {
-            match pinned
-                .state
-                .account(&pinned.block.state_root.0, &address.0.0, false)
-            {
+            match base.state.account(&base.root.0, &address.0.0, false) {
                 Read::Found(read) => read
                     .account
                     .map_or(neve_state::EMPTY_ROOT, |a| a.storage_root),
@@ -249,7 +260,7 @@ pub(crate) fn state_root(
                 (key, (!value.is_zero()).then(|| rlp(&value)))
             })
             .collect();
-        let storage_root = match apply(pinned, &mut changes.nodes, &start, &updates)? {
+        let storage_root = match apply(base.state, &mut changes.nodes, &start, &updates)? {
             Updated::Root(root) => root,
             Updated::Unheld(unheld) => {
                 let entry = needs.accounts.entry(*address).or_default();
@@ -280,7 +291,12 @@ pub(crate) fn state_root(
     if !needs.is_empty() {
         return Ok(Root::Needs(needs));
     }
-    match apply(pinned, &mut changes.nodes, &base_root.0, &account_updates)? {
+    match apply(
+        base.state,
+        &mut changes.nodes,
+        &base_root.0,
+        &account_updates,
+    )? {
         Updated::Root(root) => {
             let root = B256::from(root);
             changes.root = Some(root);
@@ -312,7 +328,7 @@ pub(crate) fn state_root(
 /// `updates` applied to the trie at `root`, reading the simulation's own
 /// nodes first, then the verified store; the new nodes kept.
 fn apply(
-    pinned: &Pinned<'_>,
+    state: &State,
     nodes: &mut HashMap<[u8; 32], Bytes>,
     root: &[u8; 32],
     updates: &[([u8; 32], Option<Bytes>)],
@@ -321,7 +337,7 @@ fn apply(
     let updated = neve_state::apply_updates(
         root,
         updates,
-        |hash| nodes.get(hash).cloned().or_else(|| pinned.state.node(hash)),
+        |hash| nodes.get(hash).cloned().or_else(|| state.node(hash)),
         |hash, node| made.push((hash, node)),
     )
     .map_err(|_| CallError::Unsupported)?;

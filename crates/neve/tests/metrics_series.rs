@@ -15,6 +15,7 @@ use support::*;
 const TYPES: &str = "neve_build_info gauge
 neve_call_duration_seconds histogram
 neve_call_gas_total counter
+neve_call_memo_bytes gauge
 neve_call_memo_stored_total counter
 neve_calls_queued gauge
 neve_calls_refused_total counter
@@ -47,6 +48,7 @@ neve_state_misses_total counter
 neve_state_node_budget_bytes gauge
 neve_state_node_bytes gauge
 neve_state_node_entries gauge
+neve_state_post_state_waits_total counter
 neve_state_post_states_kept_total counter
 neve_state_post_states_unkept_total counter
 neve_state_post_states_unlike_total counter
@@ -77,6 +79,7 @@ neve_store_write_failing gauge
 neve_trace_answers_along_total counter
 neve_trace_flights_shared_total counter
 neve_trace_flights_waited_out_total counter
+neve_trace_memo_bytes gauge
 neve_trace_memo_hits_total counter
 neve_trace_memo_stored_total counter
 neve_trace_replays_diverged_total counter
@@ -94,6 +97,7 @@ neve_call_duration_seconds_bucket{le}
 neve_call_duration_seconds_count
 neve_call_duration_seconds_sum
 neve_call_gas_total
+neve_call_memo_bytes
 neve_call_memo_stored_total
 neve_calls_queued
 neve_calls_refused_total
@@ -128,6 +132,7 @@ neve_state_misses_total
 neve_state_node_budget_bytes
 neve_state_node_bytes
 neve_state_node_entries
+neve_state_post_state_waits_total
 neve_state_post_states_kept_total
 neve_state_post_states_unkept_total
 neve_state_post_states_unlike_total
@@ -158,6 +163,7 @@ neve_store_write_failing
 neve_trace_answers_along_total
 neve_trace_flights_shared_total
 neve_trace_flights_waited_out_total
+neve_trace_memo_bytes
 neve_trace_memo_hits_total
 neve_trace_memo_stored_total
 neve_trace_replays_diverged_total

@@ -359,6 +359,11 @@ impl Metrics {
                 "Calls' answers kept in the memo.",
                 memo.stored as f64,
             ),
+            figure(
+                "neve_call_memo_bytes",
+                "Bytes of calls' answers kept in the memo, keys and overhead counted (at most --call-memo-bytes).",
+                memo.bytes as f64,
+            ),
             family(
                 "neve_call_duration_seconds",
                 "Time from a call's hand-off to the call threads to its answer, fetches between runs included.",

@@ -39,6 +39,9 @@ pub struct Counters {
     /// Of those, the ones whose root was unlike the header's (logged once):
     /// neve's fault, or rules neve does not know, never the chain's.
     pub post_states_unlike: AtomicU64,
+    /// Replays that waited for their parent's post-state being computed
+    /// (rather than ask the node for what it was about to hold).
+    pub post_state_waits: AtomicU64,
 }
 
 /// A snapshot of [`Counters`] and the node store.
@@ -70,6 +73,8 @@ pub struct StateStats {
     pub post_states_unkept: u64,
     /// See [`Counters::post_states_unlike`].
     pub post_states_unlike: u64,
+    /// See [`Counters::post_state_waits`].
+    pub post_state_waits: u64,
     /// The node store's counters.
     pub nodes: NodeStats,
 }

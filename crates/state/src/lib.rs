@@ -27,6 +27,7 @@ mod header;
 mod hot;
 mod keys;
 mod nodes;
+mod post_states;
 pub mod proof;
 mod state;
 mod touched;

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use alloy_primitives::{U256, keccak256};
 use bytes::Bytes;
@@ -12,6 +13,7 @@ use crate::header::state_root_in_header;
 use crate::hot::{HotKey, HotKeys};
 use crate::keys::StorageKeys;
 use crate::nodes::NodeStore;
+use crate::post_states::PostStateClaims;
 use crate::proof::Verified;
 use crate::touched::TouchedLog;
 use crate::trie::{self, Hash};
@@ -23,17 +25,12 @@ use crate::witnesses::{DEFAULT_WITNESS_BYTES, Witnesses};
 /// costs microseconds, this costs a lock and a compare.
 const ROOT_CACHE: usize = 1024;
 
-/// Blocks whose post-state a replay computed, remembered per height
-/// (direct-mapped, confirmed by block hash) so each block's is computed
-/// once: an indexer traces a block with one tracer after another.
-const POST_STATES_REMEMBERED: usize = 256;
-
 /// The verified state neve holds: nodes, hot keys, counters.
 pub struct State {
     nodes: NodeStore,
     hot: HotKeys,
     roots: Mutex<Vec<Option<(u64, Hash, Hash)>>>,
-    post_states: Mutex<Vec<Option<(u64, Hash)>>>,
+    post_states: PostStateClaims,
     /// What the newest blocks touched, for refresh and for mirrors.
     pub touched: TouchedLog,
     /// The newest height whose touched keys were proved, plus one (0:
@@ -54,7 +51,7 @@ impl State {
             nodes: NodeStore::new(cache_bytes),
             hot: HotKeys::new(hot_keys),
             roots: Mutex::new(vec![None; ROOT_CACHE]),
-            post_states: Mutex::new(vec![None; POST_STATES_REMEMBERED]),
+            post_states: PostStateClaims::default(),
             touched: TouchedLog::default(),
             refreshed_plus_one: AtomicU64::new(0),
             counters: Counters::default(),
@@ -147,22 +144,40 @@ impl State {
     }
 
     /// Whether the post-state of block `height` with `block_hash` was
-    /// computed already (by [`State::claim_post_state`]).
+    /// claimed already (by [`State::claim_post_state`]).
     pub fn post_state_claimed(&self, height: u64, block_hash: &Hash) -> bool {
-        let slot = (height % POST_STATES_REMEMBERED as u64) as usize;
-        let claimed = self.post_states.lock().unwrap_or_else(|e| e.into_inner());
-        claimed[slot] == Some((height, *block_hash))
+        self.post_states.claimed(height, block_hash)
     }
 
     /// Claims the computing of block `height`'s post-state: true the first
-    /// time for a block (remembered for the newest
-    /// [`POST_STATES_REMEMBERED`] heights), false after.
+    /// time for a block (remembered for the newest 256 heights), false
+    /// after. Its computing ends with [`State::post_state_ended`].
     pub fn claim_post_state(&self, height: u64, block_hash: &Hash) -> bool {
-        let slot = (height % POST_STATES_REMEMBERED as u64) as usize;
-        let mut claimed = self.post_states.lock().unwrap_or_else(|e| e.into_inner());
-        let first = claimed[slot] != Some((height, *block_hash));
-        claimed[slot] = Some((height, *block_hash));
-        first
+        self.post_states.claim(height, block_hash)
+    }
+
+    /// The claimed post-state of block `height` is computed (kept or
+    /// not): whoever waits for it goes on.
+    pub fn post_state_ended(&self, height: u64, block_hash: &Hash) {
+        self.post_states.end(height, block_hash)
+    }
+
+    /// Lets go of the claim on block `height`'s post-state (it was not
+    /// computed): a later replay may claim it.
+    pub fn release_post_state(&self, height: u64, block_hash: &Hash) {
+        self.post_states.release(height, block_hash)
+    }
+
+    /// Waits, at most `most`, while block `height`'s post-state is being
+    /// computed (claimed, not ended); whether it waited at all.
+    pub fn wait_post_state(&self, height: u64, block_hash: &Hash, most: Duration) -> bool {
+        let waited = self.post_states.wait(height, block_hash, most);
+        if waited {
+            self.counters
+                .post_state_waits
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        waited
     }
 
     /// The code whose hash is `code_hash`.
@@ -255,6 +270,7 @@ impl State {
             post_states_kept: load(&c.post_states_kept),
             post_states_unkept: load(&c.post_states_unkept),
             post_states_unlike: load(&c.post_states_unlike),
+            post_state_waits: load(&c.post_state_waits),
             nodes: self.nodes.stats(),
         }
     }

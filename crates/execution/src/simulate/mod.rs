@@ -92,7 +92,14 @@ pub fn simulate(
             // A refusal over state not held means nothing.
             Err(error) => return unheld(pending).ok_or(error),
         };
-        let root = match crate::state_root::state_root(pinned, &overlay, chain.changes()) {
+        let root = match crate::state_root::state_root(
+            crate::state_root::Base {
+                state: pinned.state,
+                root: pinned.block.state_root,
+            },
+            &overlay.cache.accounts,
+            chain.changes(),
+        ) {
             Ok(crate::state_root::Root::Hash(root)) => root,
             Ok(crate::state_root::Root::Needs(needs)) => {
                 merge(&mut pending, needs);

@@ -89,6 +89,9 @@ neve_call_gas_total 21000
 # HELP neve_call_memo_stored_total Calls' answers kept in the memo.
 # TYPE neve_call_memo_stored_total counter
 neve_call_memo_stored_total 5
+# HELP neve_call_memo_bytes Bytes of calls' answers kept in the memo, keys and overhead counted (at most --call-memo-bytes).
+# TYPE neve_call_memo_bytes gauge
+neve_call_memo_bytes 640
 # HELP neve_call_duration_seconds Time from a call's hand-off to the call threads to its answer, fetches between runs included.
 # TYPE neve_call_duration_seconds histogram
 neve_call_duration_seconds_bucket{le="0.00005"} 0
@@ -118,7 +121,14 @@ fn scenario() -> (Metrics, MemoCounts) {
     metrics.record_call_gas(21000);
     metrics.connections.store(3, Ordering::Relaxed);
     metrics.store_resident_ppm.store(250_000, Ordering::Relaxed);
-    (metrics, MemoCounts { hits: 4, stored: 5 })
+    (
+        metrics,
+        MemoCounts {
+            hits: 4,
+            stored: 5,
+            bytes: 640,
+        },
+    )
 }
 
 #[test]

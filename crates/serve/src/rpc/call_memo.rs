@@ -31,6 +31,11 @@ use super::Reply;
 /// map's slot and the allocations' headers, about.
 const ENTRY_OVERHEAD: usize = 96;
 
+/// What an entry counts against the budget.
+fn cost(key: &[u8], answer: &Answer) -> usize {
+    key.len() + answer.bytes() + ENTRY_OVERHEAD
+}
+
 /// One answer as it is served again.
 #[derive(Clone)]
 enum Answer {
@@ -89,6 +94,8 @@ struct Generations {
     young: HashMap<Box<[u8]>, Answer>,
     old: HashMap<Box<[u8]>, Answer>,
     young_bytes: usize,
+    /// What the old generation's answers cost.
+    old_bytes: usize,
 }
 
 /// The memo's counters, for `/metrics`.
@@ -98,6 +105,8 @@ pub(crate) struct MemoCounts {
     pub(crate) hits: u64,
     /// Answers stored.
     pub(crate) stored: u64,
+    /// Bytes held, as the budget counts them (at most the budget).
+    pub(crate) bytes: u64,
 }
 
 impl Default for CallMemo {
@@ -127,15 +136,18 @@ impl CallMemo {
             return None;
         }
         let mut generations = self.lock();
+        let mut dropped = None;
         let answer = match generations.young.get(key) {
             Some(answer) => answer.clone(),
             None => {
                 let (key, answer) = generations.old.remove_entry(key)?;
-                self.insert_young(&mut generations, key, answer.clone());
+                generations.old_bytes = generations.old_bytes.saturating_sub(cost(&key, &answer));
+                dropped = self.insert_young(&mut generations, key, answer.clone());
                 answer
             }
         };
         drop(generations);
+        drop(dropped);
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(answer.reply())
     }
@@ -162,30 +174,50 @@ impl CallMemo {
             return false;
         }
         let mut generations = self.lock();
-        self.insert_young(&mut generations, key.into_boxed_slice(), answer);
+        let dropped = self.insert_young(&mut generations, key.into_boxed_slice(), answer);
         drop(generations);
+        drop(dropped);
         self.stored.fetch_add(1, Ordering::Relaxed);
         true
     }
 
     pub(crate) fn counts(&self) -> MemoCounts {
+        let bytes = {
+            let generations = self.lock();
+            generations.young_bytes + generations.old_bytes
+        };
         MemoCounts {
             hits: self.hits.load(Ordering::Relaxed),
             stored: self.stored.load(Ordering::Relaxed),
+            bytes: bytes as u64,
         }
     }
 
-    fn insert_young(&self, generations: &mut Generations, key: Box<[u8]>, answer: Answer) {
-        let cost = |answer: &Answer| key.len() + answer.bytes() + ENTRY_OVERHEAD;
-        let added = cost(&answer);
+    /// Keeps `answer` in the young generation; the old generation it
+    /// pushed out, if it did, to be dropped once the lock is let go (a
+    /// generation of traces is tens of MiB).
+    #[must_use]
+    fn insert_young(
+        &self,
+        generations: &mut Generations,
+        key: Box<[u8]>,
+        answer: Answer,
+    ) -> Option<HashMap<Box<[u8]>, Answer>> {
+        let added = cost(&key, &answer);
+        let mut dropped = None;
         if generations.young_bytes + added > self.generation_bytes {
-            generations.old = std::mem::take(&mut generations.young);
-            generations.young_bytes = 0;
+            let young = std::mem::take(&mut generations.young);
+            dropped = Some(std::mem::replace(&mut generations.old, young));
+            generations.old_bytes = std::mem::take(&mut generations.young_bytes);
         }
-        let replaced = generations.young.get(&key).map_or(0, cost);
+        let replaced = generations
+            .young
+            .get(&key)
+            .map_or(0, |kept| cost(&key, kept));
         // The same call answered twice (two runs raced): counted once.
         generations.young_bytes = generations.young_bytes + added - replaced;
         generations.young.insert(key, answer);
+        dropped
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
@@ -230,7 +262,16 @@ mod tests {
         );
         assert!(memo.get(b"c").is_none());
         assert!(memo.get(b"d").is_none());
-        assert_eq!(memo.counts(), MemoCounts { hits: 2, stored: 2 });
+        // Each kept answer's key, answer and overhead.
+        let bytes = (1 + 6 + ENTRY_OVERHEAD) + (1 + 22 + ENTRY_OVERHEAD);
+        assert_eq!(
+            memo.counts(),
+            MemoCounts {
+                hits: 2,
+                stored: 2,
+                bytes: bytes as u64
+            }
+        );
     }
 
     #[test]
@@ -254,6 +295,8 @@ mod tests {
         assert!(memo.get(&key(0)).is_some());
         assert!(memo.get(&key(1)).is_none());
         assert!(memo.get(&key(7)).is_some());
+        // Old (4, 5, 6), young (7, 0).
+        assert_eq!(memo.counts().bytes, (per_entry * 5) as u64);
         let generations = memo.lock();
         assert!(generations.young_bytes <= memo.generation_bytes);
         assert!(generations.young.len() + generations.old.len() <= 8);

@@ -72,6 +72,8 @@ pub(crate) struct Context {
     /// Verified state, when the state layer is on; state methods are
     /// unsupported (421, -32601) without it.
     pub(crate) state: Option<Arc<neve_state::State>>,
+    /// Where replayed blocks' post-states are computed, beside `state`.
+    pub(crate) post_states: Option<neve_execution::PostStates>,
     /// State reads are answered (fetched through when not held), not 421.
     pub(crate) state_answers: bool,
     /// The chain's rules for calls (empty until learnt: calls are 421).

@@ -29,6 +29,14 @@ use super::reply::{NoReply, Reply};
 /// name more of what the witness brings. Default is 256.
 const MAX_KEYS_WITHOUT_WITNESS: usize = 256;
 
+/// Longest a call waits, over all its rounds, for the post-state of the
+/// block its replay runs over while a replay of that block computes it
+/// (on its own thread: a few tens of ms for a block of 1,250
+/// transactions, at most two queued before it); past it, the replay
+/// fetches what it reads as it would have. On a call thread, counted in
+/// the trace's own time. Default is 1 s.
+const POST_STATE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A method's request, parsed: what runs at the pinned block.
 pub(crate) trait Job {
     /// Runs at `pinned`; `reads` as the call threads read.
@@ -179,6 +187,17 @@ impl Context {
             rules_contradicted(&facts, &fork);
             return Ok(Reply::Miss);
         }
+        // The parent's post-state, when a replay of it is computing it:
+        // what this replay reads is about to be held. Within a second of
+        // the call's first run, across its rounds.
+        if replayed.is_some() {
+            let first_ran = reads.since.unwrap_or_else(std::time::Instant::now);
+            let most =
+                (first_ran + POST_STATE_WAIT).saturating_duration_since(std::time::Instant::now());
+            if state.wait_post_state(facts.number, &facts.hash.0, most) {
+                tracing::debug!(pinned = facts.number, "waited for a post-state");
+            }
+        }
         // A replay over a parent whose root is not even held would only
         // learn that it needs everything: the block's witness first.
         if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
@@ -212,6 +231,7 @@ impl Context {
             enough_needs: replayed
                 .filter(|h| !reads.witness_asked && state.witnesses.worth_asking(h))
                 .map(|_| MAX_KEYS_WITHOUT_WITNESS),
+            post_states: self.post_states.as_ref(),
         };
         // What clients trace blocks with lately, besides this request's
         // configuration, when not answered already.

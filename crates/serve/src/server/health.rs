@@ -103,6 +103,12 @@ impl Server {
                 s.post_states_unlike,
             ),
             (
+                "neve_state_post_state_waits_total",
+                "post_state_waits",
+                "Replays that waited for their parent's post-state being computed (at most 1 s a call) rather than fetch what it was about to hold.",
+                s.post_state_waits,
+            ),
+            (
                 "neve_state_node_bytes",
                 "node_bytes",
                 "Bytes held by the node store.",
@@ -231,9 +237,14 @@ impl Server {
 
     /// (name, help, value) of the traces' figures: the memo's and the
     /// replays that were not the chain's.
-    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 6] {
+    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 7] {
         let memo = self.ctx.trace_answers.counts();
         [
+            (
+                "neve_trace_memo_bytes",
+                "Bytes of traces' answers kept in the memo, keys and overhead counted (at most --trace-memo-bytes).",
+                memo.bytes,
+            ),
             (
                 "neve_trace_memo_hits_total",
                 "Traces answered from the memo, without a replay.",

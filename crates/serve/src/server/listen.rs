@@ -31,6 +31,10 @@ pub enum ServeError {
     /// The fallback URL is not usable.
     #[error("fallback: {0}")]
     Fallback(#[from] neve_upstream::RpcError),
+    /// The thread replayed blocks' post-states are computed on could not
+    /// start.
+    #[error("starting the post-state thread: {0}")]
+    PostStateThread(std::io::Error),
 }
 
 /// The sockets neve answers on.
@@ -86,6 +90,11 @@ pub async fn serve(
     // Connections and sessions close when this turns true: after the
     // drain delay, not at the signal.
     let (close, closing) = tokio::sync::watch::channel(false);
+    let post_states = state
+        .as_ref()
+        .map(|s| neve_execution::PostStates::start(s.state.clone()))
+        .transpose()
+        .map_err(ServeError::PostStateThread)?;
     let server = Arc::new(Server {
         events,
         fetch,
@@ -112,6 +121,7 @@ pub async fn serve(
                 state.as_ref().map(|s| s.state.storage_keys()),
             ),
             state: state.map(|s| s.state),
+            post_states,
             state_answers,
             chain_id: Bytes::from(format!("\"0x{:x}\"", identity.chain_id)),
             net_version: Bytes::from(format!("\"{}\"", identity.chain_id)),

@@ -75,6 +75,7 @@ pub(crate) fn server_configured(
             reader: store.reader(),
             chain,
             state: Some(Arc::new(neve_state::State::new(1 << 20, 64))),
+            post_states: None,
             state_answers: false,
             call_rules: Default::default(),
             call_blocks: Default::default(),

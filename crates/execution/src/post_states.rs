@@ -1,0 +1,198 @@
+//! Replayed blocks' post-states computed off the answers' path
+//! ([`PostStates`]): the root of a block's changes over its parent's
+//! verified trie, and the nodes made kept when it is the block's own
+//! `stateRoot` (see `trace/post_state.rs` for what a replay hands over).
+
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::time::Instant;
+
+use alloy_primitives::B256;
+use alloy_primitives::map::AddressMap;
+use bytes::Bytes;
+use neve_state::State;
+use revm::database::DbAccount;
+
+use crate::state_root::{Base, Changes, Root, state_root};
+
+/// Post-states waiting for their thread: each holds its block's changed
+/// accounts (within `MAX_CHANGED_KEYS` accounts and slots) and the codes
+/// it read that are not held (within the block's gas). One past them is
+/// not kept by this replay: its claim is let go, so a later replay of the
+/// block may keep it, and its child fetches as it would have meanwhile.
+/// Default is 2.
+const POST_STATES_QUEUED: usize = 2;
+
+/// Replayed blocks' post-states computed on a thread of their own, off
+/// the answers' path: the trace that replayed a block is sent as soon as
+/// its receipts are proved, and the block's child, traced next, waits for
+/// the post-state ([`neve_state::State::wait_post_state`]) rather than ask
+/// the node for it.
+pub struct PostStates {
+    queue: SyncSender<(Pending, Ending<Arc<State>>)>,
+    state: Arc<State>,
+}
+
+impl PostStates {
+    /// Its thread started, keeping post-states in `state`.
+    pub fn start(state: Arc<State>) -> std::io::Result<PostStates> {
+        let (queue, queued) = sync_channel::<(Pending, Ending<Arc<State>>)>(POST_STATES_QUEUED);
+        std::thread::Builder::new()
+            .name("neve-post-state".into())
+            .spawn(move || {
+                for (pending, ending) in queued {
+                    // A fault in one (its claim ended as it unwinds) stops
+                    // only that one.
+                    let computed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        pending.compute(ending);
+                    }));
+                    if computed.is_err() {
+                        tracing::error!("computing a replayed block's post-state panicked");
+                    }
+                }
+            })?;
+        Ok(PostStates { queue, state })
+    }
+
+    /// `pending` computed on the thread, or not kept when its queue is
+    /// full (its claim let go).
+    pub(crate) fn queue(&self, pending: Pending, ending: Ending<&State>) {
+        let owned = ending.owned(self.state.clone());
+        match self.queue.try_send((pending, owned)) {
+            Ok(()) => {}
+            Err(TrySendError::Full((_, mut ending))) => {
+                ending.release = true;
+                ending.unkept(None);
+            }
+            // Never while neve runs: the thread outlives every fault.
+            Err(TrySendError::Disconnected((_, ending))) => {
+                ending.unkept(Some("the post-state thread is gone"));
+            }
+        }
+    }
+}
+
+/// A claimed post-state's computing, ended (kept or not) once, whatever
+/// happens: whoever waits for it goes on.
+pub(crate) struct Ending<S: Deref<Target = State>> {
+    state: S,
+    height: u64,
+    block_hash: [u8; 32],
+    /// Its claim is let go rather than ended: it was not computed, and a
+    /// later replay of the block may.
+    release: bool,
+}
+
+impl<'a> Ending<&'a State> {
+    /// The computing of block `height`'s post-state, claimed in `state`.
+    pub(crate) fn new(state: &'a State, height: u64, block_hash: [u8; 32]) -> Self {
+        Ending {
+            state,
+            height,
+            block_hash,
+            release: false,
+        }
+    }
+}
+
+impl<S: Deref<Target = State>> Ending<S> {
+    /// Counted as not kept: `why`, when it is neve's fault.
+    pub(crate) fn unkept(self, why: Option<&'static str>) {
+        let counters = &self.state.counters;
+        if let Some(why) = why {
+            counters.post_states_unlike.fetch_add(1, Relaxed);
+            // Once: on a chain whose rules neve does not know it would be
+            // every block's.
+            static TOLD: AtomicBool = AtomicBool::new(false);
+            if !TOLD.swap(true, Relaxed) {
+                tracing::warn!(
+                    block = self.height,
+                    why,
+                    "a replayed block's post-state is not kept (told once; counted in neve_state_post_states_unlike_total)"
+                );
+            }
+        }
+        counters.post_states_unkept.fetch_add(1, Relaxed);
+    }
+}
+
+impl Ending<&State> {
+    /// The same, to be ended on another thread.
+    fn owned(self, state: Arc<State>) -> Ending<Arc<State>> {
+        let this = ManuallyDrop::new(self);
+        Ending {
+            state,
+            height: this.height,
+            block_hash: this.block_hash,
+            release: this.release,
+        }
+    }
+}
+
+/// A replayed block's post-state to compute: its changes over its
+/// parent's verified root, as the replay left its accounts.
+pub(crate) struct Pending {
+    pub(crate) parent_root: B256,
+    /// The block's own, verified.
+    pub(crate) state_root: B256,
+    /// The accounts it changed, as its replay left them.
+    pub(crate) accounts: AddressMap<DbAccount>,
+    /// Codes it read or made that are not held.
+    pub(crate) codes: Vec<Bytes>,
+    pub(crate) changes: Changes,
+    /// When the replay handed it over.
+    pub(crate) queued: Instant,
+}
+
+impl Pending {
+    /// Its root computed from what is held, and the nodes made kept when
+    /// it is the block's; counted, logged, and `ending` ended.
+    pub(crate) fn compute<S: Deref<Target = State>>(mut self, ending: Ending<S>) {
+        let started = Instant::now();
+        let state: &State = &ending.state;
+        let base = Base {
+            state,
+            root: self.parent_root,
+        };
+        let root = match state_root(base, &self.accounts, &mut self.changes) {
+            Ok(Root::Hash(root)) => root,
+            Ok(Root::Needs(_)) | Err(_) => return ending.unkept(None),
+        };
+        if root != self.state_root {
+            return ending.unkept(Some("its root is unlike the header's"));
+        }
+        let rooted = started.elapsed();
+        let nodes = self.changes.into_made_nodes();
+        let Ok(witnessed) = neve_state::verify_witness(&root.0, &nodes, &self.codes) else {
+            return ending.unkept(Some("a node made for it does not decode"));
+        };
+        let verified = started.elapsed();
+        state.insert(witnessed.verified);
+        state.counters.post_states_kept.fetch_add(1, Relaxed);
+        tracing::debug!(
+            block = ending.height,
+            nodes = nodes.len(),
+            waited_ms = (started - self.queued).as_millis() as u64,
+            ms = started.elapsed().as_millis() as u64,
+            root_ms = rooted.as_millis() as u64,
+            verify_ms = (verified - rooted).as_millis() as u64,
+            insert_ms = (started.elapsed() - verified).as_millis() as u64,
+            "a replayed block's post-state kept"
+        );
+    }
+}
+
+impl<S: Deref<Target = State>> Drop for Ending<S> {
+    fn drop(&mut self) {
+        if self.release {
+            self.state.release_post_state(self.height, &self.block_hash);
+        } else {
+            self.state.post_state_ended(self.height, &self.block_hash);
+        }
+    }
+}
