@@ -3,8 +3,6 @@
 //! verified trie, and the nodes made kept when it is the block's own
 //! `stateRoot` (see `trace/post_state.rs` for what a replay hands over).
 
-use std::mem::ManuallyDrop;
-use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -34,14 +32,14 @@ const POST_STATES_QUEUED: usize = 2;
 /// the post-state ([`neve_state::State::wait_post_state`]) rather than ask
 /// the node for it.
 pub struct PostStates {
-    queue: SyncSender<(Pending, Ending<Arc<State>>)>,
+    queue: SyncSender<(Pending, Ending)>,
     state: Arc<State>,
 }
 
 impl PostStates {
     /// Its thread started, keeping post-states in `state`.
     pub fn start(state: Arc<State>) -> std::io::Result<PostStates> {
-        let (queue, queued) = sync_channel::<(Pending, Ending<Arc<State>>)>(POST_STATES_QUEUED);
+        let (queue, queued) = sync_channel::<(Pending, Ending)>(POST_STATES_QUEUED);
         std::thread::Builder::new()
             .name("neve-post-state".into())
             .spawn(move || {
@@ -59,11 +57,23 @@ impl PostStates {
         Ok(PostStates { queue, state })
     }
 
+    /// Claims the computing of block `height`'s post-state: `None` when
+    /// another replay of the block (under another tracer) claimed it.
+    pub(crate) fn claim(&self, height: u64, block_hash: [u8; 32]) -> Option<Ending> {
+        self.state
+            .claim_post_state(height, &block_hash)
+            .then(|| Ending {
+                state: self.state.clone(),
+                height,
+                block_hash,
+                release: false,
+            })
+    }
+
     /// `pending` computed on the thread, or not kept when its queue is
     /// full (its claim let go).
-    pub(crate) fn queue(&self, pending: Pending, ending: Ending<&State>) {
-        let owned = ending.owned(self.state.clone());
-        match self.queue.try_send((pending, owned)) {
+    pub(crate) fn queue(&self, pending: Pending, ending: Ending) {
+        match self.queue.try_send((pending, ending)) {
             Ok(()) => {}
             Err(TrySendError::Full((_, mut ending))) => {
                 ending.release = true;
@@ -79,8 +89,8 @@ impl PostStates {
 
 /// A claimed post-state's computing, ended (kept or not) once, whatever
 /// happens: whoever waits for it goes on.
-pub(crate) struct Ending<S: Deref<Target = State>> {
-    state: S,
+pub(crate) struct Ending {
+    state: Arc<State>,
     height: u64,
     block_hash: [u8; 32],
     /// Its claim is let go rather than ended: it was not computed, and a
@@ -88,19 +98,7 @@ pub(crate) struct Ending<S: Deref<Target = State>> {
     release: bool,
 }
 
-impl<'a> Ending<&'a State> {
-    /// The computing of block `height`'s post-state, claimed in `state`.
-    pub(crate) fn new(state: &'a State, height: u64, block_hash: [u8; 32]) -> Self {
-        Ending {
-            state,
-            height,
-            block_hash,
-            release: false,
-        }
-    }
-}
-
-impl<S: Deref<Target = State>> Ending<S> {
+impl Ending {
     /// Counted as not kept: `why`, when it is neve's fault.
     pub(crate) fn unkept(self, why: Option<&'static str>) {
         let counters = &self.state.counters;
@@ -118,19 +116,6 @@ impl<S: Deref<Target = State>> Ending<S> {
             }
         }
         counters.post_states_unkept.fetch_add(1, Relaxed);
-    }
-}
-
-impl Ending<&State> {
-    /// The same, to be ended on another thread.
-    fn owned(self, state: Arc<State>) -> Ending<Arc<State>> {
-        let this = ManuallyDrop::new(self);
-        Ending {
-            state,
-            height: this.height,
-            block_hash: this.block_hash,
-            release: this.release,
-        }
     }
 }
 
@@ -152,7 +137,7 @@ pub(crate) struct Pending {
 impl Pending {
     /// Its root computed from what is held, and the nodes made kept when
     /// it is the block's; counted, logged, and `ending` ended.
-    pub(crate) fn compute<S: Deref<Target = State>>(mut self, ending: Ending<S>) {
+    fn compute(mut self, ending: Ending) {
         let started = Instant::now();
         let state: &State = &ending.state;
         let base = Base {
@@ -187,7 +172,7 @@ impl Pending {
     }
 }
 
-impl<S: Deref<Target = State>> Drop for Ending<S> {
+impl Drop for Ending {
     fn drop(&mut self) {
         if self.release {
             self.state.release_post_state(self.height, &self.block_hash);

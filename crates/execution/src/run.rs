@@ -64,7 +64,7 @@ pub struct Pinned<'a> {
     /// `None`: it runs on, naming all it misses.
     pub enough_needs: Option<usize>,
     /// Where a replayed block's post-state is computed, off the answer's
-    /// path; `None`: in the replay, before its answer.
+    /// path; `None`: none is kept.
     pub post_states: Option<&'a crate::post_states::PostStates>,
 }
 

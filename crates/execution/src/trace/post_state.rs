@@ -25,7 +25,7 @@ use revm::database::CacheDB;
 use revm::state::EvmState;
 
 use crate::db::VerifiedDb;
-use crate::post_states::{Ending, Pending};
+use crate::post_states::Pending;
 use crate::run::Pinned;
 use crate::state_root::Changes;
 
@@ -37,12 +37,13 @@ pub(crate) struct PostState(Option<Changes>);
 
 impl PostState {
     /// Recorded when a replay runs the `whole` of `block`, whose
-    /// post-state no replay computed yet.
+    /// post-state no replay computed yet, and `pinned` keeps post-states.
     pub(crate) fn wanted(pinned: &Pinned<'_>, block: &ReplayBlock, whole: bool) -> Self {
         let facts = &block.facts;
         let done = pinned.state.post_state_claimed(facts.number, &facts.hash.0);
         let readable = block.withdrawals.is_some();
-        PostState((whole && readable && !done).then(Changes::without_searches))
+        let kept = pinned.post_states.is_some();
+        PostState((whole && readable && kept && !done).then(Changes::without_searches))
     }
 
     /// Nothing recorded.
@@ -74,8 +75,9 @@ impl PostState {
     /// `pinned` and proved against its receipts: its withdrawals credited
     /// here (they read the parent's state), then its root computed from
     /// what is held, and the nodes made kept when it is the header's, on
-    /// `pinned`'s [`PostStates`] thread when it has one (off the answer's
-    /// path), here otherwise. Not when the trace's time is up.
+    /// `pinned`'s [`crate::post_states::PostStates`] thread (off the
+    /// answer's path); none
+    /// without one. Not when the trace's time is up.
     pub(crate) fn keep(
         self,
         pinned: &Pinned<'_>,
@@ -86,14 +88,15 @@ impl PostState {
         let Some(mut changes) = self.0.filter(|_| !late) else {
             return;
         };
+        let Some(keeper) = pinned.post_states else {
+            return;
+        };
         let facts = &block.facts;
-        let state = pinned.state;
         // Another replay of the block (under another tracer) may have
         // claimed it meanwhile.
-        if !state.claim_post_state(facts.number, &facts.hash.0) {
+        let Some(ending) = keeper.claim(facts.number, facts.hash.0) else {
             return;
-        }
-        let ending = Ending::new(state, facts.number, facts.hash.0);
+        };
         // The withdrawals' credit, in Gwei, after the transactions.
         for (address, gwei) in block.withdrawals.iter().flatten() {
             let mut info = match overlay.basic(*address) {
@@ -117,7 +120,7 @@ impl PostState {
             .cache
             .contracts
             .iter()
-            .filter(|(hash, _)| !state.has_code(&hash.0))
+            .filter(|(hash, _)| !pinned.state.has_code(&hash.0))
             .map(|(_, code)| code.original_bytes().0)
             .collect();
         // Only the accounts it changed: the root reads no others (the
@@ -132,9 +135,6 @@ impl PostState {
             changes,
             queued: std::time::Instant::now(),
         };
-        match pinned.post_states {
-            None => pending.compute(ending),
-            Some(keeper) => keeper.queue(pending, ending),
-        }
+        keeper.queue(pending, ending);
     }
 }
