@@ -337,13 +337,69 @@ fn balances_summed(accounts: &[String]) -> String {
     code + "60005260206000f3"
 }
 
+/// A call's round asks the proofs it misses in one batch; a lie about one
+/// account in it is refused and counted, and the batch's honest proofs
+/// are kept: the next round asks only that account again, and the call
+/// gets geth's answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lie_in_a_batch_of_proofs_costs_only_its_account() {
+    use support::calls::metric;
+    // The node bound (not `..`): it runs until the test ends.
+    let Proxied {
+        _node: _running,
+        geth,
+        proxy,
+        neve,
+        client,
+        head,
+    } = neve_behind_a_proxy(&["--state-fetch-timeout-ms", "8000"]).await;
+    let (accounts, _, _) = addresses(&geth).await;
+    const PROBE: &str = "0x00000000000000000000000000000000000b0b00";
+    let summed = |of: &[String]| {
+        let code = balances_summed(of);
+        json!([{"to": PROBE}, quantity(head - 2), {PROBE: {"code": code}}])
+    };
+    // What every call reads besides the accounts it sums (the probe, the
+    // caller), held first.
+    same(&client, &geth, "eth_call", summed(&[])).await;
+    // Three other accounts, honestly: what one round asks of three
+    // accounts (each a proof and its code), in one request.
+    let asked = metric(&neve, "neve_state_upstream_calls_total");
+    proxy.control().watch_method(Some("eth_getProof"));
+    same(&client, &geth, "eth_call", summed(&accounts[3..6])).await;
+    let honest = metric(&neve, "neve_state_upstream_calls_total") - asked;
+    assert_eq!(proxy.control().watched(), 1, "one batch asked");
+    assert!(honest >= 3 && honest % 3 == 0, "{honest} calls");
+    let (_, expected) = call(&geth, "eth_call", summed(&accounts[..3])).await;
+    let asked = metric(&neve, "neve_state_upstream_calls_total");
+    let refused = metric(&neve, "neve_state_refused_proofs_total");
+    proxy.control().watch_method(Some("eth_getProof"));
+    proxy.control().tamper_state(StateTamper::Balance);
+    let (status, answer) = call(&client, "eth_call", summed(&accounts[..3])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"], expected["result"]);
+    assert_eq!(proxy.control().state_tampered(), 1, "the lie told");
+    assert_eq!(
+        metric(&neve, "neve_state_refused_proofs_total"),
+        refused + 1,
+        "the lie refused and counted"
+    );
+    // The batch, then the refused account's calls again.
+    assert_eq!(
+        metric(&neve, "neve_state_upstream_calls_total"),
+        asked + honest + honest / 3
+    );
+    assert_eq!(proxy.control().watched(), 2, "two batches asked");
+    proxy.control().watch_method(None);
+}
+
 /// Fetches waiting their turn (the rounds of calls and traces) hold at
 /// most `MAX_IN_TURN_FETCHES` of the fetcher's `MAX_FETCHES_IN_FLIGHT`
-/// slots however many requests want them: with the node slow, four
-/// calls at four heights, each reading forty accounts not held (sixteen
-/// proofs under way each), keep at most that many proofs asked of the
-/// node at once; a plain read beside them still gets a slot (not shed)
-/// and geth's answer, and so does each call.
+/// slots however many requests want them: with the node slow, 52 calls
+/// (four heights, thirteen sets of three accounts not held; a call's
+/// proofs go in one batch, one slot) keep at most that many batches of
+/// proofs asked of the node at once; a plain read beside them still gets
+/// a slot (not shed) and geth's answer, and so does each call.
 #[tokio::test(flavor = "multi_thread")]
 async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
     use neve_devnet::faults::Fault;
@@ -362,12 +418,17 @@ async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
     assert!(accounts.len() > 40, "{} accounts", accounts.len());
     const { assert!(MAX_IN_TURN_FETCHES < MAX_FETCHES_IN_FLIGHT) };
     const PROBE: &str = "0x00000000000000000000000000000000000b0b00";
-    let code = balances_summed(&accounts[..40]);
-    let summed = |height: u64| json!([{"to": PROBE}, quantity(height), {PROBE: {"code": code}}]);
-    let heights: Vec<u64> = (0..4).map(|i| head - 2 - i).collect();
+    let summed = |height: u64, set: usize| {
+        let code = balances_summed(&accounts[set * 3..set * 3 + 3]);
+        json!([{"to": PROBE}, quantity(height), {PROBE: {"code": code}}])
+    };
+    let asked: Vec<(u64, usize)> = (0..4)
+        .flat_map(|i| (0..13).map(move |set| (head - 2 - i, set)))
+        .collect();
+    const { assert!(52 > MAX_IN_TURN_FETCHES) };
     let mut expected = Vec::new();
-    for height in &heights {
-        let (_, answer) = call(&geth, "eth_call", summed(*height)).await;
+    for (height, set) in &asked {
+        let (_, answer) = call(&geth, "eth_call", summed(*height, *set)).await;
         expected.push(answer["result"].clone());
     }
     let (_, balance) = call(
@@ -381,10 +442,10 @@ async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
     let slow = Duration::from_millis(300);
     proxy.control().set_override(Some(Fault::Slow(slow)));
     proxy.control().watch_method(Some("eth_getProof"));
-    let calls: Vec<_> = heights
+    let calls: Vec<_> = asked
         .iter()
-        .map(|height| {
-            let (client, params) = (client.clone(), summed(*height));
+        .map(|(height, set)| {
+            let (client, params) = (client.clone(), summed(*height, *set));
             tokio::spawn(async move { call(&client, "eth_call", params).await })
         })
         .collect();
@@ -410,7 +471,7 @@ async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
     let most = proxy.control().most_at_once() as usize;
     proxy.control().set_override(None);
     proxy.control().watch_method(None);
-    // The waiting ones filled their slots (the four wanted 64), never
+    // The waiting ones filled their slots (the calls wanted 52), never
     // past them (and the read's own).
     assert!(
         (MAX_IN_TURN_FETCHES..=MAX_IN_TURN_FETCHES + 1).contains(&most),

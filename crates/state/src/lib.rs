@@ -50,7 +50,8 @@ pub use trie::{EMPTY_ROOT, Hash};
 pub use update::{Unheld, Updated, apply as apply_updates, preimage_under};
 pub use vocabulary::{
     AccountRead, Address, DEFAULT_CACHE_BYTES, DEFAULT_HOT_KEYS, Fetch, FetchRequest,
-    MAX_SLOTS_PER_REQUEST, ProofRequest, Read, SlotRead, WitnessRequest,
+    MAX_PROOFS_PER_BATCH, MAX_SLOTS_PER_BATCH, MAX_SLOTS_PER_REQUEST, ProofRequest, Read, SlotRead,
+    WitnessRequest, proof_batches,
 };
 pub use witness::{Witnessed, verify_witness};
 pub use witnesses::{

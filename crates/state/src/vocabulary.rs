@@ -26,6 +26,38 @@ pub const DEFAULT_HOT_KEYS: usize = 4096;
 /// request neve refuses is one geth refuses too. Default is 1,024.
 pub const MAX_SLOTS_PER_REQUEST: usize = 1024;
 
+/// Most accounts whose proofs are asked in one batch ([`proof_batches`]):
+/// a node answers a batch of proofs for a fraction of the CPU it spends on
+/// as many single requests (each one an HTTP exchange), and a call's round
+/// keeps at most 16 fetches under way. Default is 64.
+pub const MAX_PROOFS_PER_BATCH: usize = 64;
+
+/// Most storage slots one batch of proofs names over all its accounts, so
+/// a batch's answer stays a few MiB (on coreth each slot is asked with its
+/// normalized one too: twice this) and a node answers it well within a
+/// fetch's timeout. Default is 512.
+pub const MAX_SLOTS_PER_BATCH: usize = 512;
+
+/// `requests` cut into batches of at most [`MAX_PROOFS_PER_BATCH`]
+/// accounts and [`MAX_SLOTS_PER_BATCH`] slots, in the order given; a
+/// request naming more slots than that is a batch of its own.
+pub fn proof_batches(requests: Vec<ProofRequest>) -> Vec<Vec<ProofRequest>> {
+    let mut batches: Vec<Vec<ProofRequest>> = Vec::new();
+    let mut slots = 0;
+    for request in requests {
+        let fits = batches.last().is_some_and(|batch| {
+            batch.len() < MAX_PROOFS_PER_BATCH && slots + request.slots.len() <= MAX_SLOTS_PER_BATCH
+        });
+        if !fits {
+            batches.push(Vec::new());
+            slots = 0;
+        }
+        slots += request.slots.len();
+        batches.last_mut().expect("pushed above").push(request);
+    }
+    batches
+}
+
 /// What a read found, or that it needs a node neve does not hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Read<T> {
@@ -115,5 +147,53 @@ pub trait Fetch: Send + Sync + 'static {
     /// so dropping it before then asks the upstream nothing.
     fn fetch_in_turn(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         self.fetch(request)
+    }
+
+    /// As [`Fetch::fetch_in_turn`] for a batch of proofs (see
+    /// [`proof_batches`]): those under way already are joined, the rest
+    /// asked together, holding one of the fetcher's slots.
+    fn fetch_proofs_in_turn(
+        &self,
+        requests: Vec<ProofRequest>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(slots: usize, tag: u8) -> ProofRequest {
+        ProofRequest {
+            block_hash: [0; 32],
+            state_root: [0; 32],
+            address: [tag; 20],
+            slots: (0..slots).map(|i| [i as u8; 32]).collect(),
+            code: false,
+        }
+    }
+
+    #[test]
+    fn proof_batches_keep_order_and_both_bounds() {
+        // 130 accounts without slots: 64, 64, 2.
+        let plain: Vec<_> = (0..130).map(|i| asking(0, i as u8)).collect();
+        let batches = proof_batches(plain.clone());
+        let sizes: Vec<_> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [64, 64, 2]);
+        assert_eq!(batches.concat(), plain);
+
+        // Slots cut earlier: 600 + 600 is past 1,024; one over the bound
+        // alone is a batch of its own.
+        let slotted = vec![
+            asking(600, 1),
+            asking(600, 2),
+            asking(1_500, 3),
+            asking(1, 4),
+        ];
+        let sizes: Vec<_> = proof_batches(slotted.clone())
+            .iter()
+            .map(|b| b.iter().map(|r| r.address[0]).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(sizes, [vec![1], vec![2], vec![3], vec![4]]);
+        assert!(proof_batches(Vec::new()).is_empty());
     }
 }

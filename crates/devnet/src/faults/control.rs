@@ -27,6 +27,7 @@ pub struct Control {
     pub(crate) watched_method: std::sync::Mutex<Option<&'static str>>,
     pub(crate) watched_in_flight: AtomicU64,
     pub(crate) watched_most: AtomicU64,
+    pub(crate) watched_seen: AtomicU64,
 }
 
 impl Control {
@@ -35,6 +36,13 @@ impl Control {
     pub fn watch_method(&self, method: Option<&'static str>) {
         *self.watched_method.lock().unwrap() = method;
         self.watched_most.store(0, Ordering::Relaxed);
+        self.watched_seen.store(0, Ordering::Relaxed);
+    }
+
+    /// The requests naming the watched method since it was set (a batch
+    /// is one).
+    pub fn watched(&self) -> u64 {
+        self.watched_seen.load(Ordering::Relaxed)
     }
 
     /// The most requests naming the watched method in the proxy at once.

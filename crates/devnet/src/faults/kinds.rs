@@ -40,7 +40,8 @@ pub enum Fault {
     RetryTomorrow,
 }
 
-/// A lie about state, told in the next answer that carries it.
+/// A lie about state, told in the next answer that carries it (in a
+/// batch's first element that does; the others are left honest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StateTamper {
     /// The `balance` an `eth_getProof` answer states.

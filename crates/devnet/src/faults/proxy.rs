@@ -153,6 +153,7 @@ struct InFlight<'a>(&'a Control);
 
 impl<'a> InFlight<'a> {
     fn enter(control: &'a Control) -> Self {
+        control.watched_seen.fetch_add(1, Ordering::Relaxed);
         let now = control.watched_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         control.watched_most.fetch_max(now, Ordering::Relaxed);
         InFlight(control)

@@ -99,6 +99,10 @@ pub(crate) fn tamper_state(body: &[u8], kind: StateTamper) -> Option<Vec<u8>> {
             }
             _ => {}
         }
+        // One lie, among a batch's honest answers.
+        if done {
+            break;
+        }
     }
     done.then(|| serde_json::to_vec(&value).expect("JSON serialises"))
 }

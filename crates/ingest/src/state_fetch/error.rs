@@ -10,6 +10,8 @@ pub(super) enum FetchError {
     Upstream(#[from] RpcError),
     #[error("upstream answer is not a proof: {0}")]
     Shape(String),
+    #[error("not answered within {0:?}")]
+    TimedOut(std::time::Duration),
     #[error("proof refused: {0}")]
     Refused(#[from] ProofError),
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use neve_state::{Fetch, FetchRequest, ProofRequest, State};
+use neve_state::{Fetch, FetchRequest, ProofRequest, State, WitnessRequest};
 use neve_upstream::RpcClient;
 use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -49,6 +49,12 @@ pub const MAX_WITNESS_FETCHES_IN_FLIGHT: usize = 4;
 /// 64 MiB.
 pub const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 20;
 
+/// Largest answer to one batch of proofs ([`neve_state::proof_batches`]:
+/// 64 accounts and 512 slots, each with its normalized one on coreth, and
+/// their codes, are some 15 MiB as hex); past it the answer is not read
+/// and its accounts are fetched again in a later round. Default is 32 MiB.
+pub const MAX_PROOF_BATCH_ANSWER_BYTES: usize = 32 << 20;
+
 /// The slots a fetch holds while under way: one of all fetches', and one
 /// of the waiting ones' when it waited its turn.
 pub(super) struct Slot {
@@ -81,7 +87,34 @@ pub(super) struct Inner {
     /// The client witnesses are asked with: answers up to
     /// [`MAX_WITNESS_ANSWER_BYTES`].
     pub(super) witness_client: RpcClient,
-    pub(super) pending: Mutex<HashMap<FetchRequest, watch::Receiver<bool>>>,
+    /// The client batches of proofs are asked with: answers up to
+    /// [`MAX_PROOF_BATCH_ANSWER_BYTES`].
+    pub(super) proofs_client: RpcClient,
+    pub(super) pending: Mutex<Pending>,
+}
+
+/// The fetches under way, by request: what a fetch of the same request
+/// waits on rather than asking again.
+pub(super) type Pending = HashMap<FetchRequest, watch::Receiver<bool>>;
+
+/// A fetch under way, ended when dropped: its requests leave `pending`,
+/// its slot goes back, and its waiters are woken.
+struct Ending {
+    inner: Arc<Inner>,
+    requests: Vec<FetchRequest>,
+    done: watch::Sender<bool>,
+    _slot: Slot,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for request in &self.requests {
+            pending.remove(request);
+        }
+        drop(pending);
+        let _ = self.done.send(true);
+    }
 }
 
 impl ProofFetcher {
@@ -93,6 +126,10 @@ impl ProofFetcher {
                     .clone()
                     .with_timeout(FETCH_TIMEOUT)
                     .with_max_response_bytes(MAX_WITNESS_ANSWER_BYTES),
+                proofs_client: client
+                    .clone()
+                    .with_timeout(FETCH_TIMEOUT)
+                    .with_max_response_bytes(MAX_PROOF_BATCH_ANSWER_BYTES),
                 client: client.with_timeout(FETCH_TIMEOUT),
                 witness_slots: Semaphore::new(MAX_WITNESS_FETCHES_IN_FLIGHT),
                 state,
@@ -119,7 +156,7 @@ impl ProofFetcher {
         };
         self.start_holding(
             pending,
-            request,
+            Work::of(request),
             purpose,
             Slot {
                 _all: permit,
@@ -128,87 +165,95 @@ impl ProofFetcher {
         )
     }
 
-    /// Joins a fetch of `request` under way, or waits for a slot and starts
-    /// it; ends when it did.
-    async fn in_turn(&self, request: FetchRequest, purpose: Purpose) {
-        let joined = {
-            let pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.get(&request).cloned()
-        };
-        let mut done = match joined {
-            Some(done) => done,
-            None => {
-                // In turn among the waiting (at most MAX_IN_TURN_FETCHES of
-                // the slots), then a slot of all fetches'.
-                let Ok(turn) = self.inner.in_turn.clone().acquire_owned().await else {
-                    return;
-                };
-                let Ok(permit) = self.inner.in_flight.clone().acquire_owned().await else {
-                    return;
-                };
-                let permit = Slot {
-                    _all: permit,
-                    _waiting: Some(turn),
-                };
-                let pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
-                match pending.get(&request) {
-                    // Started by another meanwhile: the slot goes back.
-                    Some(done) => done.clone(),
-                    None => self.start_holding(pending, request, purpose, permit),
-                }
+    /// Joins the fetches of `work`'s requests under way, waits for a slot,
+    /// and starts the rest as one fetch (a batch of proofs, or a witness);
+    /// ends when all of them did.
+    async fn in_turn(&self, work: Work, purpose: Purpose) {
+        let mut waits = Vec::new();
+        let ours = work.less_pending(&self.lock_pending(), &mut waits);
+        if let Some(ours) = ours {
+            // In turn among the waiting (at most MAX_IN_TURN_FETCHES of
+            // the slots), then a slot of all fetches'.
+            let Ok(turn) = self.inner.in_turn.clone().acquire_owned().await else {
+                return;
+            };
+            let Ok(permit) = self.inner.in_flight.clone().acquire_owned().await else {
+                return;
+            };
+            let slot = Slot {
+                _all: permit,
+                _waiting: Some(turn),
+            };
+            // Those started by another meanwhile are joined; when that is
+            // all of them, the slot goes back.
+            let pending = self.lock_pending();
+            if let Some(left) = ours.less_pending(&pending, &mut waits) {
+                waits.push(self.start_holding(pending, left, purpose, slot));
             }
-        };
-        let _ = done.wait_for(|done| *done).await;
+        }
+        for mut done in waits {
+            let _ = done.wait_for(|done| *done).await;
+        }
     }
 
-    /// Starts fetching `request` in the slot `permit` holds, noted in
-    /// `pending` (locked) so fetches of the same request join it.
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.inner.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts fetching `work` in the slot `permit` holds, each of its
+    /// requests noted in `pending` (locked) so fetches of the same request
+    /// join it.
     fn start_holding(
         &self,
-        mut pending: std::sync::MutexGuard<'_, HashMap<FetchRequest, watch::Receiver<bool>>>,
-        request: FetchRequest,
+        mut pending: std::sync::MutexGuard<'_, Pending>,
+        work: Work,
         purpose: Purpose,
         permit: Slot,
     ) -> watch::Receiver<bool> {
         let (tx, rx) = watch::channel(false);
-        pending.insert(request.clone(), rx.clone());
+        let requests = work.requests();
+        for request in &requests {
+            pending.insert(request.clone(), rx.clone());
+        }
         drop(pending);
-        let inner = self.inner.clone();
+        // However the fetch ends (a panic included), its requests leave
+        // `pending`, its slot goes back and its waiters are woken.
+        let ending = Ending {
+            inner: self.inner.clone(),
+            requests,
+            done: tx,
+            _slot: permit,
+        };
         tokio::spawn(async move {
+            let inner = &ending.inner;
             let counters = &inner.state.counters;
-            let fetched = match &request {
-                FetchRequest::Proof(proof) => inner.prove(proof, purpose).await,
-                FetchRequest::Witness(witness) => inner.witness(witness, purpose).await,
-            };
-            match (fetched, &request) {
-                (Ok(()), _) => {}
-                (Err(FetchError::Refused(error)), FetchRequest::Proof(proof)) => {
-                    counters.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%error, address = %hex(&proof.address), "state proof refused");
+            match &work {
+                Work::Proofs(proofs) => {
+                    if let Err(error) = inner.prove(proofs, purpose).await {
+                        // The exchange failed: every account in it did.
+                        counters
+                            .fetch_failures
+                            .fetch_add(proofs.len() as u64, Ordering::Relaxed);
+                        tracing::debug!(%error, accounts = proofs.len(), "state fetch failed");
+                    }
                 }
-                (
-                    Err(error @ (FetchError::Refused(_) | FetchError::Shape(_))),
-                    FetchRequest::Witness(witness),
-                ) => {
-                    inner
-                        .state
-                        .witnesses
-                        .refused
-                        .fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%error, block = witness.number, "execution witness refused");
-                }
-                (Err(error), _) => {
-                    counters.fetch_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%error, "state fetch failed");
-                }
+                Work::Witness(witness) => match inner.witness(witness, purpose).await {
+                    Ok(()) => {}
+                    Err(error @ (FetchError::Refused(_) | FetchError::Shape(_))) => {
+                        inner
+                            .state
+                            .witnesses
+                            .refused
+                            .fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(%error, block = witness.number, "execution witness refused");
+                    }
+                    Err(error) => {
+                        counters.fetch_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%error, "state fetch failed");
+                    }
+                },
             }
-            inner
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&request);
-            drop(permit);
-            let _ = tx.send(true);
+            drop(ending);
         });
         rx
     }
@@ -229,45 +274,129 @@ impl Fetch for ProofFetcher {
 
     fn fetch_in_turn(&self, request: FetchRequest) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let fetcher = self.clone();
-        Box::pin(async move { fetcher.in_turn(request, Purpose::Read).await })
+        Box::pin(async move { fetcher.in_turn(Work::of(request), Purpose::Read).await })
+    }
+
+    fn fetch_proofs_in_turn(
+        &self,
+        requests: Vec<ProofRequest>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let fetcher = self.clone();
+        Box::pin(async move { fetcher.in_turn(Work::Proofs(requests), Purpose::Read).await })
+    }
+}
+
+/// What one slot of the fetcher fetches: proofs, asked in one batch, or a
+/// block's witness.
+pub(super) enum Work {
+    Proofs(Vec<ProofRequest>),
+    Witness(WitnessRequest),
+}
+
+impl Work {
+    fn of(request: FetchRequest) -> Work {
+        match request {
+            FetchRequest::Proof(proof) => Work::Proofs(vec![proof]),
+            FetchRequest::Witness(witness) => Work::Witness(witness),
+        }
+    }
+
+    /// Itself less its requests under way (in `pending`), whose ends are
+    /// added to `waits`; `None` when nothing is left.
+    fn less_pending(
+        self,
+        pending: &Pending,
+        waits: &mut Vec<watch::Receiver<bool>>,
+    ) -> Option<Work> {
+        let mut joined = |request: FetchRequest| match pending.get(&request) {
+            Some(done) => {
+                waits.push(done.clone());
+                true
+            }
+            None => false,
+        };
+        match self {
+            Work::Proofs(proofs) => {
+                let left: Vec<ProofRequest> = proofs
+                    .into_iter()
+                    .filter(|proof| !joined(FetchRequest::Proof(proof.clone())))
+                    .collect();
+                (!left.is_empty()).then_some(Work::Proofs(left))
+            }
+            Work::Witness(witness) => {
+                (!joined(FetchRequest::Witness(witness.clone()))).then_some(Work::Witness(witness))
+            }
+        }
+    }
+
+    /// The requests it answers, as fetches of them are joined.
+    fn requests(&self) -> Vec<FetchRequest> {
+        match self {
+            Work::Proofs(proofs) => proofs.iter().cloned().map(FetchRequest::Proof).collect(),
+            Work::Witness(witness) => vec![FetchRequest::Witness(witness.clone())],
+        }
     }
 }
 
 impl Inner {
-    /// Fetches and verifies one account's proof.
-    async fn prove(&self, request: &ProofRequest, purpose: Purpose) -> Result<(), FetchError> {
+    /// Fetches and verifies the proofs of `requests` (and codes asked for)
+    /// in one batch. Fails only when the exchange did; an account whose
+    /// answer is refused or unusable is counted and logged here, and the
+    /// others are kept.
+    async fn prove(&self, requests: &[ProofRequest], purpose: Purpose) -> Result<(), FetchError> {
         let keys = self.state.storage_keys();
-        let request = &with_value_slots(request, keys);
-        let at = serde_json::json!({ "blockHash": hex(&request.block_hash) });
-        let address = hex(&request.address);
-        let slots: Vec<String> = request.slots.iter().map(|s| hex(s)).collect();
-        let proof_params = serde_json::json!([address, slots, at]);
-        let code_params = serde_json::json!([address, at]);
-        let mut calls = vec![("eth_getProof", proof_params)];
-        if request.code {
-            calls.push(("eth_getCode", code_params));
+        let asked: Vec<ProofRequest> = requests.iter().map(|r| with_value_slots(r, keys)).collect();
+        let mut calls = Vec::with_capacity(asked.len() * 2);
+        for request in &asked {
+            let at = serde_json::json!({ "blockHash": hex(&request.block_hash) });
+            let address = hex(&request.address);
+            let slots: Vec<String> = request.slots.iter().map(|s| hex(s)).collect();
+            calls.push(("eth_getProof", serde_json::json!([address, slots, at])));
+            if request.code {
+                calls.push(("eth_getCode", serde_json::json!([address, at])));
+            }
         }
         let counter = match purpose {
             Purpose::Read => &self.state.counters.upstream_calls,
             Purpose::Prefetch => &self.state.counters.prefetch_calls,
         };
         counter.fetch_add(calls.len() as u64, Ordering::Relaxed);
-        let mut answers = self.client.batch(&calls).await?.into_iter();
-        let proof = answers.next().expect("one answer per call")?;
-        let code = answers.next().transpose()?;
-        // Decoding and hashing a proof of up to 1,024 slots is milliseconds
-        // of CPU, and an insert may free an evicted generation: off the
-        // async workers.
-        let request = request.clone();
+        // One exchange, or a few where the upstream takes smaller batches
+        // (each bounded by the client's timeout): all within one timeout,
+        // as the slot is held meanwhile.
+        let answer = tokio::time::timeout(FETCH_TIMEOUT, self.proofs_client.send_batch(&calls))
+            .await
+            .map_err(|_| FetchError::TimedOut(FETCH_TIMEOUT))??;
+        // Decoding a batch's answer and hashing its proofs (up to 1,024
+        // slots) is milliseconds of CPU, and an insert may free an evicted
+        // generation: off the async workers.
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
-            let verified = decode_and_verify(
-                &request,
-                keys,
-                proof.get(),
-                code.as_deref().map(RawValue::get),
-            )?;
-            state.insert(verified);
+            let mut answers = answer.items()?.into_iter();
+            let counters = &state.counters;
+            for request in &asked {
+                let proof = answers.next().expect("one answer per call");
+                let code = request
+                    .code
+                    .then(|| answers.next().expect("one answer per call"));
+                let verified = proof
+                    .map_err(FetchError::from)
+                    .and_then(|proof| {
+                        let code = code.transpose()?;
+                        decode_and_verify(request, keys, proof.get(), code.map(RawValue::get))
+                    });
+                match verified {
+                    Ok(verified) => state.insert(verified),
+                    Err(FetchError::Refused(error)) => {
+                        counters.refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(%error, address = %hex(&request.address), "state proof refused");
+                    }
+                    Err(error) => {
+                        counters.fetch_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%error, address = %hex(&request.address), "state fetch failed");
+                    }
+                }
+            }
             Ok::<_, FetchError>(())
         })
         .await

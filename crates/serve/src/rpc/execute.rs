@@ -22,12 +22,15 @@ use super::reply::{NoReply, Reply};
 /// Most accounts and slots a replay fetches as proofs rather than its
 /// block's witness: a replay over a parent's state kept from its own
 /// replay ([`neve_execution::trace`]) misses only what the chain had not
-/// touched lately, and a proof costs the node a walk of one key where a
-/// witness costs it the block's execution. At most 16 waves of
-/// `MAX_FETCHES_PER_REQUEST`, within `WITNESS_WAIT`. A replay past it
-/// stops there ([`Pinned::enough_needs`]): the rest of its run would only
-/// name more of what the witness brings. Default is 256.
-const MAX_KEYS_WITHOUT_WITNESS: usize = 256;
+/// touched lately, and proofs asked in batches
+/// ([`neve_state::MAX_PROOFS_PER_BATCH`] accounts each) cost the node a
+/// walk of each key, where a witness costs it the block's execution
+/// (measured on geth: a block's witness 70–140 ms of its CPU, 300 proofs
+/// in one batch 10–20 ms). One wave of `MAX_FETCHES_PER_REQUEST` batches
+/// at most, within `WITNESS_WAIT`. A replay past it stops there
+/// ([`Pinned::enough_needs`]): the rest of its run would only name more
+/// of what the witness brings. Default is 1,024.
+const MAX_KEYS_WITHOUT_WITNESS: usize = 1024;
 
 /// Longest a call waits, over all its rounds, for the post-state of the
 /// block its replay runs over while a replay of that block computes it

@@ -72,6 +72,39 @@ fn this_round(
         .collect()
 }
 
+/// One fetch of a round: a witness alone, or a batch of proofs.
+enum Ask {
+    One(neve_state::FetchRequest),
+    Proofs(Vec<neve_state::ProofRequest>),
+}
+
+/// A round's fetches as the fetcher takes them: each witness alone, the
+/// proofs (once each, however many calls of a batch name them) in
+/// batches ([`neve_state::proof_batches`]), each batch one of the
+/// request's [`MAX_FETCHES_PER_REQUEST`] and one of the fetcher's slots.
+fn in_batches(fetches: Vec<neve_state::FetchRequest>) -> Vec<Ask> {
+    use neve_state::FetchRequest::Proof;
+    let mut seen = std::collections::HashSet::new();
+    let mut proofs = Vec::new();
+    let mut asks = Vec::new();
+    for request in fetches {
+        match request {
+            Proof(proof) => {
+                if seen.insert(proof.clone()) {
+                    proofs.push(proof);
+                }
+            }
+            other => asks.push(Ask::One(other)),
+        }
+    }
+    asks.extend(
+        neve_state::proof_batches(proofs)
+            .into_iter()
+            .map(Ask::Proofs),
+    );
+    asks
+}
+
 /// How long a replay waits for its block's witness, past
 /// `--state-fetch-timeout`: the node executes the block to make it, as
 /// long as one of its own traces takes, and longer when it is busy. Past
@@ -225,8 +258,11 @@ impl Server {
             // for a slot of the fetcher's rather than shed; the rest start
             // as those end, and none once the deadline passed.
             let fetches_len = fetches.len();
-            let waits = futures_util::stream::iter(fetches)
-                .map(|r| fetch.fetch_in_turn(r))
+            let waits = futures_util::stream::iter(in_batches(fetches))
+                .map(|ask| match ask {
+                    Ask::One(request) => fetch.fetch_in_turn(request),
+                    Ask::Proofs(batch) => fetch.fetch_proofs_in_turn(batch),
+                })
                 .buffer_unordered(MAX_FETCHES_PER_REQUEST)
                 .collect::<()>();
             let left = deadline.saturating_duration_since(Instant::now());
