@@ -327,6 +327,9 @@ async fn a_lying_upstream_gets_its_state_refused_counted_and_never_served() {
     );
 }
 
+/// An address no chain uses, where calls run code they override.
+const PROBE: &str = "0x00000000000000000000000000000000000b0b00";
+
 /// Runtime code returning the sum of `accounts`' balances: PUSH1 0, then
 /// PUSH20 account, BALANCE, ADD for each, then MSTORE and RETURN 32 bytes.
 fn balances_summed(accounts: &[String]) -> String {
@@ -344,49 +347,43 @@ fn balances_summed(accounts: &[String]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lie_in_a_batch_of_proofs_costs_only_its_account() {
     use support::calls::metric;
-    // The node bound (not `..`): it runs until the test ends.
-    let Proxied {
-        _node: _running,
-        geth,
-        proxy,
-        neve,
-        client,
-        head,
-    } = neve_behind_a_proxy(&["--state-fetch-timeout-ms", "8000"]).await;
-    let (accounts, _, _) = addresses(&geth).await;
-    const PROBE: &str = "0x00000000000000000000000000000000000b0b00";
+    // Held whole (its node runs until the test ends).
+    let behind = neve_behind_a_proxy(&["--state-fetch-timeout-ms", "8000"]).await;
+    let (geth, proxy, neve, client) = (&behind.geth, &behind.proxy, &behind.neve, &behind.client);
+    let (accounts, _, _) = addresses(geth).await;
+    let head = behind.head;
     let summed = |of: &[String]| {
         let code = balances_summed(of);
         json!([{"to": PROBE}, quantity(head - 2), {PROBE: {"code": code}}])
     };
     // What every call reads besides the accounts it sums (the probe, the
     // caller), held first.
-    same(&client, &geth, "eth_call", summed(&[])).await;
+    same(client, geth, "eth_call", summed(&[])).await;
     // Three other accounts, honestly: what one round asks of three
     // accounts (each a proof and its code), in one request.
-    let asked = metric(&neve, "neve_state_upstream_calls_total");
+    let asked = metric(neve, "neve_state_upstream_calls_total");
     proxy.control().watch_method(Some("eth_getProof"));
-    same(&client, &geth, "eth_call", summed(&accounts[3..6])).await;
-    let honest = metric(&neve, "neve_state_upstream_calls_total") - asked;
+    same(client, geth, "eth_call", summed(&accounts[3..6])).await;
+    let honest = metric(neve, "neve_state_upstream_calls_total") - asked;
     assert_eq!(proxy.control().watched(), 1, "one batch asked");
-    assert!(honest >= 3 && honest % 3 == 0, "{honest} calls");
-    let (_, expected) = call(&geth, "eth_call", summed(&accounts[..3])).await;
-    let asked = metric(&neve, "neve_state_upstream_calls_total");
-    let refused = metric(&neve, "neve_state_refused_proofs_total");
+    assert!(honest >= 3 && honest.is_multiple_of(3), "{honest} calls");
+    let (_, expected) = call(geth, "eth_call", summed(&accounts[..3])).await;
+    let asked = metric(neve, "neve_state_upstream_calls_total");
+    let refused = metric(neve, "neve_state_refused_proofs_total");
     proxy.control().watch_method(Some("eth_getProof"));
     proxy.control().tamper_state(StateTamper::Balance);
-    let (status, answer) = call(&client, "eth_call", summed(&accounts[..3])).await;
+    let (status, answer) = call(client, "eth_call", summed(&accounts[..3])).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["result"], expected["result"]);
     assert_eq!(proxy.control().state_tampered(), 1, "the lie told");
     assert_eq!(
-        metric(&neve, "neve_state_refused_proofs_total"),
+        metric(neve, "neve_state_refused_proofs_total"),
         refused + 1,
         "the lie refused and counted"
     );
     // The batch, then the refused account's calls again.
     assert_eq!(
-        metric(&neve, "neve_state_upstream_calls_total"),
+        metric(neve, "neve_state_upstream_calls_total"),
         asked + honest + honest / 3
     );
     assert_eq!(proxy.control().watched(), 2, "two batches asked");
@@ -417,7 +414,6 @@ async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
     let (accounts, _, _) = addresses(&geth).await;
     assert!(accounts.len() > 40, "{} accounts", accounts.len());
     const { assert!(MAX_IN_TURN_FETCHES < MAX_FETCHES_IN_FLIGHT) };
-    const PROBE: &str = "0x00000000000000000000000000000000000b0b00";
     let summed = |height: u64, set: usize| {
         let code = balances_summed(&accounts[set * 3..set * 3 + 3]);
         json!([{"to": PROBE}, quantity(height), {PROBE: {"code": code}}])
