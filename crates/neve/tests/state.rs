@@ -390,6 +390,57 @@ async fn a_lie_in_a_batch_of_proofs_costs_only_its_account() {
     proxy.control().watch_method(None);
 }
 
+/// A batch of proofs holds its fetcher slot for at most `FETCH_TIMEOUT`,
+/// however the upstream cuts it: allowed one call a batch
+/// (`--upstream-max-batch 1`) and answering each 3 s late, the batch of
+/// a call's three accounts (three exchanges in turn, 9 s) ends at 5 s,
+/// each account counted as a failure; the call was a miss at its own
+/// deadline, and once the node is quick again the same call is answered
+/// (nothing of the batch was left pending).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_of_proofs_ends_within_the_fetch_timeout() {
+    use neve_devnet::faults::Fault;
+    use neve_ingest::state_fetch::FETCH_TIMEOUT;
+    use support::calls::metric;
+    // Held whole (its node runs until the test ends).
+    let behind = neve_behind_a_proxy(&[
+        "--state-fetch-timeout-ms",
+        "1000",
+        "--upstream-max-batch",
+        "1",
+    ])
+    .await;
+    let (geth, proxy, neve, client) = (&behind.geth, &behind.proxy, &behind.neve, &behind.client);
+    let (accounts, _, _) = addresses(geth).await;
+    let summed = |of: &[String]| {
+        let code = balances_summed(of);
+        json!([{"to": PROBE}, quantity(behind.head - 2), {PROBE: {"code": code}}])
+    };
+    same(client, geth, "eth_call", summed(&[])).await;
+    let failures = metric(neve, "neve_state_fetch_failures_total");
+    let late = Duration::from_secs(3);
+    proxy.control().set_override(Some(Fault::Slow(late)));
+    let asked = std::time::Instant::now();
+    let (status, answer) = call(client, "eth_call", summed(&accounts[..3])).await;
+    assert_eq!(status, 421, "a miss at the call's deadline: {answer}");
+    assert!(asked.elapsed() < late, "{:?}", asked.elapsed());
+    while metric(neve, "neve_state_fetch_failures_total") < failures + 3 {
+        assert!(
+            asked.elapsed() < FETCH_TIMEOUT + late / 2,
+            "the batch still held its slot after {:?}",
+            asked.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(asked.elapsed() >= FETCH_TIMEOUT, "ended by the timeout");
+    assert_eq!(
+        metric(neve, "neve_state_fetch_failures_total"),
+        failures + 3
+    );
+    proxy.control().set_override(None);
+    same(client, geth, "eth_call", summed(&accounts[..3])).await;
+}
+
 /// Fetches waiting their turn (the rounds of calls and traces) hold at
 /// most `MAX_IN_TURN_FETCHES` of the fetcher's `MAX_FETCHES_IN_FLIGHT`
 /// slots however many requests want them: with the node slow, 52 calls

@@ -133,6 +133,11 @@ impl RpcClient {
         self
     }
 
+    /// The limit on answer bodies.
+    pub fn max_response_bytes(&self) -> usize {
+        self.max_response_bytes
+    }
+
     /// The per-exchange timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout

@@ -52,7 +52,8 @@ pub const MAX_WITNESS_ANSWER_BYTES: usize = 64 << 20;
 /// Largest answer to one batch of proofs ([`neve_state::proof_batches`]:
 /// 64 accounts and 512 slots, each with its normalized one on coreth, and
 /// their codes, are some 15 MiB as hex); past it the answer is not read
-/// and its accounts are fetched again in a later round. Default is 32 MiB.
+/// and its accounts are fetched again in a later round (less when
+/// `--upstream-max-body-bytes` says less). Default is 32 MiB.
 pub const MAX_PROOF_BATCH_ANSWER_BYTES: usize = 32 << 20;
 
 /// The slots a fetch holds while under way: one of all fetches', and one
@@ -126,10 +127,13 @@ impl ProofFetcher {
                     .clone()
                     .with_timeout(FETCH_TIMEOUT)
                     .with_max_response_bytes(MAX_WITNESS_ANSWER_BYTES),
+                // An operator's lower `--upstream-max-body-bytes` holds.
                 proofs_client: client
                     .clone()
                     .with_timeout(FETCH_TIMEOUT)
-                    .with_max_response_bytes(MAX_PROOF_BATCH_ANSWER_BYTES),
+                    .with_max_response_bytes(
+                        MAX_PROOF_BATCH_ANSWER_BYTES.min(client.max_response_bytes()),
+                    ),
                 client: client.with_timeout(FETCH_TIMEOUT),
                 witness_slots: Semaphore::new(MAX_WITNESS_FETCHES_IN_FLIGHT),
                 state,
