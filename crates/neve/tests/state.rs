@@ -391,12 +391,14 @@ async fn a_lie_in_a_batch_of_proofs_costs_only_its_account() {
 }
 
 /// A batch of proofs holds its fetcher slot for at most `FETCH_TIMEOUT`,
-/// however the upstream cuts it: allowed one call a batch
-/// (`--upstream-max-batch 1`) and answering each 3 s late, the batch of
-/// a call's three accounts (three exchanges in turn, 9 s) ends at 5 s,
-/// each account counted as a failure; the call was a miss at its own
-/// deadline, and once the node is quick again the same call is answered
-/// (nothing of the batch was left pending).
+/// however the upstream cuts it, and keeps what it reached: allowed one
+/// call a batch (`--upstream-max-batch 1`) and answering each 1 s late,
+/// the batch of a call's three accounts (a proof and a code each: six
+/// exchanges in turn) ends at 5 s with the accounts answered by then
+/// verified and kept, the third counted as a failure; the call was a miss
+/// at its own deadline, and once the node is quick again the same call
+/// asks only the accounts not reached (nothing of the batch was left
+/// pending).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_of_proofs_ends_within_the_fetch_timeout() {
     use neve_devnet::faults::Fault;
@@ -418,27 +420,35 @@ async fn a_batch_of_proofs_ends_within_the_fetch_timeout() {
     };
     same(client, geth, "eth_call", summed(&[])).await;
     let failures = metric(neve, "neve_state_fetch_failures_total");
-    let late = Duration::from_secs(3);
+    let late = Duration::from_secs(1);
     proxy.control().set_override(Some(Fault::Slow(late)));
     let asked = std::time::Instant::now();
     let (status, answer) = call(client, "eth_call", summed(&accounts[..3])).await;
     assert_eq!(status, 421, "a miss at the call's deadline: {answer}");
-    assert!(asked.elapsed() < late, "{:?}", asked.elapsed());
-    while metric(neve, "neve_state_fetch_failures_total") < failures + 3 {
+    assert!(asked.elapsed() < FETCH_TIMEOUT, "{:?}", asked.elapsed());
+    // Unbounded, all six would be answered at 6 s and nothing would
+    // fail; the margin is for a loaded machine.
+    while metric(neve, "neve_state_fetch_failures_total") == failures {
         assert!(
-            asked.elapsed() < FETCH_TIMEOUT + late / 2,
+            asked.elapsed() < FETCH_TIMEOUT + 5 * late,
             "the batch still held its slot after {:?}",
             asked.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(asked.elapsed() >= FETCH_TIMEOUT, "ended by the timeout");
-    assert_eq!(
-        metric(neve, "neve_state_fetch_failures_total"),
-        failures + 3
-    );
+    // The third account at least (the second too when the machine is so
+    // loaded that four exchanges took over 5 s), never the first.
+    let unreached = metric(neve, "neve_state_fetch_failures_total") - failures;
+    assert!((1..=2).contains(&unreached), "{unreached} not reached");
     proxy.control().set_override(None);
+    let calls = metric(neve, "neve_state_upstream_calls_total");
     same(client, geth, "eth_call", summed(&accounts[..3])).await;
+    assert_eq!(
+        metric(neve, "neve_state_upstream_calls_total"),
+        calls + 2 * unreached,
+        "only the accounts not reached asked again"
+    );
 }
 
 /// Fetches waiting their turn (the rounds of calls and traces) hold at
@@ -486,7 +496,9 @@ async fn fetches_waiting_their_turn_leave_plain_reads_a_slot() {
     .await;
     let shed = metric(&neve, "neve_state_fetch_shed_total");
 
-    let slow = Duration::from_millis(300);
+    // Long enough for all 52 calls to reach their fetch on two call
+    // threads while the first batches are still out.
+    let slow = Duration::from_millis(1000);
     proxy.control().set_override(Some(Fault::Slow(slow)));
     proxy.control().watch_method(Some("eth_getProof"));
     let calls: Vec<_> = asked

@@ -181,19 +181,20 @@ mod tests {
         assert_eq!(sizes, [64, 64, 2]);
         assert_eq!(batches.concat(), plain);
 
-        // Slots cut earlier: 600 + 600 is past 1,024; one over the bound
-        // alone is a batch of its own.
+        // Slots cut earlier: 300 + 300 is past 512, 200 + 300 is not; one
+        // over the bound alone is a batch of its own.
         let slotted = vec![
-            asking(600, 1),
-            asking(600, 2),
-            asking(1_500, 3),
-            asking(1, 4),
+            asking(300, 1),
+            asking(300, 2),
+            asking(200, 3),
+            asking(600, 4),
+            asking(1, 5),
         ];
-        let sizes: Vec<_> = proof_batches(slotted.clone())
+        let tags: Vec<_> = proof_batches(slotted)
             .iter()
             .map(|b| b.iter().map(|r| r.address[0]).collect::<Vec<_>>())
             .collect();
-        assert_eq!(sizes, [vec![1], vec![2], vec![3], vec![4]]);
+        assert_eq!(tags, [vec![1], vec![2, 3], vec![4], vec![5]]);
         assert!(proof_batches(Vec::new()).is_empty());
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use neve_state::{Fetch, FetchRequest, ProofRequest, State, WitnessRequest};
-use neve_upstream::RpcClient;
+use neve_upstream::{BatchAnswer, RpcClient};
 use serde_json::value::RawValue;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
@@ -104,7 +104,7 @@ struct Ending {
     inner: Arc<Inner>,
     requests: Vec<FetchRequest>,
     done: watch::Sender<bool>,
-    _slot: Slot,
+    slot: Option<Slot>,
 }
 
 impl Drop for Ending {
@@ -114,6 +114,9 @@ impl Drop for Ending {
             pending.remove(request);
         }
         drop(pending);
+        // The slot back before the waiters wake, so a fetch one of them
+        // starts at once finds it.
+        drop(self.slot.take());
         let _ = self.done.send(true);
     }
 }
@@ -226,21 +229,13 @@ impl ProofFetcher {
             inner: self.inner.clone(),
             requests,
             done: tx,
-            _slot: permit,
+            slot: Some(permit),
         };
         tokio::spawn(async move {
             let inner = &ending.inner;
             let counters = &inner.state.counters;
             match &work {
-                Work::Proofs(proofs) => {
-                    if let Err(error) = inner.prove(proofs, purpose).await {
-                        // The exchange failed: every account in it did.
-                        counters
-                            .fetch_failures
-                            .fetch_add(proofs.len() as u64, Ordering::Relaxed);
-                        tracing::debug!(%error, accounts = proofs.len(), "state fetch failed");
-                    }
-                }
+                Work::Proofs(proofs) => inner.prove(proofs, purpose).await,
                 Work::Witness(witness) => match inner.witness(witness, purpose).await {
                     Ok(()) => {}
                     Err(error @ (FetchError::Refused(_) | FetchError::Shape(_))) => {
@@ -343,15 +338,48 @@ impl Work {
 }
 
 impl Inner {
-    /// Fetches and verifies the proofs of `requests` (and codes asked for)
-    /// in one batch. Fails only when the exchange did; an account whose
-    /// answer is refused or unusable is counted and logged here, and the
-    /// others are kept.
-    async fn prove(&self, requests: &[ProofRequest], purpose: Purpose) -> Result<(), FetchError> {
+    /// Fetches and verifies the proofs of `requests` (and the codes asked
+    /// for): in one batch, or in parts as large as the upstream takes in
+    /// one (its batch limit, set or learnt), each verified as it comes,
+    /// all within [`FETCH_TIMEOUT`] as the slot is held meanwhile. Every
+    /// account is counted and logged here: one whose answer is refused or
+    /// unusable, and each one not reached when an exchange failed or the
+    /// time ran out; the others are kept.
+    async fn prove(&self, requests: &[ProofRequest], purpose: Purpose) {
         let keys = self.state.storage_keys();
         let asked: Vec<ProofRequest> = requests.iter().map(|r| with_value_slots(r, keys)).collect();
-        let mut calls = Vec::with_capacity(asked.len() * 2);
-        for request in &asked {
+        let deadline = tokio::time::Instant::now() + FETCH_TIMEOUT;
+        // Two calls an account that asks its code.
+        let per_part = (self.proofs_client.max_batch() / 2).max(1);
+        for (i, part) in asked.chunks(per_part).enumerate() {
+            let answer = tokio::time::timeout_at(deadline, self.ask(part, purpose))
+                .await
+                .map_err(|_| FetchError::TimedOut(FETCH_TIMEOUT))
+                .and_then(|answer| answer);
+            let verified = match answer {
+                Ok(answer) => self.verify(part.to_vec(), keys, answer).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = verified {
+                let unreached = asked.len() - i * per_part;
+                self.state
+                    .counters
+                    .fetch_failures
+                    .fetch_add(unreached as u64, Ordering::Relaxed);
+                tracing::debug!(%error, accounts = unreached, "state fetch failed");
+                return;
+            }
+        }
+    }
+
+    /// Asks the proofs of `part` (and codes) in one batch.
+    async fn ask(
+        &self,
+        part: &[ProofRequest],
+        purpose: Purpose,
+    ) -> Result<BatchAnswer, FetchError> {
+        let mut calls = Vec::with_capacity(part.len() * 2);
+        for request in part {
             let at = serde_json::json!({ "blockHash": hex(&request.block_hash) });
             let address = hex(&request.address);
             let slots: Vec<String> = request.slots.iter().map(|s| hex(s)).collect();
@@ -365,30 +393,34 @@ impl Inner {
             Purpose::Prefetch => &self.state.counters.prefetch_calls,
         };
         counter.fetch_add(calls.len() as u64, Ordering::Relaxed);
-        // One exchange, or a few where the upstream takes smaller batches
-        // (each bounded by the client's timeout): all within one timeout,
-        // as the slot is held meanwhile.
-        let answer = tokio::time::timeout(FETCH_TIMEOUT, self.proofs_client.send_batch(&calls))
-            .await
-            .map_err(|_| FetchError::TimedOut(FETCH_TIMEOUT))??;
-        // Decoding a batch's answer and hashing its proofs (up to 1,024
-        // slots) is milliseconds of CPU, and an insert may free an evicted
-        // generation: off the async workers.
+        Ok(self.proofs_client.send_batch(&calls).await?)
+    }
+
+    /// Verifies each account of `part` against `answer` and keeps what
+    /// verifies; each other one counted and logged. Decoding an answer
+    /// and hashing its proofs (up to 512 slots) is milliseconds of CPU,
+    /// and an insert may free an evicted generation: off the async
+    /// workers. Fails as a whole only when the answer is not a batch
+    /// answering every call.
+    async fn verify(
+        &self,
+        part: Vec<ProofRequest>,
+        keys: neve_state::StorageKeys,
+        answer: BatchAnswer,
+    ) -> Result<(), FetchError> {
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
             let mut answers = answer.items()?.into_iter();
             let counters = &state.counters;
-            for request in &asked {
+            for request in &part {
                 let proof = answers.next().expect("one answer per call");
                 let code = request
                     .code
                     .then(|| answers.next().expect("one answer per call"));
-                let verified = proof
-                    .map_err(FetchError::from)
-                    .and_then(|proof| {
-                        let code = code.transpose()?;
-                        decode_and_verify(request, keys, proof.get(), code.map(RawValue::get))
-                    });
+                let verified = proof.map_err(FetchError::from).and_then(|proof| {
+                    let code = code.transpose()?;
+                    decode_and_verify(request, keys, proof.get(), code.map(RawValue::get))
+                });
                 match verified {
                     Ok(verified) => state.insert(verified),
                     Err(FetchError::Refused(error)) => {
@@ -404,7 +436,6 @@ impl Inner {
             Ok::<_, FetchError>(())
         })
         .await
-        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))??;
-        Ok(())
+        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))?
     }
 }
