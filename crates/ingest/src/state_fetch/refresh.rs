@@ -107,11 +107,13 @@ impl ProofFetcher {
             .collect();
         budget.spend(calls.len() as u32).await;
         count_refresh_calls(counters, calls.len() as u64);
-        let answers = inner.client.batch(&calls).await?;
-        // Hashing every proof of a busy block is milliseconds of CPU: off
-        // the async workers, like a single fetch's.
+        let answer = inner.client.send_batch(&calls).await?;
+        // Decoding the answer (MiBs for a busy block) and hashing every
+        // proof in it is milliseconds of CPU: off the async workers, like
+        // a round's batch.
         let state = inner.state.clone();
         let refused = tokio::task::spawn_blocking(move || {
+            let answers = answer.items()?;
             let mut refused = 0u64;
             for (request, answer) in requests.iter().zip(answers) {
                 let verified = answer
@@ -125,10 +127,10 @@ impl ProofFetcher {
                     Err(_) => {}
                 }
             }
-            refused
+            Ok::<_, FetchError>(refused)
         })
         .await
-        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))?;
+        .map_err(|e| FetchError::Shape(format!("verification task: {e}")))??;
         if refused > 0 {
             counters.refused.fetch_add(refused, Ordering::Relaxed);
             tracing::warn!(refused, "state proofs refused while refreshing a block");
