@@ -137,13 +137,15 @@ mod tests {
         assert!(claims.wait(5, &hash, Duration::from_millis(30)));
         assert!(started.elapsed() >= Duration::from_millis(30));
         // Ended from another thread: the waiter goes on.
-        let ender = {
+        // `then` done to the claims from another thread, 20 ms on.
+        let later = |then: fn(&PostStateClaims, u64, &[u8; 32]), height: u64| {
             let claims = claims.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
-                claims.end(5, &hash);
+                then(&claims, height, &hash);
             })
         };
+        let ender = later(PostStateClaims::end, 5);
         assert!(claims.wait(5, &hash, Duration::from_secs(30)));
         ender.join().unwrap();
         assert!(!claims.wait(5, &hash, Duration::from_secs(30)), "ended");
@@ -152,13 +154,7 @@ mod tests {
         assert!(!claims.wait(6, &hash, Duration::from_secs(30)));
         // A claim let go: its waiter goes on, and it may be claimed again.
         assert!(claims.claim(7, &hash));
-        let releaser = {
-            let claims = claims.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(20));
-                claims.release(7, &hash);
-            })
-        };
+        let releaser = later(PostStateClaims::release, 7);
         assert!(claims.wait(7, &hash, Duration::from_secs(30)));
         releaser.join().unwrap();
         assert!(!claims.claimed(7, &hash));

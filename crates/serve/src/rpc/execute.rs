@@ -25,8 +25,9 @@ use super::reply::{NoReply, Reply};
 /// touched lately, and proofs asked in batches
 /// ([`neve_state::MAX_PROOFS_PER_BATCH`] accounts each) cost the node a
 /// walk of each key, where a witness costs it the block's execution
-/// (measured on geth: a block's witness 70–140 ms of its CPU, 300 proofs
-/// in one batch 10–20 ms). One wave of `MAX_FETCHES_PER_REQUEST` batches
+/// (measured on geth, `scripts/bench-proofs-vs-witness.sh`: a block's
+/// witness 180–260 ms of its CPU, 300 proofs in one batch, cold,
+/// 20–50 ms). One wave of `MAX_FETCHES_PER_REQUEST` batches
 /// at most, within `WITNESS_WAIT`. A replay past it stops there
 /// ([`Pinned::enough_needs`]): the rest of its run would only name more
 /// of what the witness brings. Default is 1,024.
