@@ -451,6 +451,77 @@ async fn a_batch_of_proofs_ends_within_the_fetch_timeout() {
     );
 }
 
+/// An endless answer to a batch of proofs (what a broken or hostile
+/// upstream can send) is read up to `MAX_PROOF_BATCH_ANSWER_BYTES` and no
+/// further: the batch ends there, well before the fetch timeout, its
+/// accounts counted as failures and nothing kept, the call a miss without
+/// asking the same again, neve holding no more than the cap's worth; plain
+/// reads beside it are answered, and once the node answers proofs well
+/// again the same call is geth's.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endless_answer_to_a_batch_of_proofs_ends_at_its_cap() {
+    use neve_devnet::faults::Fault;
+    use neve_ingest::state_fetch::{FETCH_TIMEOUT, MAX_PROOF_BATCH_ANSWER_BYTES};
+    use support::calls::metric;
+    // Held whole (its node runs until the test ends).
+    let behind = neve_behind_a_proxy(&["--state-fetch-timeout-ms", "1000"]).await;
+    let (geth, proxy, neve, client) = (&behind.geth, &behind.proxy, &behind.neve, &behind.client);
+    let (accounts, _, _) = addresses(geth).await;
+    let summed = |of: &[String]| {
+        let code = balances_summed(of);
+        json!([{"to": PROBE}, quantity(behind.head - 2), {PROBE: {"code": code}}])
+    };
+    same(client, geth, "eth_call", summed(&[])).await;
+    let failures = metric(neve, "neve_state_fetch_failures_total");
+    let before = neve.rss_anon_bytes();
+    proxy
+        .control()
+        .set_method_fault(Some(("eth_getProof", Fault::Endless)));
+    proxy.control().watch_method(Some("eth_getProof"));
+    let asked = std::time::Instant::now();
+    let (status, answer) = call(client, "eth_call", summed(&accounts[..3])).await;
+    assert_eq!(status, 421, "a miss: {answer}");
+    while metric(neve, "neve_state_fetch_failures_total") < failures + 3 {
+        assert!(
+            asked.elapsed() < FETCH_TIMEOUT,
+            "the batch read on for {:?}",
+            asked.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        metric(neve, "neve_state_fetch_failures_total"),
+        failures + 3,
+        "each account of the batch, once"
+    );
+    assert_eq!(
+        proxy.control().watched(),
+        1,
+        "the call's next run would ask the same: it was a miss instead"
+    );
+    let grown = neve.rss_anon_bytes().saturating_sub(before);
+    assert!(
+        grown < 3 * MAX_PROOF_BATCH_ANSWER_BYTES as u64,
+        "held {grown} bytes of an endless answer"
+    );
+    // A read that asks no proof is served meanwhile.
+    same(
+        client,
+        geth,
+        "eth_getBlockByNumber",
+        json!([quantity(behind.head - 1), false]),
+    )
+    .await;
+    proxy.control().set_method_fault(None);
+    let calls = metric(neve, "neve_state_upstream_calls_total");
+    same(client, geth, "eth_call", summed(&accounts[..3])).await;
+    assert_eq!(
+        metric(neve, "neve_state_upstream_calls_total"),
+        calls + 6,
+        "nothing of the endless batch was kept: each account asked again"
+    );
+}
+
 /// Fetches waiting their turn (the rounds of calls and traces) hold at
 /// most `MAX_IN_TURN_FETCHES` of the fetcher's `MAX_FETCHES_IN_FLIGHT`
 /// slots however many requests want them: with the node slow, 52 calls

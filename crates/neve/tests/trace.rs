@@ -860,3 +860,113 @@ async fn the_trace_bounds_hold_against_requests_built_to_break_them() {
         "made alongside"
     );
 }
+
+/// Creation code of a contract whose code is 24,576 zero bytes (the most
+/// a contract holds): each transaction that touches it carries its code,
+/// 49 KB of hex, in a `prestateTracer` trace.
+const BIG_INIT: &str = "0x6160006000f3";
+
+/// Creation code of a contract that reads the code size of each of
+/// `contracts` (`EXTCODESIZE`, so each one's code is in the transaction's
+/// pre-state) and stops.
+fn toucher_init(contracts: &[String]) -> String {
+    let mut runtime = String::new();
+    for contract in contracts {
+        runtime += &format!("73{}3b50", contract.trim_start_matches("0x"));
+    }
+    runtime += "00";
+    let length = runtime.len() / 2;
+    // PUSH2 length, DUP1, PUSH2 13, PUSH1 0, CODECOPY, PUSH1 0, RETURN.
+    format!("0x61{length:04x}8061000d6000396000f3{runtime}")
+}
+
+/// A companion never costs the asked trace its answer: a block whose
+/// `callTracer` trace is small and whose `prestateTracer` trace (each
+/// transaction's pre-state carrying 32 contracts' code) is past
+/// `MAX_TRACE_BYTES`, asked with `callTracer` while `prestateTracer` is
+/// offered alongside, is answered as geth answers it, the companion
+/// dropped at the cap (nothing answered alongside), neve holding no more
+/// than the cap's worth; the block's `prestateTracer` trace asked itself
+/// is the node's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_companion_past_the_answer_cap_is_dropped_not_the_asked_trace() {
+    use neve_execution::trace::MAX_TRACE_BYTES;
+    // A block a second, so that the touching transactions share one.
+    let (node, head) = support::chain_with_logs_on(neve_devnet::GethDevOptions {
+        period: 1,
+        ..Default::default()
+    })
+    .await;
+    let geth = RpcClient::new(node.http_url()).unwrap();
+    let neve = support::Neve::start(node.http_url(), &["--floor", "0"], head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    let deploy = json!({"data": BIG_INIT, "gas": quantity(5_100_000)});
+    let big: Vec<String> = send_all(&geth, &vec![deploy; 32])
+        .await
+        .iter()
+        .map(|r| r["contractAddress"].as_str().unwrap().to_string())
+        .collect();
+    let created = send_all(&geth, &[json!({"data": toucher_init(&big)})]).await;
+    let toucher = created[0]["contractAddress"].as_str().unwrap().to_string();
+    let touches = json!({"to": toucher, "gas": quantity(200_000)});
+    let receipts = send_all(&geth, &vec![touches; 64]).await;
+    let mut per_block = std::collections::BTreeMap::<u64, usize>::new();
+    for receipt in &receipts {
+        let number = neve_upstream::parse_quantity(receipt["blockNumber"].as_str().unwrap());
+        *per_block.entry(number.unwrap()).or_default() += 1;
+    }
+    let (&number, &txs) = per_block.iter().max_by_key(|(_, txs)| **txs).unwrap();
+    // Each transaction's pre-state holds 32 codes of 49 KB.
+    assert!(
+        txs * 32 * 49_000 > 3 * MAX_TRACE_BYTES / 2,
+        "{txs} in one block"
+    );
+    neve.wait_for_height(number, std::time::Duration::from_secs(30))
+        .await;
+    // An indexer's prestateTracer, asked of two blocks: offered alongside.
+    let prestate = json!({"tracer": "prestateTracer"});
+    let busy = busy_blocks(&geth, head).await;
+    for n in &busy[..2] {
+        let (code, _) = call(
+            &client,
+            "debug_traceBlockByNumber",
+            &json!([quantity(*n), prestate]),
+        )
+        .await;
+        assert_eq!(code, 200);
+    }
+    // Beside a small block's callTracer trace it runs, and is kept.
+    let along = metric(&neve, "neve_trace_answers_along_total");
+    same(
+        &client,
+        &geth,
+        "debug_traceBlockByNumber",
+        json!([quantity(busy[2]), {"tracer": "callTracer"}]),
+    )
+    .await;
+    assert_eq!(metric(&neve, "neve_trace_answers_along_total"), along + 1);
+    let along = along + 1;
+    let before = neve.rss_anon_bytes();
+    same(
+        &client,
+        &geth,
+        "debug_traceBlockByNumber",
+        json!([quantity(number), {"tracer": "callTracer"}]),
+    )
+    .await;
+    assert_eq!(
+        metric(&neve, "neve_trace_answers_along_total"),
+        along,
+        "the companion dropped at the cap"
+    );
+    let grown = neve.rss_anon_bytes().saturating_sub(before);
+    assert!(grown < 4 * MAX_TRACE_BYTES as u64, "held {grown} bytes");
+    let (code, _) = call(
+        &client,
+        "debug_traceBlockByNumber",
+        &json!([quantity(number), prestate]),
+    )
+    .await;
+    assert_eq!(code, 421, "past the cap on its own: the node's");
+    assert_eq!(metric(&neve, "neve_trace_replays_diverged_total"), 0);
+}

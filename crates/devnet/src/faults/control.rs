@@ -11,6 +11,7 @@ pub struct Control {
     pub(crate) fail_matching: std::sync::Mutex<Option<&'static str>>,
     pub(crate) lacking_method: std::sync::Mutex<Option<&'static str>>,
     pub(crate) override_fault: std::sync::Mutex<Option<Fault>>,
+    pub(crate) method_fault: std::sync::Mutex<Option<(&'static str, Fault)>>,
     pub(crate) stream_fault: std::sync::Mutex<Option<Fault>>,
     pub(crate) state_tamper: std::sync::Mutex<Option<StateTamper>>,
     pub(crate) state_tampered: AtomicU64,
@@ -54,6 +55,13 @@ impl Control {
     /// schedule's.
     pub fn set_override(&self, fault: Option<Fault>) {
         *self.override_fault.lock().unwrap() = fault;
+    }
+
+    /// While set, every JSON-RPC request naming the method (alone or in a
+    /// batch) gets the fault instead of the schedule's or the override's:
+    /// one kind of answer gone wrong while the rest of the node is well.
+    pub fn set_method_fault(&self, fault: Option<(&'static str, Fault)>) {
+        *self.method_fault.lock().unwrap() = fault;
     }
 
     /// While set, every JSON-RPC request whose body contains this text gets

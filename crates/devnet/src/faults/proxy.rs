@@ -91,7 +91,14 @@ async fn handle(
     }
     let index = control.requests.fetch_add(1, Ordering::Relaxed);
     let overridden = *control.override_fault.lock().unwrap();
-    let fault = overridden.unwrap_or_else(|| {
+    let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return answer(StatusCode::BAD_REQUEST, "");
+    };
+    let aimed = *control.method_fault.lock().unwrap();
+    let aimed = aimed
+        .filter(|(method, _)| body.windows(method.len()).any(|w| w == method.as_bytes()))
+        .map(|(_, fault)| fault);
+    let fault = aimed.or(overridden).unwrap_or_else(|| {
         schedule
             .get(index as usize % schedule.len().max(1))
             .copied()
@@ -100,9 +107,6 @@ async fn handle(
     if fault != Fault::Pass {
         control.faults_served.fetch_add(1, Ordering::Relaxed);
     }
-    let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
-        return answer(StatusCode::BAD_REQUEST, "");
-    };
     let watched = *control.watched_method.lock().unwrap();
     let _watch = watched
         .filter(|method| body.windows(method.len()).any(|w| w == method.as_bytes()))

@@ -31,7 +31,10 @@ pub(crate) const MAX_QUEUED_CALLS: u64 = 256;
 /// Most runs of one call: a run that misses notes every key it reached,
 /// so a call needs one fetch per level of contracts it calls into that
 /// neve does not hold yet (a router, its pool, the pool's tokens), all
-/// within `--state-fetch-timeout`. Default is 8.
+/// within `--state-fetch-timeout`. A run that asks again only what its
+/// last round failed to bring (the upstream erred, or its answer was
+/// refused) ends the call as a miss: the node is not asked the same
+/// again and again within one call. Default is 8.
 pub(crate) const MAX_CALL_ROUNDS: usize = 8;
 
 /// The call threads: one per core, since a call is CPU work; at the
@@ -70,6 +73,15 @@ fn this_round(
         .into_iter()
         .filter(|r| matches!(r, Witness(_)) == witness_round)
         .collect()
+}
+
+/// A round's fetches, told apart from another round's (a run's needs
+/// come in a fixed order: the same needs are the same requests).
+fn digest_of(round: &[neve_state::FetchRequest]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    round.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// One fetch of a round: a witness alone, or a batch of proofs.
@@ -158,6 +170,10 @@ impl Server {
         let mut since: Vec<Option<Instant>> = vec![None; calls.len()];
         // Whether each call's witness round is behind it.
         let mut witnessed = vec![self.witnesses_unavailable(); calls.len()];
+        // What each call's last round asked (its digest): a run that asks
+        // the same again got none of it (the upstream failed or was
+        // refused), and another round would only ask the node again.
+        let mut asked_before: Vec<Option<u64>> = vec![None; calls.len()];
         // The traces this request runs for identical ones waiting.
         let mut leading: Vec<Option<Leader>> = (0..calls.len()).map(|_| None).collect();
         let mut deadline_at: Option<Instant> = None;
@@ -210,10 +226,14 @@ impl Server {
                             && round + 1 < MAX_CALL_ROUNDS =>
                     {
                         let round = this_round(requests, &mut witnessed[i]);
-                        if round.is_empty() {
-                            // Nothing to fetch: another run would miss alike.
+                        let digest = digest_of(&round);
+                        if round.is_empty() || asked_before[i] == Some(digest) {
+                            // Nothing to fetch, or only what the last
+                            // round failed to bring: another run would
+                            // miss alike.
                             replies[i] = Some((Reply::Miss, true));
                         } else {
+                            asked_before[i] = Some(digest);
                             fetches.extend(round);
                             again.push(i);
                         }
