@@ -390,6 +390,22 @@ async fn a_lie_in_a_batch_of_proofs_costs_only_its_account() {
     proxy.control().watch_method(None);
 }
 
+/// A call at `height` of code of its own that sums `of`'s balances.
+fn summed_at(height: u64, of: &[String]) -> Value {
+    let code = balances_summed(of);
+    json!([{"to": PROBE}, quantity(height), {PROBE: {"code": code}}])
+}
+
+/// [`neve_behind_a_proxy`] with `extra` flags and its chain's accounts,
+/// a [`summed_at`] of none answered once (nothing of the accounts held).
+async fn ready_to_sum(extra: &[&str]) -> (Proxied, Vec<String>) {
+    let behind = neve_behind_a_proxy(extra).await;
+    let (accounts, _, _) = addresses(&behind.geth).await;
+    let call = summed_at(behind.head - 2, &[]);
+    same(&behind.client, &behind.geth, "eth_call", call).await;
+    (behind, accounts)
+}
+
 /// A batch of proofs holds its fetcher slot for at most `FETCH_TIMEOUT`,
 /// however the upstream cuts it, and keeps what it reached: allowed one
 /// call a batch (`--upstream-max-batch 1`) and answering each 1 s late,
@@ -405,7 +421,7 @@ async fn a_batch_of_proofs_ends_within_the_fetch_timeout() {
     use neve_ingest::state_fetch::FETCH_TIMEOUT;
     use support::calls::metric;
     // Held whole (its node runs until the test ends).
-    let behind = neve_behind_a_proxy(&[
+    let (behind, accounts) = ready_to_sum(&[
         "--state-fetch-timeout-ms",
         "1000",
         "--upstream-max-batch",
@@ -413,12 +429,7 @@ async fn a_batch_of_proofs_ends_within_the_fetch_timeout() {
     ])
     .await;
     let (geth, proxy, neve, client) = (&behind.geth, &behind.proxy, &behind.neve, &behind.client);
-    let (accounts, _, _) = addresses(geth).await;
-    let summed = |of: &[String]| {
-        let code = balances_summed(of);
-        json!([{"to": PROBE}, quantity(behind.head - 2), {PROBE: {"code": code}}])
-    };
-    same(client, geth, "eth_call", summed(&[])).await;
+    let summed = |of: &[String]| summed_at(behind.head - 2, of);
     let failures = metric(neve, "neve_state_fetch_failures_total");
     let late = Duration::from_secs(1);
     proxy.control().set_override(Some(Fault::Slow(late)));
@@ -464,14 +475,9 @@ async fn an_endless_answer_to_a_batch_of_proofs_ends_at_its_cap() {
     use neve_ingest::state_fetch::{FETCH_TIMEOUT, MAX_PROOF_BATCH_ANSWER_BYTES};
     use support::calls::metric;
     // Held whole (its node runs until the test ends).
-    let behind = neve_behind_a_proxy(&["--state-fetch-timeout-ms", "1000"]).await;
+    let (behind, accounts) = ready_to_sum(&["--state-fetch-timeout-ms", "1000"]).await;
     let (geth, proxy, neve, client) = (&behind.geth, &behind.proxy, &behind.neve, &behind.client);
-    let (accounts, _, _) = addresses(geth).await;
-    let summed = |of: &[String]| {
-        let code = balances_summed(of);
-        json!([{"to": PROBE}, quantity(behind.head - 2), {PROBE: {"code": code}}])
-    };
-    same(client, geth, "eth_call", summed(&[])).await;
+    let summed = |of: &[String]| summed_at(behind.head - 2, of);
     let failures = metric(neve, "neve_state_fetch_failures_total");
     let before = neve.rss_anon_bytes();
     proxy
