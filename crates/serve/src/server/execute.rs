@@ -31,11 +31,15 @@ pub(crate) const MAX_QUEUED_CALLS: u64 = 256;
 /// Most runs of one call: a run that misses notes every key it reached,
 /// so a call needs one fetch per level of contracts it calls into that
 /// neve does not hold yet (a router, its pool, the pool's tokens), all
-/// within `--state-fetch-timeout`. A run that asks again only what its
-/// last round failed to bring (the upstream erred, or its answer was
-/// refused) ends the call as a miss: the node is not asked the same
-/// again and again within one call. Default is 8.
+/// within `--state-fetch-timeout`. Default is 8.
 pub(crate) const MAX_CALL_ROUNDS: usize = 8;
+
+/// Most rounds in a row one call asks exactly the same fetches: a run
+/// that names again what its last round failed to bring (the upstream
+/// erred, or its answer was refused) gets a second ask, for a failure
+/// that passes (a 429, a reset); a third would ask the node again what it
+/// failed twice, and the call is a miss instead. Default is 2.
+const MAX_SAME_ASKS: u8 = 2;
 
 /// The call threads: one per core, since a call is CPU work; at the
 /// priority of the threads that answer.
@@ -170,10 +174,9 @@ impl Server {
         let mut since: Vec<Option<Instant>> = vec![None; calls.len()];
         // Whether each call's witness round is behind it.
         let mut witnessed = vec![self.witnesses_unavailable(); calls.len()];
-        // What each call's last round asked (its digest): a run that asks
-        // the same again got none of it (the upstream failed or was
-        // refused), and another round would only ask the node again.
-        let mut asked_before: Vec<Option<u64>> = vec![None; calls.len()];
+        // What each call's last round asked (its digest), and how many
+        // rounds in a row asked it ([`MAX_SAME_ASKS`]).
+        let mut asked_before: Vec<Option<(u64, u8)>> = vec![None; calls.len()];
         // The traces this request runs for identical ones waiting.
         let mut leading: Vec<Option<Leader>> = (0..calls.len()).map(|_| None).collect();
         let mut deadline_at: Option<Instant> = None;
@@ -227,13 +230,17 @@ impl Server {
                     {
                         let round = this_round(requests, &mut witnessed[i]);
                         let digest = digest_of(&round);
-                        if round.is_empty() || asked_before[i] == Some(digest) {
-                            // Nothing to fetch, or only what the last
-                            // round failed to bring: another run would
-                            // miss alike.
+                        let asks = match asked_before[i] {
+                            Some((last, asks)) if last == digest => asks + 1,
+                            _ => 1,
+                        };
+                        if round.is_empty() || asks > MAX_SAME_ASKS {
+                            // Nothing to fetch, or what rounds before
+                            // failed to bring: another run would miss
+                            // alike.
                             replies[i] = Some((Reply::Miss, true));
                         } else {
-                            asked_before[i] = Some(digest);
+                            asked_before[i] = Some((digest, asks));
                             fetches.extend(round);
                             again.push(i);
                         }
