@@ -103,6 +103,9 @@ pub struct VerifiedDb<'a> {
     /// Analysed code shared by every call.
     codes: Option<&'a CodeCache>,
     root: [u8; 32],
+    /// A verified root read where `root` reaches nothing (see
+    /// [`VerifiedDb::with_below`]).
+    below: Option<[u8; 32]>,
     keys: StorageKeys,
     /// Hashes of stored verified blocks, for `BLOCKHASH`.
     block_hash: &'a (dyn Fn(u64) -> Option<B256> + Sync),
@@ -136,6 +139,7 @@ impl<'a> VerifiedDb<'a> {
             state,
             codes: None,
             root: root.0,
+            below: None,
             keys: state.storage_keys(),
             block_hash,
             height,
@@ -152,6 +156,35 @@ impl<'a> VerifiedDb<'a> {
     pub fn with_codes(mut self, codes: &'a CodeCache) -> Self {
         self.codes = Some(codes);
         self
+    }
+
+    /// Reads what `root` does not reach at `below` too: a block's parent's
+    /// verified root, beneath the block's post-state while that is being
+    /// proved (`trace/replay.rs`). What the block did not change reads
+    /// there as it does at its own root; what it did comes from its
+    /// replay, over this. Only for a run that learns what to fetch, never
+    /// for an answer.
+    pub(crate) fn with_below(mut self, below: B256) -> Self {
+        self.below = Some(below.0);
+        self
+    }
+
+    /// Notes that code `hash` is `owner`'s: a run that reads it, not
+    /// held, names `owner` (an account a run has from elsewhere than this
+    /// database, as a post-state being proved hands it over).
+    pub(crate) fn note_code_owner(&self, hash: B256, owner: Address) {
+        self.code_owners.borrow_mut().insert(hash, owner);
+    }
+
+    /// `address` at the pinned root, else below it.
+    fn account_at(&self, address: &Address) -> Read<neve_state::AccountRead> {
+        match (
+            self.state.account(&self.root, &address.0.0, false),
+            self.below,
+        ) {
+            (Read::Missing, Some(below)) => self.state.account(&below, &address.0.0, false),
+            (read, _) => read,
+        }
     }
 
     /// What the run missed (taken: asked once, after the run).
@@ -204,7 +237,7 @@ impl DatabaseRef for VerifiedDb<'_> {
             address: address.0.0,
             slot: None,
         });
-        match self.state.account(&self.root, &address.0.0, false) {
+        match self.account_at(&address) {
             Read::Found(read) => {
                 let account = read.account;
                 self.storage_roots
@@ -267,8 +300,23 @@ impl DatabaseRef for VerifiedDb<'_> {
             address: address.0.0,
             slot: Some(slot.0),
         });
-        let root = match self.storage_roots.borrow().get(&address) {
-            Some(root) => *root,
+        let known = self.storage_roots.borrow().get(&address).copied();
+        let root = match known {
+            Some(root) => root,
+            // Over a post-state being proved, the accounts the block
+            // changed are its replay's, never read here: their other
+            // slots are read under their root below.
+            None if self.below.is_some() => match self.account_at(&address) {
+                Read::Found(read) => {
+                    let root = read.account.map(|a| a.storage_root);
+                    self.storage_roots.borrow_mut().insert(address, root);
+                    root
+                }
+                Read::Missing => {
+                    self.need(address, Some(slot), false);
+                    return Ok(U256::ZERO);
+                }
+            },
             // revm reads an account before its storage; a slot of an
             // account not read is one more thing to fetch.
             None => None,
@@ -312,4 +360,109 @@ impl DatabaseRef for VerifiedDb<'_> {
 /// (`invalid opcode: opcode 0xef not defined`).
 pub(crate) fn bytecode(code: alloy_primitives::Bytes) -> Bytecode {
     Bytecode::new_raw_checked(code.clone()).unwrap_or_else(|_| Bytecode::new_legacy(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{Address, B256, U256, keccak256};
+    use alloy_rlp::Encodable;
+    use bytes::Bytes;
+    use neve_state::{EMPTY_CODE_HASH, EMPTY_ROOT, State, Updated};
+    use revm::database_interface::DatabaseRef;
+
+    use super::VerifiedDb;
+
+    /// A trie of `entries` (trie keys before keccak, leaf values): its
+    /// root, and its nodes.
+    fn trie(entries: &[(&[u8], Vec<u8>)]) -> ([u8; 32], Vec<Bytes>) {
+        let updates: Vec<([u8; 32], Option<Bytes>)> = entries
+            .iter()
+            .map(|(key, value)| (keccak256(key).0, Some(Bytes::from(value.clone()))))
+            .collect();
+        let mut made = Vec::new();
+        match neve_state::apply_updates(&EMPTY_ROOT, &updates, |_| None, |_, node| made.push(node))
+        {
+            Ok(Updated::Root(root)) => (root, made),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn account_leaf(balance: u64, storage_root: [u8; 32]) -> Vec<u8> {
+        let mut leaf = Vec::new();
+        let (nonce, balance) = (1u64, U256::from(balance));
+        let (storage_root, code_hash) = (B256::from(storage_root), B256::from(EMPTY_CODE_HASH));
+        let fields: [&dyn Encodable; 4] = [&nonce, &balance, &storage_root, &code_hash];
+        alloy_rlp::encode_list::<_, dyn Encodable>(&fields, &mut leaf);
+        leaf
+    }
+
+    fn no_hashes(_: u64) -> Option<B256> {
+        None
+    }
+
+    /// Over a post-state still being proved, what the pinned root does not
+    /// reach reads at the root below it, storage included (under the
+    /// account's root there, even when the run never read the account
+    /// through this database); what the pinned root reaches is read there;
+    /// what neither reaches is a need, and without a root below, every
+    /// read of an unheld root is.
+    #[test]
+    fn reads_fall_to_the_root_below_and_name_what_neither_holds() {
+        let state = State::new(1 << 20, 16);
+        let (holder, other) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let slot = B256::with_last_byte(1);
+        let mut seven = Vec::new();
+        U256::from(7).encode(&mut seven);
+        let (storage, mut nodes) = trie(&[(slot.as_slice(), seven)]);
+        let (below, accounts) = trie(&[(holder.as_slice(), account_leaf(5, storage))]);
+        nodes.extend(accounts);
+        let witnessed = neve_state::verify_witness(&below, &nodes, &[]).unwrap();
+        assert_eq!(witnessed.nodes, 2);
+        state.insert(witnessed.verified);
+        // The pinned block's root: not held (its post-state is being proved).
+        let pinned = B256::repeat_byte(9);
+
+        let db = VerifiedDb::new(&state, pinned, 10, &no_hashes).with_below(B256::from(below));
+        assert_eq!(
+            db.storage_ref(holder, U256::from(1)).unwrap(),
+            U256::from(7),
+            "a slot of an account the run has from its overlay"
+        );
+        assert_eq!(
+            db.basic_ref(holder).unwrap().unwrap().balance,
+            U256::from(5)
+        );
+        assert_eq!(db.basic_ref(other).unwrap(), None, "absent below");
+        assert!(!db.has_needs());
+
+        let neither = VerifiedDb::new(&state, pinned, 10, &no_hashes).with_below(pinned);
+        assert_eq!(
+            neither.storage_ref(holder, U256::from(1)).unwrap(),
+            U256::ZERO
+        );
+        assert_eq!(neither.basic_ref(other).unwrap(), None);
+        let needs = neither.take_needs();
+        assert_eq!(needs.accounts[&holder].0.len(), 1, "{needs:?}");
+        assert!(needs.accounts.contains_key(&other), "{needs:?}");
+
+        // What the pinned root reaches is read there, not below.
+        let (held, accounts) = trie(&[(holder.as_slice(), account_leaf(6, storage))]);
+        let witnessed = neve_state::verify_witness(&held, &accounts, &[]).unwrap();
+        state.insert(witnessed.verified);
+        let db =
+            VerifiedDb::new(&state, B256::from(held), 10, &no_hashes).with_below(B256::from(below));
+        assert_eq!(
+            db.basic_ref(holder).unwrap().unwrap().balance,
+            U256::from(6)
+        );
+        assert_eq!(
+            db.storage_ref(holder, U256::from(1)).unwrap(),
+            U256::from(7)
+        );
+        assert!(!db.has_needs());
+
+        let alone = VerifiedDb::new(&state, pinned, 10, &no_hashes);
+        assert_eq!(alone.basic_ref(holder).unwrap(), None);
+        assert!(alone.take_needs().accounts.contains_key(&holder));
+    }
 }

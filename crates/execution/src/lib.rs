@@ -46,7 +46,7 @@ pub use db::{CODE_CACHE_BYTES, CodeCache, Needs, VerifiedDb};
 pub use error::CallError;
 pub use estimate::{ERROR_RATIO, Estimate, estimate};
 pub use go_json::go_escaped;
-pub use post_states::PostStates;
+pub use post_states::{PostStates, Unproved};
 pub use revert::revert_message;
 pub use revm::primitives::hardfork::SpecId;
 pub use rules::{ChainRules, Dialect, Fork, RulesCell};

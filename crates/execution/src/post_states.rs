@@ -3,17 +3,19 @@
 //! verified trie, and the nodes made kept when it is the block's own
 //! `stateRoot` (see `trace/post_state.rs` for what a replay hands over).
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use alloy_primitives::B256;
 use alloy_primitives::map::AddressMap;
 use bytes::Bytes;
 use neve_state::State;
+use revm::bytecode::Bytecode;
 use revm::database::DbAccount;
 
 use crate::state_root::{Base, Changes, Root, state_root};
@@ -26,6 +28,12 @@ use crate::state_root::{Base, Changes, Root, state_root};
 /// Default is 2.
 const POST_STATES_QUEUED: usize = 2;
 
+/// Post-states as their replays left them, kept while they are proved
+/// (queued or computing): one computing, the queued ones, and one listed
+/// just before its queueing is refused. Past them the oldest is let go
+/// (its child fetches as it would have without). Default is 4.
+const MAX_UNPROVED: usize = POST_STATES_QUEUED + 2;
+
 /// Replayed blocks' post-states computed on a thread of their own, off
 /// the answers' path: the trace that replayed a block is sent as soon as
 /// its receipts are proved, and the block's child, traced next, waits for
@@ -34,12 +42,32 @@ const POST_STATES_QUEUED: usize = 2;
 pub struct PostStates {
     queue: SyncSender<(Pending, Ending)>,
     state: Arc<State>,
+    /// The post-states queued or computing, as their replays left them.
+    unproved: Arc<Mutex<VecDeque<Arc<Unproved>>>>,
+}
+
+/// A replayed block's post-state as its replay left it, while it is being
+/// proved (its root computed and compared with the block's): what the
+/// block's child's first run reads to learn what to fetch, rather than
+/// wait for the proof ([`crate::Pinned::unproved`]). Never an answer's
+/// state.
+pub struct Unproved {
+    height: u64,
+    block_hash: [u8; 32],
+    /// The block's parent's verified root: what the block did not change
+    /// reads there as at the block's own.
+    pub(crate) below: B256,
+    /// The accounts the block changed, as its replay left them.
+    pub(crate) accounts: Arc<AddressMap<DbAccount>>,
+    /// Codes it read or made that are not held.
+    pub(crate) codes: Arc<Vec<(B256, Bytecode)>>,
 }
 
 impl PostStates {
     /// Its thread started, keeping post-states in `state`.
     pub fn start(state: Arc<State>) -> std::io::Result<PostStates> {
         let (queue, queued) = sync_channel::<(Pending, Ending)>(POST_STATES_QUEUED);
+        let unproved: Arc<Mutex<VecDeque<Arc<Unproved>>>> = Arc::default();
         std::thread::Builder::new()
             .name("neve-post-state".into())
             .spawn(move || {
@@ -54,7 +82,21 @@ impl PostStates {
                     }
                 }
             })?;
-        Ok(PostStates { queue, state })
+        Ok(PostStates {
+            queue,
+            state,
+            unproved,
+        })
+    }
+
+    /// Block `height`'s post-state as its replay left it, while it is
+    /// being proved.
+    pub fn unproved(&self, height: u64, block_hash: &[u8; 32]) -> Option<Arc<Unproved>> {
+        let unproved = self.unproved.lock().unwrap_or_else(|e| e.into_inner());
+        unproved
+            .iter()
+            .find(|u| u.height == height && u.block_hash == *block_hash)
+            .cloned()
     }
 
     /// Claims the computing of block `height`'s post-state: `None` when
@@ -67,12 +109,27 @@ impl PostStates {
                 height,
                 block_hash,
                 release: false,
+                unproved: self.unproved.clone(),
             })
     }
 
     /// `pending` computed on the thread, or not kept when its queue is
     /// full (its claim let go).
     pub(crate) fn queue(&self, pending: Pending, ending: Ending) {
+        let block = (ending.height, ending.block_hash);
+        {
+            let mut unproved = self.unproved.lock().unwrap_or_else(|e| e.into_inner());
+            if unproved.len() >= MAX_UNPROVED {
+                unproved.pop_front();
+            }
+            unproved.push_back(Arc::new(Unproved {
+                height: block.0,
+                block_hash: block.1,
+                below: pending.parent_root,
+                accounts: pending.accounts.clone(),
+                codes: pending.codes.clone(),
+            }));
+        }
         match self.queue.try_send((pending, ending)) {
             Ok(()) => {}
             Err(TrySendError::Full((_, mut ending))) => {
@@ -96,6 +153,10 @@ pub(crate) struct Ending {
     /// Its claim is let go rather than ended: it was not computed, and a
     /// later replay of the block may.
     release: bool,
+    /// Where its post-state is listed as its replay left it: unlisted
+    /// before whoever waits goes on, so none reads it once it is proved
+    /// or not kept.
+    unproved: Arc<Mutex<VecDeque<Arc<Unproved>>>>,
 }
 
 impl Ending {
@@ -126,9 +187,9 @@ pub(crate) struct Pending {
     /// The block's own, verified.
     pub(crate) state_root: B256,
     /// The accounts it changed, as its replay left them.
-    pub(crate) accounts: AddressMap<DbAccount>,
-    /// Codes it read or made that are not held.
-    pub(crate) codes: Vec<Bytes>,
+    pub(crate) accounts: Arc<AddressMap<DbAccount>>,
+    /// Codes it read or made that are not held, by hash.
+    pub(crate) codes: Arc<Vec<(B256, Bytecode)>>,
     pub(crate) changes: Changes,
     /// When the replay handed it over.
     pub(crate) queued: Instant,
@@ -153,7 +214,12 @@ impl Pending {
         }
         let rooted = started.elapsed();
         let nodes = self.changes.into_made_nodes();
-        let Ok(witnessed) = neve_state::verify_witness(&root.0, &nodes, &self.codes) else {
+        let codes: Vec<Bytes> = self
+            .codes
+            .iter()
+            .map(|(_, code)| code.original_bytes().0)
+            .collect();
+        let Ok(witnessed) = neve_state::verify_witness(&root.0, &nodes, &codes) else {
             return ending.unkept(Some("a node made for it does not decode"));
         };
         let verified = started.elapsed();
@@ -174,6 +240,10 @@ impl Pending {
 
 impl Drop for Ending {
     fn drop(&mut self) {
+        {
+            let mut unproved = self.unproved.lock().unwrap_or_else(|e| e.into_inner());
+            unproved.retain(|u| (u.height, u.block_hash) != (self.height, self.block_hash));
+        }
         if self.release {
             self.state.release_post_state(self.height, &self.block_hash);
         } else {

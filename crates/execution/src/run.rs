@@ -66,6 +66,11 @@ pub struct Pinned<'a> {
     /// Where a replayed block's post-state is computed, off the answer's
     /// path; `None`: none is kept.
     pub post_states: Option<&'a crate::post_states::PostStates>,
+    /// The pinned block's post-state as its replay left it, still being
+    /// proved: a replay over it only learns what to fetch (at the pinned
+    /// block's verified root), and answers nothing. `None`: runs read
+    /// verified state alone, as answers do.
+    pub unproved: Option<&'a crate::post_states::Unproved>,
 }
 
 impl Pinned<'_> {

@@ -1043,3 +1043,95 @@ async fn a_companion_past_the_answer_cap_is_dropped_not_the_asked_trace() {
     assert_eq!(code, 421, "past the cap on its own: the node's");
     assert_eq!(metric(&neve, "neve_trace_replays_diverged_total"), 0);
 }
+
+/// An indexer following a busy chain asks for each block's trace as soon
+/// as its parent's came, while neve still proves the parent's post-state
+/// (its root over some thousand changed accounts). The child's first run
+/// reads that post-state as the parent's replay left it, over the
+/// grandparent's verified state, only to learn what to fetch; the fetch
+/// goes beside the proving, and the answer is a run over verified state
+/// alone. Every answer equals geth's, and every post-state is kept.
+/// (geth's dev chain has no withdrawals: their recipients, read with the
+/// rest, are not exercised here.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
+    // A block a second, each of some thousand transfers among a thousand
+    // accounts.
+    let node = neve_devnet::GethDev::start(neve_devnet::GethDevOptions {
+        period: 1,
+        ..Default::default()
+    })
+    .await
+    .expect("geth dev");
+    let mut load = neve_load::LoadConfig::new(node.http_url(), std::time::Duration::from_secs(6));
+    load.accounts = 1_000;
+    load.tps = Some(1_000);
+    let head = neve_load::run(load, |_| {}).await.expect("load").last_block;
+    let geth = RpcClient::new(node.http_url()).unwrap();
+    let neve = support::Neve::start(node.http_url(), &["--floor", "0"], head).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    // The longest run of consecutive blocks of transfers.
+    let mut busy = Vec::new();
+    for number in 1..=head {
+        let txs = block(&geth, number).await["transactions"]
+            .as_array()
+            .unwrap()
+            .len();
+        if txs >= 200 {
+            busy.push(number);
+        }
+    }
+    let mut run: Vec<u64> = Vec::new();
+    let mut longest: Vec<u64> = Vec::new();
+    for number in busy {
+        if run.last().is_some_and(|last| last + 1 != number) {
+            run.clear();
+        }
+        run.push(number);
+        if run.len() > longest.len() {
+            longest = run.clone();
+        }
+    }
+    assert!(longest.len() >= 4, "busy blocks in a row: {longest:?}");
+    // Each asked as soon as the one before answered; compared after.
+    let config = json!({"tracer": "callTracer"});
+    let mut answers = Vec::new();
+    for number in &longest {
+        let params = json!([quantity(*number), config]);
+        let (status, got) = call(&client, "debug_traceBlockByNumber", &params).await;
+        assert_eq!(status, 200, "block {number}: {got:.500}");
+        answers.push(got);
+    }
+    for (number, got) in longest.iter().zip(answers) {
+        let params = json!([quantity(*number), config]);
+        let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
+        assert!(
+            got == expected,
+            "block {number} differs at: {}",
+            neve_devnet::conformance::differences(&expected, &got).join("\n  ")
+        );
+    }
+    // At least one child asked while its parent's proof was under way
+    // (each is asked within a few ms of its parent's answer; a proof over
+    // a thousand accounts takes tens), and what that run named was
+    // fetched beside the proving.
+    let overlays = metric(&neve, "neve_state_post_state_overlays_total");
+    let fetched = metric(&neve, "neve_state_post_state_overlay_fetches_total");
+    assert!(
+        fetched >= 1 && fetched <= overlays,
+        "{overlays} runs over a post-state being proved, {fetched} fetched for"
+    );
+    for _ in 0..100 {
+        let computed = metric(&neve, "neve_state_post_states_kept_total")
+            + metric(&neve, "neve_state_post_states_unkept_total");
+        if computed >= longest.len() as u64 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(metric(&neve, "neve_state_post_states_unlike_total"), 0);
+    assert_eq!(
+        metric(&neve, "neve_state_post_states_kept_total"),
+        longest.len() as u64
+    );
+}

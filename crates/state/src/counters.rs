@@ -42,6 +42,12 @@ pub struct Counters {
     /// Replays that waited for their parent's post-state being computed
     /// (rather than ask the node for what it was about to hold).
     pub post_state_waits: AtomicU64,
+    /// Replays whose first run read their parent's post-state as its
+    /// replay left it, while it was being proved, to learn what to fetch.
+    pub post_state_overlays: AtomicU64,
+    /// Of those, the runs that named state to fetch (fetched beside the
+    /// proving rather than after it).
+    pub post_state_overlay_fetches: AtomicU64,
 }
 
 /// A snapshot of [`Counters`] and the node store.
@@ -75,6 +81,10 @@ pub struct StateStats {
     pub post_states_unlike: u64,
     /// See [`Counters::post_state_waits`].
     pub post_state_waits: u64,
+    /// See [`Counters::post_state_overlays`].
+    pub post_state_overlays: u64,
+    /// See [`Counters::post_state_overlay_fetches`].
+    pub post_state_overlay_fetches: u64,
     /// The node store's counters.
     pub nodes: NodeStats,
 }

@@ -271,6 +271,8 @@ impl State {
             post_states_unkept: load(&c.post_states_unkept),
             post_states_unlike: load(&c.post_states_unlike),
             post_state_waits: load(&c.post_state_waits),
+            post_state_overlays: load(&c.post_state_overlays),
+            post_state_overlay_fetches: load(&c.post_state_overlay_fetches),
             nodes: self.nodes.stats(),
         }
     }

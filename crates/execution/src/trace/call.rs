@@ -37,7 +37,8 @@ pub fn trace_call(
     since: std::time::Instant,
 ) -> Result<Vec<u8>, ReplayError> {
     let limits = Limits::new(since, options.timeout, MAX_TRACE_BYTES);
-    if pinned.fork.dialect != Dialect::Ethereum {
+    // A call learns what to fetch by running over verified state alone.
+    if pinned.fork.dialect != Dialect::Ethereum || pinned.unproved.is_some() {
         return Err(ReplayError::Unsupported);
     }
     check_chain_id(pinned, &request.args).map_err(ReplayError::Call)?;

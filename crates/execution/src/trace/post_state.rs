@@ -18,9 +18,9 @@
 //! replay, not the trace that replayed the block: they run on a thread of
 //! their own ([`crate::post_states::PostStates`]), and the child waits for them.
 
-use alloy_primitives::U256;
-use bytes::Bytes;
+use alloy_primitives::{B256, U256};
 use revm::Database;
+use revm::bytecode::Bytecode;
 use revm::database::CacheDB;
 use revm::state::EvmState;
 
@@ -116,12 +116,12 @@ impl PostState {
         }
         // Codes the replay read or made that are not held (those its
         // root reaches are kept).
-        let codes: Vec<Bytes> = overlay
+        let codes: Vec<(B256, Bytecode)> = overlay
             .cache
             .contracts
             .iter()
             .filter(|(hash, _)| !pinned.state.has_code(&hash.0))
-            .map(|(_, code)| code.original_bytes().0)
+            .map(|(hash, code)| (*hash, code.clone()))
             .collect();
         // Only the accounts it changed: the root reads no others (the
         // overlay holds every account and slot the block read).
@@ -130,8 +130,8 @@ impl PostState {
         let pending = Pending {
             parent_root: pinned.block.state_root,
             state_root: facts.state_root,
-            accounts,
-            codes,
+            accounts: std::sync::Arc::new(accounts),
+            codes: std::sync::Arc::new(codes),
             changes,
             queued: std::time::Instant::now(),
         };

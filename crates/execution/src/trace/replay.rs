@@ -29,6 +29,7 @@ use crate::args::CallArgs;
 use crate::block::BlockFacts;
 use crate::db::{Needs, Never, VerifiedDb};
 use crate::overrides::block_env;
+use crate::post_states::Unproved;
 use crate::rules::{Dialect, Fork};
 use crate::run::{MEMORY_LIMIT, Pinned};
 use crate::system::{BEACON_ROOTS, HISTORY_STORAGE, REQUEST_QUEUES};
@@ -110,6 +111,11 @@ pub(crate) fn replay(
     limits: &Limits,
 ) -> Result<Traces, ReplayError> {
     let fork = fork_of(pinned, block)?;
+    if let Some(unproved) = pinned.unproved {
+        return Err(needs_over_unproved(
+            pinned, unproved, block, &fork, which, options, limits,
+        ));
+    }
     let db = parent_state(pinned, &block.facts);
     let mut overlay = CacheDB::new(&db);
     let mut post_state = PostState::wanted(pinned, block, which == Which::All);
@@ -127,6 +133,77 @@ pub(crate) fn replay(
     finish(&db, diverged)?;
     post_state.keep(pinned, block, &mut overlay, limits.late());
     Ok(traces)
+}
+
+/// What `block` reads that is not held, learnt by running it whole and
+/// untraced over its parent's post-state as `unproved` holds it (the
+/// parent's changes as its replay left them, over the grandparent's
+/// verified state) while that post-state is being proved, rather than
+/// after: the keys it names are fetched against the parent's own verified
+/// root, beside the proving, and the run that answers reads only verified
+/// state. [`ReplayError::Needs`], or [`ReplayError::Unsupported`] when it
+/// names nothing, stopped otherwise, or `which` is not the whole block (a
+/// transaction's trace copies none of its parent's changes): nothing it
+/// computes is served.
+fn needs_over_unproved(
+    pinned: &Pinned<'_>,
+    unproved: &Unproved,
+    block: &ReplayBlock,
+    fork: &Fork,
+    which: Which,
+    options: &TraceOptions,
+    limits: &Limits,
+) -> ReplayError {
+    if which != Which::All {
+        return ReplayError::Unsupported;
+    }
+    let db = parent_state(pinned, &block.facts).with_below(unproved.below);
+    // Codes of accounts the parent changed without running them: a run
+    // that reaches one not held names it.
+    for (address, account) in unproved.accounts.iter() {
+        let hash = account.info.code_hash;
+        if account.info.code.is_none() && !pinned.state.has_code(&hash.0) {
+            db.note_code_owner(hash, *address);
+        }
+    }
+    let mut overlay = CacheDB::new(&db);
+    overlay.cache.accounts = (*unproved.accounts).clone();
+    overlay
+        .cache
+        .contracts
+        .extend(unproved.codes.iter().cloned());
+    let ran = run_block(
+        pinned,
+        block,
+        fork,
+        &mut overlay,
+        Which::Before(block.txs.len()),
+        options,
+        None,
+        limits,
+        &mut PostState::none(),
+    );
+    // What the post-state's withdrawals read, fetched with the rest, as a
+    // run over verified state does (else the block's post-state would not
+    // be kept).
+    if ran.is_ok() && db.has_needs() {
+        for (address, _) in block.withdrawals.iter().flatten() {
+            let _ = DatabaseRef::basic_ref(&overlay, *address);
+        }
+    }
+    let counters = &pinned.state.counters;
+    counters
+        .post_state_overlays
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match ran.and_then(|_| finish(&db, None)) {
+        Err(ReplayError::Needs(needs)) => {
+            counters
+                .post_state_overlay_fetches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ReplayError::Needs(needs)
+        }
+        _ => ReplayError::Unsupported,
+    }
 }
 
 /// The rules `block` runs under, if neve replays it over `pinned`: its

@@ -29,6 +29,8 @@ pub(crate) struct Reads {
     /// A replay's witness round is behind it: what it misses is fetched
     /// as proofs from here on.
     pub(crate) witness_asked: bool,
+    /// A round of fetches is behind it.
+    pub(crate) fetched: bool,
 }
 
 /// Whether a call may wait for the disk: never on an async worker, which
@@ -51,6 +53,7 @@ impl Reads {
             latest,
             since: None,
             witness_asked: false,
+            fetched: false,
         }
     }
 
@@ -61,6 +64,7 @@ impl Reads {
             latest,
             since: None,
             witness_asked: false,
+            fetched: false,
         }
     }
 }

@@ -191,25 +191,6 @@ impl Context {
             rules_contradicted(&facts, &fork);
             return Ok(Reply::Miss);
         }
-        // The parent's post-state, when a replay of it is computing it:
-        // what this replay reads is about to be held. Within a second of
-        // the call's first run, across its rounds.
-        if replayed.is_some() {
-            let first_ran = reads.since.unwrap_or_else(std::time::Instant::now);
-            let most =
-                (first_ran + POST_STATE_WAIT).saturating_duration_since(std::time::Instant::now());
-            if state.wait_post_state(facts.number, &facts.hash.0, most) {
-                tracing::debug!(pinned = facts.number, "waited for a post-state");
-            }
-        }
-        // A replay over a parent whose root is not even held would only
-        // learn that it needs everything: the block's witness first.
-        if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
-            && !reads.witness_asked
-            && state.node(&facts.state_root.0).is_none()
-        {
-            return Ok(Reply::Fetch(vec![witness_request(hash, &facts)]));
-        }
         let memory = Reads::in_memory(reads.latest);
         let canonical = |height: u64| -> Option<[u8; 32]> {
             let at = BlockRef::Tag(BlockTag::Number(height));
@@ -236,7 +217,59 @@ impl Context {
                 .filter(|h| !reads.witness_asked && state.witnesses.worth_asking(h))
                 .map(|_| MAX_KEYS_WITHOUT_WITNESS),
             post_states: self.post_states.as_ref(),
+            unproved: None,
         };
+        if replayed.is_some() {
+            // On a first run of a whole block's trace (what `along`
+            // marks), while a replay of the parent is proving its
+            // post-state: what this replay misses is learnt over that
+            // post-state as the parent's replay left it, and fetched
+            // beside the proving rather than after it.
+            let unproved = self
+                .post_states
+                .as_ref()
+                .filter(|_| !reads.fetched && executed.along.is_some())
+                .and_then(|keeper| keeper.unproved(facts.number, &facts.hash.0));
+            if let Some(unproved) = unproved {
+                let over = Pinned {
+                    unproved: Some(&unproved),
+                    spent: Default::default(),
+                    ..pinned
+                };
+                let running = std::time::Instant::now();
+                if let Ok(Ran::Needs(needs)) = job.run(self, reads, &over) {
+                    // Charged as the first run it stands for; one that
+                    // names nothing is neve's own try, and the run after
+                    // it is charged.
+                    gas.set(gas.get() + over.spent.get());
+                    tracing::debug!(
+                        pinned = facts.number,
+                        keys = needs.keys(),
+                        ran_ms = running.elapsed().as_millis() as u64,
+                        "a run over a post-state being proved needs state not held"
+                    );
+                    return Ok(Reply::Fetch(fetches_for(&facts, needs, replayed, state)));
+                }
+            }
+            // The parent's post-state, when a replay of it is computing
+            // it: what this replay reads is about to be held. Within a
+            // second of the call's first run, across its rounds.
+            let first_ran = reads.since.unwrap_or_else(std::time::Instant::now);
+            let most =
+                (first_ran + POST_STATE_WAIT).saturating_duration_since(std::time::Instant::now());
+            if state.wait_post_state(facts.number, &facts.hash.0, most) {
+                tracing::debug!(pinned = facts.number, "waited for a post-state");
+            }
+        }
+        // A replay over a parent whose root is not even held would only
+        // learn that it needs everything: the block's witness first.
+        if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
+            && !reads.witness_asked
+            && state.node(&facts.state_root.0).is_none()
+        {
+            return Ok(Reply::Fetch(vec![witness_request(hash, &facts)]));
+        }
+
         // What clients trace blocks with lately, besides this request's
         // configuration, when not answered already.
         let along = executed.along.zip(memo).zip(replayed);
@@ -281,25 +314,13 @@ impl Context {
                 reply
             }
             Ok(Ran::Needs(needs)) => {
-                let keys = needs.keys();
-                let few = keys <= MAX_KEYS_WITHOUT_WITNESS;
                 tracing::debug!(
                     pinned = facts.number,
-                    keys,
+                    keys = needs.keys(),
                     ran_ms = running.elapsed().as_millis() as u64,
                     "a run needs state not held"
                 );
-                let mut fetches = requests(&facts, needs);
-                // A replay that needs more than a few keys asks for its
-                // block's witness first: one call for all it reads (the
-                // proofs if that does not do). A few are proofs: a
-                // witness costs the node the block's execution.
-                if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
-                    && !few
-                {
-                    fetches.insert(0, witness_request(hash, &facts));
-                }
-                return Ok(Reply::Fetch(fetches));
+                return Ok(Reply::Fetch(fetches_for(&facts, needs, replayed, state)));
             }
             Ok(Ran::Miss) => return Ok(Reply::Miss),
             Err(error) => refused(error),
@@ -618,6 +639,27 @@ fn witness_request(block_hash: [u8; 32], parent: &BlockFacts) -> FetchRequest {
         parent_hash: parent.hash.0,
         parent_state_root: parent.state_root.0,
     })
+}
+
+/// What a run that needs state not held fetches, at the pinned block: a
+/// replay (of block `replayed`) that needs more than a few keys asks for
+/// its block's witness first, one call for all it reads (the proofs if
+/// that does not do). A few are proofs: a witness costs the node the
+/// block's execution.
+fn fetches_for(
+    facts: &BlockFacts,
+    needs: Needs,
+    replayed: Option<[u8; 32]>,
+    state: &neve_state::State,
+) -> Vec<FetchRequest> {
+    let few = needs.keys() <= MAX_KEYS_WITHOUT_WITNESS;
+    let mut fetches = requests(facts, needs);
+    if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
+        && !few
+    {
+        fetches.insert(0, witness_request(hash, facts));
+    }
+    fetches
 }
 
 /// The fetches a run's needs ask for, at the pinned block.

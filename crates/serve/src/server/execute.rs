@@ -215,7 +215,13 @@ impl Server {
                 } else {
                     since[i].get_or_insert_with(Instant::now);
                     let (reply, used) = self
-                        .run_call(method, params.clone(), latest, since[i], witnessed[i])
+                        .run_call(
+                            method,
+                            params.clone(),
+                            latest,
+                            since[i],
+                            (witnessed[i], round > 0),
+                        )
                         .await;
                     gas = gas.saturating_add(used);
                     ran[i] = true;
@@ -423,7 +429,7 @@ impl Server {
         params: Option<Box<serde_json::value::RawValue>>,
         latest: Option<u64>,
         since: Option<Instant>,
-        witness_asked: bool,
+        (witness_asked, fetched): (bool, bool),
     ) -> (Reply, u64) {
         let queue = OffWorkers {
             pool: &self.calls,
@@ -452,6 +458,7 @@ impl Server {
                     let reads = Reads {
                         since,
                         witness_asked,
+                        fetched,
                         ..Reads::from_disk(latest)
                     };
                     let execution = ctx.execute(&method, params.as_deref(), reads);

@@ -109,6 +109,18 @@ impl Server {
                 s.post_state_waits,
             ),
             (
+                "neve_state_post_state_overlays_total",
+                "post_state_overlays",
+                "Replays whose first run read their parent's post-state as its replay left it, while it was being proved, to learn what to fetch (never an answer).",
+                s.post_state_overlays,
+            ),
+            (
+                "neve_state_post_state_overlay_fetches_total",
+                "post_state_overlay_fetches",
+                "Of those runs, the ones that named state to fetch (fetched beside the proving rather than after it).",
+                s.post_state_overlay_fetches,
+            ),
+            (
                 "neve_state_node_bytes",
                 "node_bytes",
                 "Bytes held by the node store.",
