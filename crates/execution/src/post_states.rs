@@ -52,15 +52,15 @@ pub struct PostStates {
 /// wait for the proof ([`crate::Pinned::unproved`]). Never an answer's
 /// state.
 pub struct Unproved {
-    height: u64,
-    block_hash: [u8; 32],
+    pub(crate) height: u64,
+    pub(crate) block_hash: [u8; 32],
     /// The block's parent's verified root: what the block did not change
     /// reads there as at the block's own.
     pub(crate) below: B256,
     /// The accounts the block changed, as its replay left them.
-    pub(crate) accounts: Arc<AddressMap<DbAccount>>,
-    /// Codes it read or made that are not held.
-    pub(crate) codes: Arc<Vec<(B256, Bytecode)>>,
+    pub(crate) accounts: AddressMap<DbAccount>,
+    /// Codes it read or made that are not held, by hash.
+    pub(crate) codes: Vec<(B256, Bytecode)>,
 }
 
 impl PostStates {
@@ -116,19 +116,12 @@ impl PostStates {
     /// `pending` computed on the thread, or not kept when its queue is
     /// full (its claim let go).
     pub(crate) fn queue(&self, pending: Pending, ending: Ending) {
-        let block = (ending.height, ending.block_hash);
         {
             let mut unproved = self.unproved.lock().unwrap_or_else(|e| e.into_inner());
             if unproved.len() >= MAX_UNPROVED {
                 unproved.pop_front();
             }
-            unproved.push_back(Arc::new(Unproved {
-                height: block.0,
-                block_hash: block.1,
-                below: pending.parent_root,
-                accounts: pending.accounts.clone(),
-                codes: pending.codes.clone(),
-            }));
+            unproved.push_back(pending.unproved.clone());
         }
         match self.queue.try_send((pending, ending)) {
             Ok(()) => {}
@@ -183,13 +176,11 @@ impl Ending {
 /// A replayed block's post-state to compute: its changes over its
 /// parent's verified root, as the replay left its accounts.
 pub(crate) struct Pending {
-    pub(crate) parent_root: B256,
+    /// The block's changed accounts and codes as its replay left them,
+    /// over its parent's root: listed for its child while this is proved.
+    pub(crate) unproved: Arc<Unproved>,
     /// The block's own, verified.
     pub(crate) state_root: B256,
-    /// The accounts it changed, as its replay left them.
-    pub(crate) accounts: Arc<AddressMap<DbAccount>>,
-    /// Codes it read or made that are not held, by hash.
-    pub(crate) codes: Arc<Vec<(B256, Bytecode)>>,
     pub(crate) changes: Changes,
     /// When the replay handed it over.
     pub(crate) queued: Instant,
@@ -203,9 +194,9 @@ impl Pending {
         let state: &State = &ending.state;
         let base = Base {
             state,
-            root: self.parent_root,
+            root: self.unproved.below,
         };
-        let root = match state_root(base, &self.accounts, &mut self.changes) {
+        let root = match state_root(base, &self.unproved.accounts, &mut self.changes) {
             Ok(Root::Hash(root)) => root,
             Ok(Root::Needs(_)) | Err(_) => return ending.unkept(None),
         };
@@ -215,6 +206,7 @@ impl Pending {
         let rooted = started.elapsed();
         let nodes = self.changes.into_made_nodes();
         let codes: Vec<Bytes> = self
+            .unproved
             .codes
             .iter()
             .map(|(_, code)| code.original_bytes().0)

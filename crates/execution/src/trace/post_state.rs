@@ -25,7 +25,7 @@ use revm::database::CacheDB;
 use revm::state::EvmState;
 
 use crate::db::VerifiedDb;
-use crate::post_states::Pending;
+use crate::post_states::{Pending, Unproved};
 use crate::run::Pinned;
 use crate::state_root::Changes;
 
@@ -128,10 +128,14 @@ impl PostState {
         let mut accounts = std::mem::take(&mut overlay.cache.accounts);
         accounts.retain(|address, _| changes.is_dirty(address));
         let pending = Pending {
-            parent_root: pinned.block.state_root,
+            unproved: std::sync::Arc::new(Unproved {
+                height: facts.number,
+                block_hash: facts.hash.0,
+                below: pinned.block.state_root,
+                accounts,
+                codes,
+            }),
             state_root: facts.state_root,
-            accounts: std::sync::Arc::new(accounts),
-            codes: std::sync::Arc::new(codes),
             changes,
             queued: std::time::Instant::now(),
         };

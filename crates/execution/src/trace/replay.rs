@@ -167,7 +167,7 @@ fn needs_over_unproved(
         }
     }
     let mut overlay = CacheDB::new(&db);
-    overlay.cache.accounts = (*unproved.accounts).clone();
+    overlay.cache.accounts = unproved.accounts.clone();
     overlay
         .cache
         .contracts
