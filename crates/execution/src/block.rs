@@ -153,7 +153,7 @@ impl BlockFacts {
 /// What was read of recent blocks, by height and confirmed by hash:
 /// reading a block's facts (or its fees) out of its stored JSON scans its
 /// transaction list, this is a lock and a compare. Direct-mapped,
-/// [`FACTS_CACHED`] entries.
+/// [`FACTS_CACHED`] entries unless made with fewer.
 pub struct HeightCache<T>(std::sync::Mutex<Vec<Option<Cached<T>>>>);
 
 type Cached<T> = (u64, [u8; 32], std::sync::Arc<T>);
@@ -167,13 +167,18 @@ pub const FACTS_CACHED: usize = 256;
 
 impl<T> Default for HeightCache<T> {
     fn default() -> Self {
-        HeightCache(std::sync::Mutex::new(
-            (0..FACTS_CACHED).map(|_| None).collect(),
-        ))
+        HeightCache::with_entries(FACTS_CACHED)
     }
 }
 
 impl<T> HeightCache<T> {
+    /// One of `entries` slots (at least one), direct-mapped by height.
+    pub fn with_entries(entries: usize) -> Self {
+        HeightCache(std::sync::Mutex::new(
+            (0..entries.max(1)).map(|_| None).collect(),
+        ))
+    }
+
     /// What was read of block `height` with `hash`, read with `read` on a
     /// miss (`None`: not readable, and not cached).
     pub fn get_or_read(
@@ -182,13 +187,18 @@ impl<T> HeightCache<T> {
         hash: &[u8; 32],
         read: impl FnOnce() -> Option<T>,
     ) -> Option<std::sync::Arc<T>> {
-        let slot = (height % FACTS_CACHED as u64) as usize;
-        if let Some((at, of, value)) = &self.0.lock().unwrap_or_else(|e| e.into_inner())[slot]
-            && *at == height
-            && of == hash
-        {
-            return Some(value.clone());
-        }
+        let slot = {
+            let entries = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = (height % entries.len() as u64) as usize;
+            if let Some((at, of, value)) = &entries[slot]
+                && *at == height
+                && of == hash
+            {
+                return Some(value.clone());
+            }
+            slot
+        };
+        // Read without the lock: a block's parse is milliseconds.
         let value = std::sync::Arc::new(read()?);
         self.0.lock().unwrap_or_else(|e| e.into_inner())[slot] =
             Some((height, *hash, value.clone()));
@@ -261,5 +271,27 @@ mod tests {
         let coreth = crate::rules::Dialect::Coreth;
         assert!(!facts(HeaderForks::default()).contradicts(&fork(SpecId::CANCUN, coreth)));
         assert!(facts(prague_header).contradicts(&fork(SpecId::CANCUN, coreth)));
+    }
+
+    #[test]
+    fn a_height_cache_keeps_a_block_by_height_and_hash_in_its_slots() {
+        let cache = HeightCache::<u32>::with_entries(2);
+        let reads = std::cell::Cell::new(0);
+        let read = |value| {
+            reads.set(reads.get() + 1);
+            Some(value)
+        };
+        assert_eq!(*cache.get_or_read(4, &[1; 32], || read(40)).unwrap(), 40);
+        assert_eq!(*cache.get_or_read(4, &[1; 32], || read(41)).unwrap(), 40);
+        assert_eq!(reads.get(), 1, "kept");
+        // Another block at the height (a reorg), then one in the same slot.
+        assert_eq!(*cache.get_or_read(4, &[2; 32], || read(42)).unwrap(), 42);
+        assert_eq!(*cache.get_or_read(6, &[3; 32], || read(60)).unwrap(), 60);
+        assert_eq!(*cache.get_or_read(4, &[2; 32], || read(43)).unwrap(), 43);
+        assert_eq!(*cache.get_or_read(5, &[4; 32], || read(50)).unwrap(), 50);
+        assert_eq!(*cache.get_or_read(4, &[2; 32], || read(44)).unwrap(), 43);
+        // Not readable: not kept.
+        assert!(cache.get_or_read(7, &[5; 32], || None).is_none());
+        assert_eq!(*cache.get_or_read(7, &[5; 32], || read(70)).unwrap(), 70);
     }
 }

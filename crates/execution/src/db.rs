@@ -187,6 +187,14 @@ impl<'a> VerifiedDb<'a> {
         }
     }
 
+    /// The storage roots of the accounts the run read at the pinned root
+    /// (`None`: not there, or not held), when it read nowhere else.
+    pub(crate) fn storage_roots_read(
+        &self,
+    ) -> Option<std::cell::Ref<'_, HashMap<Address, Option<[u8; 32]>>>> {
+        self.below.is_none().then(|| self.storage_roots.borrow())
+    }
+
     /// What the run missed (taken: asked once, after the run).
     pub fn take_needs(&self) -> Needs {
         self.needs.take()
@@ -464,5 +472,84 @@ mod tests {
         let alone = VerifiedDb::new(&state, pinned, 10, &no_hashes);
         assert_eq!(alone.basic_ref(holder).unwrap(), None);
         assert!(alone.take_needs().accounts.contains_key(&holder));
+    }
+
+    /// A replay's post-state root is computed with the storage roots the
+    /// replay read at the parent's root (no walk to each changed account
+    /// again): the same root as walking, and the trie's own; a read below
+    /// a post-state being proved hands over none.
+    #[test]
+    fn a_post_states_root_takes_the_storage_roots_its_replay_read() {
+        use alloy_primitives::map::AddressMap;
+        use revm::database::DbAccount;
+        use revm::state::AccountInfo;
+
+        use crate::state_root::{Base, Changes, Root, state_root};
+
+        let state = State::new(1 << 20, 16);
+        let (holder, absent) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let mut seven = Vec::new();
+        U256::from(7).encode(&mut seven);
+        let (storage, mut nodes) = trie(&[(B256::with_last_byte(1).as_slice(), seven)]);
+        let (root, accounts) = trie(&[(holder.as_slice(), account_leaf(5, storage))]);
+        nodes.extend(accounts);
+        state.insert(
+            neve_state::verify_witness(&root, &nodes, &[])
+                .unwrap()
+                .verified,
+        );
+
+        let db = VerifiedDb::new(&state, B256::from(root), 10, &no_hashes);
+        assert_eq!(
+            db.basic_ref(holder).unwrap().unwrap().balance,
+            U256::from(5)
+        );
+        assert_eq!(db.basic_ref(absent).unwrap(), None);
+        let read = db
+            .storage_roots_read()
+            .expect("read at the pinned root alone");
+        assert_eq!(read[&holder], Some(storage));
+        assert_eq!(read[&absent], None);
+
+        // The block pays the holder 1 and the absent account 3.
+        let info = |balance: u64| DbAccount {
+            info: AccountInfo {
+                balance: U256::from(balance),
+                nonce: 1,
+                code_hash: B256::from(EMPTY_CODE_HASH),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut after = AddressMap::default();
+        after.insert(holder, info(6));
+        after.insert(absent, info(3));
+        let changes = || {
+            let mut changes = Changes::without_searches();
+            changes.touched(holder).unwrap();
+            changes.touched(absent).unwrap();
+            changes
+        };
+        let base = Base {
+            state: &state,
+            root: B256::from(root),
+        };
+        let mut walked = changes();
+        let mut taken = changes();
+        taken.read_at_base(read.iter());
+        let (expected, _) = trie(&[
+            (holder.as_slice(), account_leaf(6, storage)),
+            (absent.as_slice(), account_leaf(3, EMPTY_ROOT)),
+        ]);
+        for changes in [&mut walked, &mut taken] {
+            match state_root(base, &after, changes) {
+                Ok(Root::Hash(hash)) => assert_eq!(hash, B256::from(expected)),
+                _ => panic!("the root is computed from what is held"),
+            }
+        }
+
+        let below = VerifiedDb::new(&state, B256::repeat_byte(9), 10, &no_hashes)
+            .with_below(B256::from(root));
+        assert!(below.storage_roots_read().is_none());
     }
 }

@@ -156,6 +156,26 @@ impl Changes {
     }
 
     /// An account credited outside the calls (a withdrawal).
+    /// The storage roots the base root holds for accounts a run read
+    /// there (`None`: not there), so the root's computing walks to none of
+    /// the changed ones again. Only before a root is computed: after, the
+    /// base is another.
+    pub(crate) fn read_at_base<'a>(
+        &mut self,
+        roots: impl Iterator<Item = (&'a Address, &'a Option<[u8; 32]>)>,
+    ) {
+        if self.root.is_some() {
+            return;
+        }
+        for (address, root) in roots {
+            if self.dirty.contains_key(address) {
+                self.storage_roots
+                    .entry(*address)
+                    .or_insert(root.unwrap_or(neve_state::EMPTY_ROOT));
+            }
+        }
+    }
+
     pub(crate) fn touched(&mut self, address: Address) -> Result<(), CallError> {
         self.changed(address).executed = true;
         self.within_bound()

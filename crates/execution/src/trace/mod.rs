@@ -26,7 +26,7 @@ mod struct_log;
 pub use along::joins_others;
 pub use call::trace_call;
 pub use flat::FlatConfig;
-pub use inputs::{BlockTx, ReceiptFacts, ReplayBlock, Unreadable};
+pub use inputs::{BlockTx, REPLAY_BLOCKS_KEPT, ReceiptFacts, ReplayBlock, Unreadable};
 pub use limits::{MAX_TRACE_BYTES, MAX_TRACE_TIME, Stopped};
 pub use options::{
     DEFAULT_TIMEOUT, LoggerConfig, TRACE_CONFIG_KEYS, TraceConfig, TraceOptions, Tracer,

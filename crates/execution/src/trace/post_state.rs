@@ -114,6 +114,11 @@ impl PostState {
         if overlay.db.has_needs() {
             return ending.unkept(None);
         }
+        // The changed accounts' storage roots as the replay read them at
+        // the parent's root (every one it read was held: it has no needs).
+        if let Some(roots) = overlay.db.storage_roots_read() {
+            changes.read_at_base(roots.iter());
+        }
         // Codes the replay read or made that are not held (those its
         // root reaches are kept).
         let codes: Vec<(B256, Bytecode)> = overlay

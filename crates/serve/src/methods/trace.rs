@@ -290,7 +290,16 @@ impl Job for Trace {
         let Some((block, which)) = found else {
             return Ok(Ran::Miss);
         };
-        let Some(replayed) = replay_block(&block, which) else {
+        // A whole block parsed once for its runs (and its companions').
+        let replayed = match which {
+            Which::All => ctx
+                .replay_blocks
+                .get_or_read(block.height(), &block.hash(), || {
+                    replay_block(&block, which)
+                }),
+            _ => replay_block(&block, which).map(std::sync::Arc::new),
+        };
+        let Some(replayed) = replayed else {
             return Ok(Ran::Miss);
         };
         let since = reads.since.unwrap_or_else(std::time::Instant::now);

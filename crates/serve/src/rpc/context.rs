@@ -86,6 +86,10 @@ pub(crate) struct Context {
     pub(crate) call_blocks: neve_execution::FactsCache,
     /// Analysed contract code, shared by calls.
     pub(crate) call_codes: neve_execution::CodeCache,
+    /// Whole blocks parsed for replay lately ([`REPLAY_BLOCKS_KEPT`]).
+    ///
+    /// [`REPLAY_BLOCKS_KEPT`]: neve_execution::trace::REPLAY_BLOCKS_KEPT
+    pub(crate) replay_blocks: neve_execution::HeightCache<neve_execution::trace::ReplayBlock>,
     /// Calls' answers by block and call, served again without running.
     pub(crate) call_answers: super::CallMemo,
     /// Traces' answers by replayed block and request, apart from the

@@ -109,6 +109,9 @@ pub async fn serve(
                 .map_or_else(Default::default, |s| s.rules.clone()),
             call_blocks: Default::default(),
             call_codes: Default::default(),
+            replay_blocks: neve_execution::HeightCache::with_entries(
+                neve_execution::trace::REPLAY_BLOCKS_KEPT,
+            ),
             call_answers: crate::rpc::CallMemo::new(config.call_memo_bytes),
             trace_answers: crate::rpc::CallMemo::new(config.trace_memo_bytes),
             replays_diverged: Default::default(),

@@ -80,6 +80,9 @@ pub(crate) fn server_configured(
             call_rules: Default::default(),
             call_blocks: Default::default(),
             call_codes: Default::default(),
+            replay_blocks: neve_execution::HeightCache::with_entries(
+                neve_execution::trace::REPLAY_BLOCKS_KEPT,
+            ),
             call_answers: Default::default(),
             trace_answers: Default::default(),
             replays_diverged: Default::default(),
