@@ -14,9 +14,8 @@ use crate::block::BlockFacts;
 /// that names state to fetch, the run after it, a companion's replay):
 /// parsing a block of 1,250 transactions and their receipts is some
 /// milliseconds each time. Each is about the block's stored size; at most
-/// this many (a block's runs come one after another: the block and its
-/// parent's, or its child's). Default is 2.
-pub const REPLAY_BLOCKS_KEPT: usize = 2;
+/// this many. Default is 4.
+pub const REPLAY_BLOCKS_KEPT: usize = 4;
 
 /// A block to replay over its parent's state.
 pub struct ReplayBlock {
