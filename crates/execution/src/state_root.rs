@@ -155,7 +155,6 @@ impl Changes {
         self.within_bound()
     }
 
-    /// An account credited outside the calls (a withdrawal).
     /// The storage roots the base root holds for accounts a run read
     /// there (`None`: not there), so the root's computing walks to none of
     /// the changed ones again. Only before a root is computed: after, the
@@ -176,6 +175,7 @@ impl Changes {
         }
     }
 
+    /// An account credited outside the calls (a withdrawal).
     pub(crate) fn touched(&mut self, address: Address) -> Result<(), CallError> {
         self.changed(address).executed = true;
         self.within_bound()
