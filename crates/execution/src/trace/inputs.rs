@@ -13,8 +13,9 @@ use crate::block::BlockFacts;
 /// Whole blocks parsed for replay kept for the runs after (a trace's run
 /// that names state to fetch, the run after it, a companion's replay):
 /// parsing a block of 1,250 transactions and their receipts is some
-/// milliseconds each time. Each is about the block's stored size; at most
-/// this many. Default is 4.
+/// milliseconds each time. Each is a few MiB for such a block (the guard's
+/// serving peak is ~12 MiB higher with them); at most this many. Default
+/// is 4.
 pub const REPLAY_BLOCKS_KEPT: usize = 4;
 
 /// A block to replay over its parent's state.
