@@ -6,8 +6,10 @@
 #     (spread over the BEHIND blocks behind the tip; STAGGER=0 starts all
 #     at the oldest, in lockstep), and their latencies;
 #   - the node's CPU per trace request: geth's utime + stime over the run,
-#     less what it spends over as long with no indexers (sealing, the load,
-#     neve following), divided by the traces answered;
+#     less what it spends with no indexers (sealing, the load, neve
+#     following) on as many transactions sealed, divided by the traces
+#     answered; the no-indexer rate is taken before and after the runs,
+#     and each alone gives the spread printed beside the figure;
 #   - the first trace of a block nobody asked before (cold memo, cold
 #     witness) through neve against geth's, one at a time: newest first
 #     (nothing held for any), then newer blocks oldest first (each one's
@@ -32,31 +34,60 @@ until [ "$(head_of "$geth_url")" -ge $((start + behind)) ]; do sleep 1; done
 cpu() { awk '{print $14 + $15}' "/proc/$geth_pid/stat"; }
 seconds_of() { python3 -c "print(($2 - $1) / $(getconf CLK_TCK))"; }
 
-before=$(cpu); sleep "$seconds"; idle=$(seconds_of "$before" "$(cpu)")
-echo "geth's CPU with no indexers: ${idle}s over ${seconds}s"
+# A window of the node's work: its CPU seconds and head at each end.
+mark() { echo "$(cpu) $(head_of "$geth_url")"; }
+window() { # NAME START_MARK END_MARK
+  read -r c0 h0 <<<"$2"; read -r c1 h1 <<<"$3"
+  $py sealed "$geth_url" "$h0" "$h1" | python3 -c '
+import json, sys
+w = json.load(sys.stdin); w["cpu_s"] = float(sys.argv[1]); w["seconds"] = float(sys.argv[2])
+print(json.dumps(w))' "$(seconds_of "$c0" "$c1")" "$4" >"$work/window-$1.json"
+}
+m0=$(mark); sleep "$seconds"; m1=$(mark); window idle-before "$m0" "$m1" "$seconds"
 for target in "neve=$url" "geth=$geth_url"; do
   IFS== read -r name target_url <<<"$target"
-  before=$(cpu)
+  m0=$(mark)
   $py run "$target_url" "$seconds" "$indexers" "$behind" >"$work/indexers-$name.json"
-  used=$(seconds_of "$before" "$(cpu)")
-  python3 - "$work/indexers-$name.json" "$name" "$used" "$idle" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-name, used, idle = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-extra = max(0.0, used - idle)
-r["node_cpu_s"], r["node_cpu_us_per_trace"] = round(extra, 3), round(1e6 * extra / max(1, r["ok"]), 1)
-json.dump(r, open(sys.argv[1], "w"))
-print(f"{name}: {r['ok']} traces ({r['421']} 421, {r['error']} errors), "
-      f"{r['rps_while_behind']} req/s while behind ({r['busy_seconds']}s), "
-      f"p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms; node CPU {extra:.2f}s, "
-      f"{r['node_cpu_us_per_trace']} µs per trace")
-PY
+  m1=$(mark); window "$name" "$m0" "$m1" "$seconds"
 done
+m0=$(mark); sleep "$seconds"; m1=$(mark); window idle-after "$m0" "$m1" "$seconds"
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+w = {k: json.load(open(f"{work}/window-{k}.json")) for k in ("idle-before", "idle-after", "neve", "geth")}
+def rate(*names):
+    return sum(w[k]["cpu_s"] for k in names) / max(1, sum(w[k]["transactions"] for k in names))
+for k in ("idle-before", "idle-after"):
+    print(f"geth with no indexers ({k[5:]}): {w[k]['cpu_s']:.2f}s CPU over {w[k]['seconds']:.0f}s, "
+          f"{w[k]['transactions']} transactions sealed in {w[k]['blocks']} blocks, "
+          f"{1e3 * rate(k):.3f} ms a transaction")
+for name in ("neve", "geth"):
+    path = f"{work}/indexers-{name}.json"
+    r = json.load(open(path))
+    used, sealed = w[name]["cpu_s"], w[name]["transactions"]
+    extra = {k: max(0.0, used - rate(*k) * sealed)
+             for k in (("idle-before", "idle-after"), ("idle-before",), ("idle-after",))}
+    per = {k: 1e6 * v / max(1, r["ok"]) for k, v in extra.items()}
+    both = ("idle-before", "idle-after")
+    r["node_cpu_s"], r["node_cpu_us_per_trace"] = round(extra[both], 3), round(per[both], 1)
+    r["node_cpu_us_per_trace_spread"] = [round(min(per.values()), 1), round(max(per.values()), 1)]
+    json.dump(r, open(path, "w"))
+    print(f"{name}: {r['ok']} traces ({r['421']} 421, {r['error']} errors), "
+          f"{r['rps_while_behind']} req/s while behind ({r['busy_seconds']}s), "
+          f"p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms; node CPU {used:.2f}s with "
+          f"{sealed} transactions sealed, {extra[both]:.2f}s past sealing them, "
+          f"{r['node_cpu_us_per_trace']} µs per trace "
+          f"({r['node_cpu_us_per_trace_spread'][0]}-{r['node_cpu_us_per_trace_spread'][1]} "
+          f"by either idle window alone)")
+PY
 python3 - "$work/indexers-neve.json" "$work/indexers-geth.json" <<'PY'
 import json, sys
 n, g = (json.load(open(p)) for p in sys.argv[1:])
+share = lambda a, b: 100 * a / max(b, 1e-9)
+lo, hi = n["node_cpu_us_per_trace_spread"], g["node_cpu_us_per_trace_spread"]
 print(f"ratio: {n['rps_while_behind'] / max(g['rps_while_behind'], 1e-9):.1f}x geth's req/s; "
-      f"node CPU per trace through neve {100 * n['node_cpu_us_per_trace'] / max(g['node_cpu_us_per_trace'], 1e-9):.2f}% of direct")
+      f"node CPU per trace through neve {share(n['node_cpu_us_per_trace'], g['node_cpu_us_per_trace']):.2f}% of direct "
+      f"({share(lo[0], hi[1]):.2f}-{share(lo[1], hi[0]):.2f}% by either idle window alone)")
 PY
 # The ceiling of neve's catch-up as it takes state from the node: the
 # node's witnesses alone, as many as neve fetched while its indexers had

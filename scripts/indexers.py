@@ -5,6 +5,7 @@
   indexers.py cold URL GETH_URL BLOCKS [up]     -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
   indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
+  indexers.py sealed GETH_URL AFTER UPTO         -> JSON on stdout
 
 `run`: INDEXERS threads, spread over the BEHIND blocks behind the tip
 (each starting at its own block; all at the oldest with STAGGER=0) and
@@ -29,6 +30,10 @@ beside the blocks' own sizes.
 blocks with transactions, AT_ONCE at a time (as neve asks them): how long
 the node takes only to hand over that many blocks' state, the floor of a
 catch-up that asks it for as many.
+
+`sealed`: the blocks and transactions the node sealed after block AFTER
+up to UPTO, so its CPU with no indexers is taken per transaction sealed
+(the load's rate drifts; sealing is most of the node's own work).
 """
 
 import concurrent.futures
@@ -264,6 +269,14 @@ def witnesses(geth_url, count, at_once):
     return {"blocks": len(blocks), "seconds": seconds, "failed": answered.count(False)}
 
 
+def sealed(geth_url, after, upto):
+    """Transactions in blocks after+1..upto: what the node sealed meanwhile."""
+    client = Client(geth_url)
+    return {"blocks": max(0, upto - after), "transactions": sum(
+        int(client.result("eth_getBlockTransactionCountByNumber", [hex(n)]), 16)
+        for n in range(after + 1, upto + 1))}
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "run":
@@ -273,6 +286,8 @@ if __name__ == "__main__":
         result = cold(args[0], args[1], int(args[2]), args[3:] == ["up"])
     elif mode == "sizes":
         result = sizes(args[0], int(args[1]))
+    elif mode == "sealed":
+        result = sealed(args[0], int(args[1]), int(args[2]))
     elif mode == "witnesses":
         result = witnesses(args[0], int(args[1]), int(args[2]))
     else:
