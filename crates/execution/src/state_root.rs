@@ -60,7 +60,7 @@ pub(crate) struct Changes {
     root: Option<B256>,
     storage_roots: HashMap<Address, [u8; 32]>,
     /// Nodes of the simulated tries, by hash.
-    nodes: HashMap<[u8; 32], Bytes>,
+    nodes: neve_state::Made,
     /// Preimages of keys under paths, to fetch the nodes deletions
     /// collapse into.
     preimages: Preimages,
@@ -111,8 +111,8 @@ impl Changes {
 
     /// The nodes made for the roots computed so far (each referenced by
     /// hash from the last root, or from a node made before it).
-    pub(crate) fn into_made_nodes(self) -> Vec<Bytes> {
-        self.nodes.into_values().collect()
+    pub(crate) fn into_made(self) -> neve_state::Made {
+        self.nodes
     }
 
     /// An execution's changes (a call's, a system call's).
@@ -349,20 +349,12 @@ pub(crate) fn state_root(
 /// nodes first, then the verified store; the new nodes kept.
 fn apply(
     state: &State,
-    nodes: &mut HashMap<[u8; 32], Bytes>,
+    nodes: &mut neve_state::Made,
     root: &[u8; 32],
     updates: &[([u8; 32], Option<Bytes>)],
 ) -> Result<Updated, CallError> {
-    let mut made = Vec::new();
-    let updated = neve_state::apply_updates(
-        root,
-        updates,
-        |hash| nodes.get(hash).cloned().or_else(|| state.node(hash)),
-        |hash, node| made.push((hash, node)),
-    )
-    .map_err(|_| CallError::Unsupported)?;
-    nodes.extend(made);
-    Ok(updated)
+    neve_state::apply_into(root, updates, |hash| state.node(hash), nodes)
+        .map_err(|_| CallError::Unsupported)
 }
 
 impl Preimages {

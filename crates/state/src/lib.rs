@@ -2,7 +2,8 @@
 //!
 //! Owns the node store (trie nodes and contract code by keccak hash, under a
 //! byte budget), the trie walk that answers a read at a state root, proof
-//! verification (the only way a node gets in), the account encodings of
+//! verification (the only way a node gets in, with a replayed block's
+//! post-state made for its verified root), the account encodings of
 //! geth and coreth, and the hot-key set prefetch refreshes.
 //!
 //! What it must not do: execute, fetch, or know HTTP and JSON-RPC. Serving
@@ -18,14 +19,17 @@
 //! reads, keyed by nothing) gets in the same way: [`verify_witness`] keeps
 //! what a trusted root reaches; [`Witnesses`] holds the verified ones
 //! to serve mirrors. Writing is [`update::apply`], for simulated blocks'
-//! `stateRoot` only: the root the verified trie would have with a
-//! simulation's changes, nothing stored as state.
+//! `stateRoot`: the root the verified trie would have with a simulation's
+//! changes, nothing stored as state. A replayed block's changes made the
+//! same way ([`apply_into`]) are stored once their root is the block's
+//! verified `stateRoot` ([`Made::proving`]).
 
 mod account;
 mod counters;
 mod header;
 mod hot;
 mod keys;
+mod made;
 mod nodes;
 mod post_states;
 pub mod proof;
@@ -42,6 +46,7 @@ pub use counters::{Counters, StateStats};
 pub use header::state_root_in_header;
 pub use hot::{HotKey, HotKeys};
 pub use keys::StorageKeys;
+pub use made::{Made, apply_into};
 pub use nodes::{NodeStats, NodeStore};
 pub use proof::{ProofError, Verified, verify_code};
 pub use state::State;

@@ -39,8 +39,8 @@ impl From<Malformed> for ProofError {
     }
 }
 
-/// Nodes proven to lie on a path from a trusted root; the only thing
-/// `State::insert` takes.
+/// Nodes proven by a trusted root (on a path from it, or made for it by
+/// [`crate::apply_into`]); the only thing `State::insert` takes.
 #[derive(Debug, Default)]
 pub struct Verified {
     pub(crate) entries: Vec<(Hash, Bytes)>,
