@@ -10,6 +10,8 @@
 #     following) on as many transactions sealed, divided by the traces
 #     answered; the no-indexer rate is taken before and after the runs,
 #     and each alone gives the spread printed beside the figure;
+#   - the same on a quiet node (the load paused), where the node's own
+#     work no longer hides what neve asks of it;
 #   - the first trace of a block nobody asked before (cold memo, cold
 #     witness) through neve against geth's, one at a time: newest first
 #     (nothing held for any), then newer blocks oldest first (each one's
@@ -107,6 +109,35 @@ print(f"ceiling: the node's {w['blocks']} witnesses alone (as many as neve fetch
       f"{100 * n['rps_while_behind'] / max(ceiling, 1e-9):.0f}% of it)")
 PY
 fi
+# The node's CPU per trace through neve on a quiet node, where it can be
+# told from the node's own work: the load paused (blocks keep coming,
+# empty once the pool drains), the node's CPU over as long alone, then
+# the indexers through neve over the blocks sealed since neve's run (full
+# ones, none of them traced through neve), per trace answered while
+# behind; against the direct figure above, which stands well clear of
+# the node's own work under load.
+kill -STOP "$load_pid"
+sleep $((3 * BUSY_PERIOD))
+m0=$(mark); sleep "$seconds"; m1=$(mark); window quiet "$m0" "$m1" "$seconds"
+neve_end=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["end_tip"])' "$work/indexers-neve.json")
+quiet_behind=$(( $(head_of "$url") - neve_end ))
+m0=$(mark)
+$py run "$url" "$seconds" "$indexers" "$quiet_behind" >"$work/indexers-quiet.json"
+m1=$(mark); window neve-quiet "$m0" "$m1" "$seconds"
+kill -CONT "$load_pid"
+python3 - "$work" "$quiet_behind" <<'PY'
+import json, sys
+work, behind = sys.argv[1], int(sys.argv[2])
+quiet, ran = (json.load(open(f"{work}/window-{k}.json")) for k in ("quiet", "neve-quiet"))
+r, g = (json.load(open(f"{work}/indexers-{k}.json")) for k in ("quiet", "geth"))
+extra = max(0.0, ran["cpu_s"] - quiet["cpu_s"])
+per = 1e6 * extra / max(1, r["ok_behind"])
+print(f"quiet node (load paused): geth alone {quiet['cpu_s']:.2f}s CPU over {quiet['seconds']:.0f}s "
+      f"({quiet['transactions']} transactions sealed); with ten indexers through neve over the "
+      f"{behind} blocks since neve's run ({r['ok_behind']} traces while behind, "
+      f"{r['ok']} in all, {r['421']} 421) {ran['cpu_s']:.2f}s, {extra:.2f}s past it: "
+      f"{per:.1f} µs per trace, {100 * per / max(g['node_cpu_us_per_trace'], 1e-9):.2f}% of direct")
+PY
 # Blocks nobody traced: the ones sealed from here on.
 start=$(head_of "$geth_url")
 until [ "$(head_of "$geth_url")" -ge $((start + 8)) ]; do sleep 1; done

@@ -24,7 +24,9 @@ fi
 work=$(mktemp -d)
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # A process stopped (the load, paused by a bench) takes its SIGTERM on
+  # SIGCONT; otherwise the wait below would wait for ever.
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; done
   [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   # BENCH_KEEP=DIR keeps the run's logs (neve's, the load's) for a look after.
@@ -78,11 +80,12 @@ start_geth_dev() {
 # follow_busy_chain SECONDS: a geth dev chain sealing a block a second
 # (BUSY_PERIOD) with `neve load` traffic (a token and its holders; BUSY_TPS
 # transactions a second, 200 by default) for SECONDS, and a neve
-# following its tip (NEVE_ARGS added), caught up; sets url and neve_pid.
+# following its tip (NEVE_ARGS added), caught up; sets url, neve_pid and
+# load_pid.
 follow_busy_chain() {
   DEV_PERIOD=${BUSY_PERIOD:-1} start_geth_dev
   "$neve" load --rpc "$geth_url" --seconds "$1" --tps "${BUSY_TPS:-200}" --accounts 2000 >"$work/load.log" 2>&1 &
-  pids+=($!)
+  load_pid=$!; pids+=("$load_pid")
   until [ "$(head_of "$geth_url")" -ge 40 ]; do sleep 1; done
   local port
   port=$(free_port)

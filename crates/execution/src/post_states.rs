@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use alloy_primitives::B256;
 use alloy_primitives::map::AddressMap;
+use bytes::Bytes;
 use neve_state::State;
 use revm::bytecode::Bytecode;
 use revm::database::DbAccount;
@@ -203,19 +204,19 @@ impl Pending {
             return ending.unkept(Some("its root is unlike the header's"));
         }
         let rooted = started.elapsed();
-        // Made here under their own hashes for the header's root: proven
-        // by that, not hashed and walked again.
+        // Made here, each under its own hash: what the header's root
+        // reaches of them, walked from it, not hashed again.
+        let codes: Vec<Bytes> = self
+            .unproved
+            .codes
+            .iter()
+            .map(|(_, code)| code.original_bytes().0)
+            .collect();
         let made = self.changes.into_made();
-        let nodes = made.len();
-        let Some(mut verified) = made.proving(&root.0) else {
-            return ending.unkept(Some("its nodes were made for another root"));
+        let Some(verified) = made.proving(&root.0, &codes) else {
+            return ending.unkept(Some("a node made for it does not decode"));
         };
-        // Each code under its own hash (one unlike it is left out).
-        for (hash, code) in &self.unproved.codes {
-            if let Ok(code) = neve_state::verify_code(&hash.0, &code.original_bytes()) {
-                verified.extend(code);
-            }
-        }
+        let nodes = verified.len();
         let verified_at = started.elapsed();
         state.insert(verified);
         state.counters.post_states_kept.fetch_add(1, Relaxed);

@@ -1053,24 +1053,25 @@ async fn a_companion_past_the_answer_cap_is_dropped_not_the_asked_trace() {
 /// alone. Every answer equals geth's, and every post-state is kept.
 /// (geth's dev chain has no withdrawals: their recipients, read with the
 /// rest, are not exercised here.)
-#[tokio::test(flavor = "multi_thread")]
-async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
-    // A block a second, each of some thousand transfers among a thousand
-    // accounts.
+/// A geth dev chain sealing a block a second, each of some thousand
+/// transfers among a thousand accounts, for `seconds` of load; a neve
+/// following it to its head; and the blocks of at least 200 transfers.
+async fn transfers_chain(
+    seconds: u64,
+) -> (neve_devnet::GethDev, RpcClient, support::Neve, Vec<u64>) {
     let node = neve_devnet::GethDev::start(neve_devnet::GethDevOptions {
         period: 1,
         ..Default::default()
     })
     .await
     .expect("geth dev");
-    let mut load = neve_load::LoadConfig::new(node.http_url(), std::time::Duration::from_secs(6));
+    let mut load =
+        neve_load::LoadConfig::new(node.http_url(), std::time::Duration::from_secs(seconds));
     load.accounts = 1_000;
     load.tps = Some(1_000);
     let head = neve_load::run(load, |_| {}).await.expect("load").last_block;
     let geth = RpcClient::new(node.http_url()).unwrap();
     let neve = support::Neve::start(node.http_url(), &["--floor", "0"], head).await;
-    let client = RpcClient::new(&neve.url).unwrap();
-    // The longest run of consecutive blocks of transfers.
     let mut busy = Vec::new();
     for number in 1..=head {
         let txs = block(&geth, number).await["transactions"]
@@ -1081,6 +1082,14 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
             busy.push(number);
         }
     }
+    (node, geth, neve, busy)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
+    let (_node, geth, neve, busy) = transfers_chain(6).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    // The longest run of consecutive blocks of transfers.
     let mut run: Vec<u64> = Vec::new();
     let mut longest: Vec<u64> = Vec::new();
     for number in busy {
@@ -1133,5 +1142,86 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
     assert_eq!(
         metric(&neve, "neve_state_post_states_kept_total"),
         longest.len() as u64
+    );
+}
+
+/// Busy blocks' traces asked at once: their post-states are claimed and
+/// handed to the one post-state thread together, and past the queue's two
+/// (`POST_STATES_QUEUED`) a replay lets its claim go rather than wait or
+/// queue more. Each trace equals geth's, every claim ends (kept or let
+/// go, none unlike, none left hanging), and a later replay of a block
+/// whose claim was let go keeps its post-state: each block's is kept
+/// exactly once. (With a call thread per core, two on this project's
+/// machine, replays seldom outpace the post-state thread: how many were
+/// let go is printed, not required.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_block_traces_ends_every_post_state_claim() {
+    let (_node, geth, neve, mut busy) = transfers_chain(8).await;
+    assert!(busy.len() >= 4, "busy blocks: {busy:?}");
+    busy.truncate(6);
+    let client = RpcClient::new(&neve.url).unwrap();
+    let ended = || {
+        metric(&neve, "neve_state_post_states_kept_total")
+            + metric(&neve, "neve_state_post_states_unkept_total")
+    };
+    // Until no claim has ended for a second: the thread is idle.
+    let settled = || async {
+        let (mut last, mut still) = (ended(), 0);
+        for _ in 0..200 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let now = ended();
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+            if still >= 10 {
+                break;
+            }
+        }
+        last
+    };
+    let equals_geths = |number: u64, config: &Value, answer: (u16, Value)| {
+        let (geth, config) = (geth.clone(), config.clone());
+        async move {
+            let (status, got) = answer;
+            assert_eq!(status, 200, "block {number}: {got:.500}");
+            let params = json!([quantity(number), config]);
+            let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
+            assert!(
+                got == expected,
+                "block {number} differs at: {}",
+                neve_devnet::conformance::differences(&expected, &got).join("\n  ")
+            );
+        }
+    };
+    let config = json!({"tracer": "callTracer"});
+    let asks = busy.iter().map(|number| {
+        let (client, params) = (client.clone(), json!([quantity(*number), config]));
+        tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    for (number, answer) in busy.iter().zip(answers) {
+        equals_geths(*number, &config, answer.unwrap()).await;
+    }
+    let first = settled().await;
+    assert!(first <= busy.len() as u64, "{first} claims ended");
+    // One at a time, under another tracer: what was let go is claimed
+    // again and kept; what was kept is not claimed twice.
+    let config = json!({"tracer": "prestateTracer"});
+    for number in &busy {
+        let params = json!([quantity(*number), config]);
+        let answer = call(&client, "debug_traceBlockByNumber", &params).await;
+        equals_geths(*number, &config, answer).await;
+        settled().await;
+    }
+    let kept = metric(&neve, "neve_state_post_states_kept_total");
+    let let_go = metric(&neve, "neve_state_post_states_unkept_total");
+    assert_eq!(metric(&neve, "neve_state_post_states_unlike_total"), 0);
+    assert_eq!(
+        kept,
+        busy.len() as u64,
+        "each block's post-state kept once ({let_go} let go in the burst)"
+    );
+    eprintln!(
+        "{} blocks at once: {first} claims ended, {let_go} let go",
+        busy.len()
     );
 }

@@ -2,9 +2,10 @@
 //!
 //! Owns the node store (trie nodes and contract code by keccak hash, under a
 //! byte budget), the trie walk that answers a read at a state root, proof
-//! verification (the only way a node gets in, with a replayed block's
-//! post-state made for its verified root), the account encodings of
-//! geth and coreth, and the hot-key set prefetch refreshes.
+//! verification (the way a node gets in; the other is what a replayed
+//! block's verified root reaches of the nodes its post-state made), the
+//! account encodings of geth and coreth, and the hot-key set prefetch
+//! refreshes.
 //!
 //! What it must not do: execute, fetch, or know HTTP and JSON-RPC. Serving
 //! reads through [`State`]; when a walk hits a node it does not hold, the
@@ -20,9 +21,9 @@
 //! what a trusted root reaches; [`Witnesses`] holds the verified ones
 //! to serve mirrors. Writing is [`update::apply`], for simulated blocks'
 //! `stateRoot`: the root the verified trie would have with a simulation's
-//! changes, nothing stored as state. A replayed block's changes made the
-//! same way ([`apply_into`]) are stored once their root is the block's
-//! verified `stateRoot` ([`Made::proving`]).
+//! changes, nothing stored as state. Of a replayed block's changes made
+//! the same way ([`apply_into`]), what the block's verified `stateRoot`
+//! reaches is stored ([`Made::proving`]).
 
 mod account;
 mod counters;

@@ -39,8 +39,9 @@ impl From<Malformed> for ProofError {
     }
 }
 
-/// Nodes proven by a trusted root (on a path from it, or made for it by
-/// [`crate::apply_into`]); the only thing `State::insert` takes.
+/// Nodes proven by a trusted root (on a path from it: a proof's, a
+/// witness's, or nodes made by [`crate::apply_into`] that it reaches); the
+/// only thing `State::insert` takes.
 #[derive(Debug, Default)]
 pub struct Verified {
     pub(crate) entries: Vec<(Hash, Bytes)>,

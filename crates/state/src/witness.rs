@@ -46,7 +46,7 @@ impl Witnessed {
 
 /// Which trie a node belongs to: an account leaf leads to a storage trie.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Trie {
+pub(crate) enum Trie {
     Accounts,
     Storage,
 }
@@ -99,7 +99,7 @@ pub fn verify_witness(
 
 /// The children `node` refers to by hash (onto `queue`), and the code
 /// hashes of the accounts its leaves hold; inline children scanned in place.
-fn scan(
+pub(crate) fn scan(
     node: &Bytes,
     kind: Trie,
     queue: &mut Vec<(Hash, Trie)>,

@@ -13,10 +13,10 @@
 //! the header's keeps nothing and is logged: the replay proved its
 //! receipts, so that would be neve's fault, never the chain's.
 //!
-//! The root and the nodes' verifying are most of a replay's time (about
-//! 25 of 42 ms for a block of 1,250 transactions), and serve the child's
-//! replay, not the trace that replayed the block: they run on a thread of
-//! their own ([`crate::post_states::PostStates`]), and the child waits for them.
+//! The root is most of a replay's time (about 25 ms for a block of 1,000
+//! transfers), and serves the child's replay, not the trace that replayed
+//! the block: it runs on a thread of its own
+//! ([`crate::post_states::PostStates`]), and the child waits for it.
 
 use alloy_primitives::{B256, U256};
 use revm::Database;
