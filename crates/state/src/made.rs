@@ -27,21 +27,6 @@ pub struct Made {
 }
 
 impl Made {
-    /// The node made under `hash`.
-    pub fn get(&self, hash: &Hash) -> Option<&Bytes> {
-        self.nodes.get(hash)
-    }
-
-    /// How many nodes were made.
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Whether none was.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The nodes made that `trusted` reaches (walked from it through
     /// nodes made: a node not made lies under a node not made, both
     /// unchanged), and of `codes` those a reached account names, each
@@ -138,7 +123,7 @@ mod tests {
     fn what_a_trusted_root_reaches_is_proven_and_reads_back() {
         let mut made = Made::default();
         let root = root_of(apply_into(&EMPTY_ROOT, &updates(0..40), |_| None, &mut made).unwrap());
-        let count = made.len();
+        let count = made.nodes.len();
         for (hash, node) in &made.nodes {
             assert_eq!(keccak256(node).0, *hash, "each node under its own hash");
         }
@@ -160,8 +145,17 @@ mod tests {
             root_of(apply_into(&EMPTY_ROOT, &updates(50..60), |_| None, &mut alone).unwrap());
         root_of(apply_into(&EMPTY_ROOT, &updates(50..60), |_| None, &mut made).unwrap());
         let verified = made.proving(&trusted, &[]).unwrap();
-        assert_eq!(verified.len(), alone.len(), "only the trusted trie's nodes");
-        assert!(verified.entries.iter().all(|(h, _)| alone.get(h).is_some()));
+        assert_eq!(
+            verified.len(),
+            alone.nodes.len(),
+            "only the trusted trie's nodes"
+        );
+        assert!(
+            verified
+                .entries
+                .iter()
+                .all(|(h, _)| alone.nodes.contains_key(h))
+        );
         assert_ne!(other, trusted);
         // A root none of it was made for proves nothing.
         let mut made = Made::default();
@@ -185,7 +179,7 @@ mod tests {
         assert_eq!(second, at_once);
         let verified = made.proving(&second, &[]).unwrap();
         // The first root's nodes the second changed are not reached.
-        assert_eq!(verified.len(), whole.len());
+        assert_eq!(verified.len(), whole.nodes.len());
         let state = crate::State::new(1 << 20, 16);
         state.insert(verified);
         reads_back(&state, &second, &updates(0..30));
@@ -207,7 +201,7 @@ mod tests {
             .collect();
         let mut made = Made::default();
         let root = root_of(apply_into(&EMPTY_ROOT, &accounts, |_| None, &mut made).unwrap());
-        let nodes = made.len();
+        let nodes = made.nodes.len();
         let verified = made.proving(&root, &[named.clone(), unnamed]).unwrap();
         assert_eq!(verified.len(), nodes + 1, "the named code alone");
         let state = crate::State::new(1 << 20, 16);
