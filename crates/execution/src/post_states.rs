@@ -63,6 +63,19 @@ pub struct Unproved {
     pub(crate) codes: Vec<(B256, Bytecode)>,
 }
 
+impl Unproved {
+    /// Whether the block changed `address` (its replay holds it).
+    pub fn changed(&self, address: &alloy_primitives::Address) -> bool {
+        self.accounts.contains_key(address)
+    }
+
+    /// The block's parent's verified root, what it did not change reads
+    /// at.
+    pub fn below(&self) -> B256 {
+        self.below
+    }
+}
+
 impl PostStates {
     /// Its thread started, keeping post-states in `state`.
     pub fn start(state: Arc<State>) -> std::io::Result<PostStates> {

@@ -84,6 +84,7 @@ neve_trace_flights_waited_out_total counter
 neve_trace_memo_bytes gauge
 neve_trace_memo_hits_total counter
 neve_trace_memo_stored_total counter
+neve_trace_proofs_ahead_total counter
 neve_trace_replays_diverged_total counter
 neve_upstream_budget_requests_per_second gauge
 neve_upstream_max_batch gauge
@@ -170,6 +171,7 @@ neve_trace_flights_waited_out_total
 neve_trace_memo_bytes
 neve_trace_memo_hits_total
 neve_trace_memo_stored_total
+neve_trace_proofs_ahead_total
 neve_trace_replays_diverged_total
 neve_upstream_budget_requests_per_second
 neve_upstream_max_batch

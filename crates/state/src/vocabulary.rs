@@ -156,6 +156,18 @@ pub trait Fetch: Send + Sync + 'static {
         &self,
         requests: Vec<ProofRequest>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    /// A batch of proofs no request waits for (fetched ahead of one):
+    /// started at once, as prefetch, only when a slot beyond those reads
+    /// wait for in turn is free, else shed (nothing asked). Those under
+    /// way already are joined. By default nothing is fetched.
+    fn prefetch_proofs(
+        &self,
+        requests: Vec<ProofRequest>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        drop(requests);
+        Box::pin(std::future::ready(()))
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! with its verified sender, and each receipt's status, cumulative gas and
 //! logs, which the replay must reproduce.
 
-use alloy_consensus::TxEnvelope;
+use alloy_consensus::{Transaction, TxEnvelope};
 use alloy_eips::eip2718::Decodable2718;
-use alloy_primitives::{Address, B256, Bytes, Log, U64};
+use alloy_primitives::{Address, B256, Bytes, Log, TxKind, U64};
 use serde::Deserialize;
 
 use crate::block::BlockFacts;
@@ -33,6 +33,31 @@ pub struct ReplayBlock {
 }
 
 impl ReplayBlock {
+    /// The accounts it names without running: each transaction's sender
+    /// and recipient (or the contract it creates), its beneficiary, its
+    /// withdrawals'. Once each, in the order first named.
+    pub fn named_accounts(&self) -> Vec<Address> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let mut name = |address: Address| {
+            if seen.insert(address) {
+                out.push(address);
+            }
+        };
+        for tx in &self.txs {
+            name(tx.sender);
+            name(match tx.tx.kind() {
+                TxKind::Call(to) => to,
+                TxKind::Create => tx.sender.create(tx.tx.nonce()),
+            });
+        }
+        name(self.facts.beneficiary);
+        for (address, _) in self.withdrawals.iter().flatten() {
+            name(*address);
+        }
+        out
+    }
+
     /// A block's withdrawals from its stored JSON (either form; none
     /// before Shanghai).
     pub fn withdrawals_from_json(json: &[u8]) -> Result<Vec<(Address, u64)>, Unreadable> {

@@ -203,6 +203,48 @@ impl ProofFetcher {
         }
     }
 
+    /// Starts `work`'s requests not under way at once, as `purpose`, when
+    /// more of all fetches' slots are free than reads may wait for in turn
+    /// ([`MAX_IN_TURN_FETCHES`]): so a read waiting in turn always finds
+    /// one. Else shed. Ends when all of them did.
+    async fn spare(&self, work: Work, purpose: Purpose) {
+        let waits = self.start_spare(work, purpose);
+        for mut done in waits {
+            let _ = done.wait_for(|done| *done).await;
+        }
+    }
+
+    /// [`Self::spare`]'s start: the ends to wait for.
+    fn start_spare(&self, work: Work, purpose: Purpose) -> Vec<watch::Receiver<bool>> {
+        let mut waits = Vec::new();
+        let pending = self.lock_pending();
+        let Some(ours) = work.less_pending(&pending, &mut waits) else {
+            return waits;
+        };
+        let spare = self.inner.in_flight.available_permits() > MAX_IN_TURN_FETCHES;
+        match spare
+            .then(|| self.inner.in_flight.clone().try_acquire_owned().ok())
+            .flatten()
+        {
+            Some(permit) => {
+                let slot = Slot {
+                    _all: permit,
+                    _waiting: None,
+                };
+                waits.push(self.start_holding(pending, ours, purpose, slot));
+            }
+            None => {
+                drop(pending);
+                self.inner
+                    .state
+                    .counters
+                    .shed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        waits
+    }
+
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.inner.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -282,6 +324,18 @@ impl Fetch for ProofFetcher {
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let fetcher = self.clone();
         Box::pin(async move { fetcher.in_turn(Work::Proofs(requests), Purpose::Read).await })
+    }
+
+    fn prefetch_proofs(
+        &self,
+        requests: Vec<ProofRequest>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let fetcher = self.clone();
+        Box::pin(async move {
+            fetcher
+                .spare(Work::Proofs(requests), Purpose::Prefetch)
+                .await
+        })
     }
 }
 

@@ -13,6 +13,8 @@
 
 use std::sync::atomic::Ordering;
 
+mod ahead;
+
 use neve_execution::trace::{
     BlockTx, ReceiptFacts, ReplayBlock, ReplayError, TRACE_CONFIG_KEYS, TraceConfig, TraceOptions,
     Unsupported, Which, block_answer, joins_others, keys_read_alike, trace_block_along,
@@ -307,6 +309,11 @@ impl Job for Trace {
             // With nothing offered, the asked tracer alone.
             let offered: Vec<TraceOptions> = self.offered.iter().map(|(_, o)| o.clone()).collect();
             let traced = trace_block_along(pinned, &replayed, options, &offered, since);
+            if !reads.fetched {
+                // Ahead of the block a client tracing the chain asks next,
+                // fetched beside this one's round.
+                ahead::offer_child(ctx, reads, pinned, &replayed);
+            }
             let (answer, along) = match traced {
                 Ok((traces, along)) => (Ok(block_answer(&traces)), along),
                 Err(error) => (Err(error), Vec::new()),

@@ -4,7 +4,8 @@
 //! reads with and the lookups every family shares ([`context`], and the
 //! price oracle's in [`oracle`]), calls' answers kept by block
 //! ([`call_memo`]) and the configurations blocks are traced with lately
-//! ([`trace_asks`]), work charged beyond a run's gas ([`charge`]), how a
+//! ([`trace_asks`]), the proofs a block's traces offer ahead of the next
+//! block ([`proofs_ahead`]), work charged beyond a run's gas ([`charge`]), how a
 //! family declares a method ([`method`]), and how every executed method
 //! runs at its pinned block ([`execute`]). Nothing here knows a method by
 //! name, and nothing here imports a family or the server.
@@ -15,6 +16,7 @@ mod context;
 mod execute;
 mod method;
 mod oracle;
+mod proofs_ahead;
 mod reply;
 mod request;
 mod trace_asks;
@@ -25,6 +27,7 @@ pub(crate) use execute::{
     Alongside, Job, Locate, Located, Parse, Pin, PinnedRun, Ran, TraceKeys, answered, failure,
 };
 pub(crate) use method::{Method, Runs};
+pub(crate) use proofs_ahead::{MAX_AHEAD_BATCHES, ProofsAhead};
 pub use reply::Outcome;
 pub(crate) use reply::{NoReply, Reply, count, envelope, error_element, hex_quantity};
 pub(crate) use request::{Call, OwnedCall, Validity};

@@ -223,6 +223,7 @@ impl Server {
                             (witnessed[i], round > 0),
                         )
                         .await;
+                    self.fetch_ahead();
                     gas = gas.saturating_add(used);
                     ran[i] = true;
                     made[i] = reply_len(&reply);
@@ -344,6 +345,29 @@ impl Server {
                 reply
             })
             .collect()
+    }
+
+    /// Fetches in the background what a block's trace offered ahead of
+    /// the block its client traces next ([`crate::rpc::ProofsAhead`]):
+    /// off every answer, within [`WITNESS_WAIT`], `MAX_AHEAD_BATCHES` at
+    /// a time, each only in a slot of the fetcher's no read waits for
+    /// (shed otherwise: it asks the node nothing).
+    fn fetch_ahead(&self) {
+        let (Some(fetch), Some(_)) = (&self.fetch, self.ctx.config.state_fetch_timeout) else {
+            return;
+        };
+        let Some((requests, slot)) = self.ctx.proofs_ahead.take() else {
+            return;
+        };
+        let fetch = fetch.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let asks = futures_util::stream::iter(neve_state::proof_batches(requests))
+                .map(|batch| fetch.prefetch_proofs(batch))
+                .buffer_unordered(crate::rpc::MAX_AHEAD_BATCHES)
+                .collect::<()>();
+            let _ = tokio::time::timeout(WITNESS_WAIT, asks).await;
+        });
     }
 
     /// For a trace before its first run here: its kept answer, or that

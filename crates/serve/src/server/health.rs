@@ -249,7 +249,7 @@ impl Server {
 
     /// (name, help, value) of the traces' figures: the memo's and the
     /// replays that were not the chain's.
-    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 7] {
+    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 8] {
         let memo = self.ctx.trace_answers.counts();
         [
             (
@@ -280,6 +280,11 @@ impl Server {
                 self.ctx
                     .answers_along
                     .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "neve_trace_proofs_ahead_total",
+                "Accounts a block's transactions name that its parent's state did not hold, proved at the parent's root while the parent was traced (ahead of a client tracing the chain block by block).",
+                self.ctx.proofs_ahead.accounts(),
             ),
             (
                 "neve_trace_flights_shared_total",
