@@ -1146,11 +1146,11 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
         .post(Value::Array(batch).to_string().into())
         .await
         .unwrap();
-    let answers: Vec<Value> = serde_json::from_slice(&body).unwrap();
+    let batched: Vec<Value> = serde_json::from_slice(&body).unwrap();
     assert_eq!(status, 200);
     assert!(
-        answers.iter().all(|a| a.get("result").is_some()),
-        "{answers:.300?}"
+        batched.iter().all(|a| a.get("result").is_some()),
+        "{batched:.300?}"
     );
     assert_eq!(
         metric(&neve, "neve_trace_proofs_ahead_total"),

@@ -31,7 +31,7 @@ use super::reply::{NoReply, Reply};
 /// at most, within `WITNESS_WAIT`. A replay past it stops there
 /// ([`Pinned::enough_needs`]): the rest of its run would only name more
 /// of what the witness brings. Default is 1,024.
-pub(super) const MAX_KEYS_WITHOUT_WITNESS: usize = 1024;
+const MAX_KEYS_WITHOUT_WITNESS: usize = 1024;
 
 /// Longest a call waits, over all its rounds, for the post-state of the
 /// block its replay runs over while a replay of that block computes it

@@ -40,7 +40,7 @@ pub(super) fn offer_child(
     let Some(child) = ctx
         .replay_blocks
         .get_or_read(child.height(), &child.hash(), || {
-            super::replay_block(&child, Which::All)
+            super::stored::replay_block(&child, Which::All)
         })
     else {
         return;
