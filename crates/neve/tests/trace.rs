@@ -1059,6 +1059,22 @@ async fn a_companion_past_the_answer_cap_is_dropped_not_the_asked_trace() {
 async fn transfers_chain(
     seconds: u64,
 ) -> (neve_devnet::GethDev, RpcClient, support::Neve, Vec<u64>) {
+    let (node, geth, neve, busy, _) = transfers_chain_behind(seconds, false).await;
+    (node, geth, neve, busy)
+}
+
+/// As [`transfers_chain`], with neve following the node through a fault
+/// proxy when `proxied`.
+async fn transfers_chain_behind(
+    seconds: u64,
+    proxied: bool,
+) -> (
+    neve_devnet::GethDev,
+    RpcClient,
+    support::Neve,
+    Vec<u64>,
+    Option<neve_devnet::faults::FaultProxy>,
+) {
     let node = neve_devnet::GethDev::start(neve_devnet::GethDevOptions {
         period: 1,
         ..Default::default()
@@ -1071,7 +1087,15 @@ async fn transfers_chain(
     load.tps = Some(1_000);
     let head = neve_load::run(load, |_| {}).await.expect("load").last_block;
     let geth = RpcClient::new(node.http_url()).unwrap();
-    let neve = support::Neve::start(node.http_url(), &["--floor", "0"], head).await;
+    let proxy = match proxied {
+        true => {
+            use neve_devnet::faults::{Fault, FaultProxy};
+            Some(FaultProxy::start(node.http_url(), vec![Fault::Pass]).await)
+        }
+        false => None,
+    };
+    let upstream = proxy.as_ref().map_or(node.http_url(), |p| p.url());
+    let neve = support::Neve::start(upstream, &["--floor", "0"], head).await;
     let mut busy = Vec::new();
     for number in 1..=head {
         let txs = block(&geth, number).await["transactions"]
@@ -1082,7 +1106,23 @@ async fn transfers_chain(
             busy.push(number);
         }
     }
-    (node, geth, neve, busy)
+    (node, geth, neve, busy, proxy)
+}
+
+/// The longest run of consecutive heights in `busy`.
+fn longest_run(busy: &[u64]) -> Vec<u64> {
+    let mut run: Vec<u64> = Vec::new();
+    let mut longest: Vec<u64> = Vec::new();
+    for number in busy {
+        if run.last().is_some_and(|last| last + 1 != *number) {
+            run.clear();
+        }
+        run.push(*number);
+        if run.len() > longest.len() {
+            longest = run.clone();
+        }
+    }
+    longest
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1090,17 +1130,7 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
     let (_node, geth, neve, busy) = transfers_chain(6).await;
     let client = RpcClient::new(&neve.url).unwrap();
     // The longest run of consecutive blocks of transfers.
-    let mut run: Vec<u64> = Vec::new();
-    let mut longest: Vec<u64> = Vec::new();
-    for number in busy {
-        if run.last().is_some_and(|last| last + 1 != number) {
-            run.clear();
-        }
-        run.push(number);
-        if run.len() > longest.len() {
-            longest = run.clone();
-        }
-    }
+    let longest = longest_run(&busy);
     assert!(longest.len() >= 4, "busy blocks in a row: {longest:?}");
     // Each asked as soon as the one before answered; compared after.
     let config = json!({"tracer": "callTracer"});
@@ -1189,6 +1219,144 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
         metric(&neve, "neve_state_post_states_kept_total"),
         longest.len() as u64
     );
+}
+
+/// The proofs a block's trace fetches ahead of its child, against an
+/// upstream that leaves them unanswered and one that lies in them, each
+/// block asked as soon as the one before answered (as an indexer
+/// following the chain asks). The node silent on the state asked at
+/// block N (only the proofs ahead of N+1 are, while N is traced: N's own
+/// run reads at N-1): N's trace is answered, and N+1's, asked once the
+/// node answers again, does not wait out the silent fetch it joins (a
+/// prefetch's proofs fail after `PREFETCH_PROOFS_TIMEOUT`, not the
+/// reads' `FETCH_TIMEOUT`), nor does a read at `latest` meanwhile. Then a
+/// lie in the proofs asked ahead at another block: refused and counted,
+/// nothing of it kept. Every trace equals geth's. (Which blocks' children
+/// name accounts not held depends on the load: the first of the lane
+/// that proves ahead is taken.)
+#[tokio::test(flavor = "multi_thread")]
+async fn proofs_ahead_of_a_silent_or_lying_upstream_change_no_trace() {
+    use neve_devnet::faults::{Fault, StateTamper};
+    let (_node, geth, neve, busy, proxy) = transfers_chain_behind(10, true).await;
+    let proxy = proxy.expect("proxied");
+    let client = RpcClient::new(&neve.url).unwrap();
+    let blocks = longest_run(&busy);
+    assert!(blocks.len() >= 7, "busy blocks in a row: {blocks:?}");
+    let config = json!({"tracer": "callTracer"});
+    let mut answers: Vec<(u64, Value)> = Vec::new();
+    let mut hashes = Vec::new();
+    for number in &blocks {
+        let hash = block(&geth, *number).await["hash"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        hashes.push(&*Box::leak(hash.into_boxed_str()));
+    }
+    let traced = async |number: u64, answers: &mut Vec<(u64, Value)>| {
+        let params = json!([quantity(number), config]);
+        let (status, got) = call(&client, "debug_traceBlockByNumber", &params).await;
+        assert_eq!(status, 200, "block {number}: {got:.500}");
+        answers.push((number, got));
+    };
+    let until = |what: &'static str, done: &dyn Fn() -> bool| {
+        for _ in 0..100 {
+            if done() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("not within 5 s: {what}");
+    };
+    let ahead = || metric(&neve, "neve_trace_proofs_ahead_total");
+
+    // Silent: the fault armed for each block in turn as it is traced,
+    // until one proves ahead (its proofs are taken before its answer).
+    traced(blocks[0], &mut answers).await;
+    assert_eq!(ahead(), 0, "a one-off");
+    let failures = metric(&neve, "neve_state_fetch_failures_total");
+    let mut k = 1;
+    let ahead_started = loop {
+        assert!(k + 1 < blocks.len(), "no block of {blocks:?} proved ahead");
+        let before = ahead();
+        proxy
+            .control()
+            .set_method_fault(Some((hashes[k], Fault::Stall)));
+        traced(blocks[k], &mut answers).await;
+        let started = std::time::Instant::now();
+        if ahead() > before {
+            break started;
+        }
+        k += 1;
+    };
+    until("the proofs ahead stalled", &|| {
+        proxy.control().faults_served() >= 1
+    });
+    proxy.control().set_method_fault(None);
+    // The node answers again; the silent fetch is still under way.
+    let (status, _) = call(
+        &client,
+        "eth_getBalance",
+        &json!(["0x00000000000000000000000000000000000a11ce", "latest"]),
+    )
+    .await;
+    assert_eq!(status, 200, "a read at latest while the proofs ahead hang");
+    traced(blocks[k + 1], &mut answers).await;
+    let since = ahead_started.elapsed();
+    use neve_ingest::state_fetch::{FETCH_TIMEOUT, PREFETCH_PROOFS_TIMEOUT};
+    assert!(
+        since < FETCH_TIMEOUT - PREFETCH_PROOFS_TIMEOUT,
+        "the child answered {since:?} after the silent fetch it joined began"
+    );
+    until("the silent proofs failed, counted", &|| {
+        metric(&neve, "neve_state_fetch_failures_total") > failures
+    });
+    eprintln!(
+        "silent: block {} proved ahead; its child answered after {since:?}",
+        blocks[k]
+    );
+
+    // A lie: the first proof asked ahead at the next block that proves
+    // ahead states another balance. The lane starts again past two blocks
+    // no trace replayed (its first block a one-off over its witness: its
+    // child names what that does not hold). The silent part's offers have
+    // ended or been dropped by now (`OFFER_KEPT`).
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let refused = metric(&neve, "neve_state_refused_proofs_total");
+    let mut k = k + 4;
+    assert!(k + 2 < blocks.len(), "busy blocks in a row: {blocks:?}");
+    traced(blocks[k], &mut answers).await;
+    loop {
+        k += 1;
+        assert!(
+            k + 1 < blocks.len(),
+            "no later block of {blocks:?} proved ahead"
+        );
+        let before = ahead();
+        proxy
+            .control()
+            .tamper_state_matching(StateTamper::Balance, hashes[k]);
+        traced(blocks[k], &mut answers).await;
+        if ahead() > before {
+            break;
+        }
+    }
+    until("the lie told", &|| proxy.control().state_tampered() == 1);
+    until("the lie refused", &|| {
+        metric(&neve, "neve_state_refused_proofs_total") > refused
+    });
+    traced(blocks[k + 1], &mut answers).await;
+    eprintln!("lie: block {} proved ahead", blocks[k]);
+
+    for (number, got) in answers {
+        let params = json!([quantity(number), config]);
+        let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
+        assert!(
+            got == expected,
+            "block {number} differs at: {}",
+            neve_devnet::conformance::differences(&expected, &got).join("\n  ")
+        );
+    }
+    assert_eq!(metric(&neve, "neve_trace_replays_diverged_total"), 0);
 }
 
 /// Busy blocks' traces asked at once: their post-states are claimed and

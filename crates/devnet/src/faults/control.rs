@@ -14,6 +14,7 @@ pub struct Control {
     pub(crate) method_fault: std::sync::Mutex<Option<(&'static str, Fault)>>,
     pub(crate) stream_fault: std::sync::Mutex<Option<Fault>>,
     pub(crate) state_tamper: std::sync::Mutex<Option<StateTamper>>,
+    pub(crate) state_tamper_only: std::sync::Mutex<Option<&'static str>>,
     pub(crate) state_tampered: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) down: AtomicBool,
@@ -58,8 +59,9 @@ impl Control {
     }
 
     /// While set, every JSON-RPC request naming the method (alone or in a
-    /// batch) gets the fault instead of the schedule's or the override's:
-    /// one kind of answer gone wrong while the rest of the node is well.
+    /// batch; or any text its body contains, such as a block's hash) gets
+    /// the fault instead of the schedule's or the override's: one kind of
+    /// answer gone wrong while the rest of the node is well.
     pub fn set_method_fault(&self, fault: Option<(&'static str, Fault)>) {
         *self.method_fault.lock().unwrap() = fault;
     }
@@ -112,6 +114,14 @@ impl Control {
 
     /// Tells this lie in the next answer that carries what it changes.
     pub fn tamper_state(&self, tamper: StateTamper) {
+        *self.state_tamper_only.lock().unwrap() = None;
+        *self.state_tamper.lock().unwrap() = Some(tamper);
+    }
+
+    /// As [`Control::tamper_state`], in the next answer to a request whose
+    /// body contains `text` (a block's hash: the state asked at it).
+    pub fn tamper_state_matching(&self, tamper: StateTamper, text: &'static str) {
+        *self.state_tamper_only.lock().unwrap() = Some(text);
         *self.state_tamper.lock().unwrap() = Some(tamper);
     }
 

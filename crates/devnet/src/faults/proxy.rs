@@ -148,7 +148,7 @@ async fn handle(
         Fault::TamperBlock => control.tamper_armed.store(true, Ordering::Relaxed),
         _ => {}
     }
-    let forwarded = tell_lies(control, fault, forwarded);
+    let forwarded = tell_lies(control, fault, &body, forwarded);
     answer(status, forwarded)
 }
 
@@ -228,7 +228,7 @@ fn refusal(fault: Fault, body: &[u8]) -> Option<Response<ProxyBody>> {
 
 /// `forwarded` with the lies the switches arm told (a tampered block,
 /// sender, field or state), counted.
-fn tell_lies(control: &Control, fault: Fault, mut forwarded: Vec<u8>) -> Vec<u8> {
+fn tell_lies(control: &Control, fault: Fault, body: &[u8], mut forwarded: Vec<u8>) -> Vec<u8> {
     // Only on an answer that otherwise arrives intact and in time, so the
     // tampered block is what neve sees.
     let clean = matches!(fault, Fault::Pass | Fault::TamperBlock | Fault::Reorder);
@@ -264,7 +264,10 @@ fn tell_lies(control: &Control, fault: Fault, mut forwarded: Vec<u8>) -> Vec<u8>
         control.field_lies.fetch_add(1, Ordering::Relaxed);
     }
     let armed = *control.state_tamper.lock().unwrap();
+    let aimed = *control.state_tamper_only.lock().unwrap();
+    let asked = aimed.is_none_or(|text| body.windows(text.len()).any(|w| w == text.as_bytes()));
     if let Some(kind) = armed
+        && asked
         && let Some(tampered) = tamper_state(&forwarded, kind)
         && control.state_tamper.lock().unwrap().take().is_some()
     {

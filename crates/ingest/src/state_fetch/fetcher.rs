@@ -35,6 +35,16 @@ pub const MAX_IN_TURN_FETCHES: usize = 48;
 /// warms the store for the next one. Default is 5 s.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a prefetch of proofs (the hot keys at a new tip, the accounts
+/// proved ahead of a traced block's child) may take before it fails. A
+/// read asking what a prefetch is fetching joins it rather than ask the
+/// node again, so a prefetch the upstream leaves unanswered holds such a
+/// read no longer than this, and the read's next round asks for itself.
+/// As long as serving's own deadline for a read
+/// (`DEFAULT_STATE_FETCH_TIMEOUT`); proofs ahead arrive in tens of ms.
+/// Default is 1 s.
+pub const PREFETCH_PROOFS_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Most witness fetches (from the upstream, or a held one verified again)
 /// under way at once: a witness costs the node a block's execution (which
 /// it does not stop when neve gives up), so a client asking for many
@@ -395,20 +405,25 @@ impl Inner {
     /// Fetches and verifies the proofs of `requests` (and the codes asked
     /// for): in one batch, or in parts as large as the upstream takes in
     /// one (its batch limit, set or learnt), each verified as it comes,
-    /// all within [`FETCH_TIMEOUT`] as the slot is held meanwhile. Every
-    /// account is counted and logged here: one whose answer is refused or
-    /// unusable, and each one not reached when an exchange failed or the
-    /// time ran out; the others are kept.
+    /// all within [`FETCH_TIMEOUT`] ([`PREFETCH_PROOFS_TIMEOUT`] for a
+    /// prefetch) as the slot is held meanwhile. Every account is counted
+    /// and logged here: one whose answer is refused or unusable, and each
+    /// one not reached when an exchange failed or the time ran out; the
+    /// others are kept.
     async fn prove(&self, requests: &[ProofRequest], purpose: Purpose) {
         let keys = self.state.storage_keys();
         let asked: Vec<ProofRequest> = requests.iter().map(|r| with_value_slots(r, keys)).collect();
-        let deadline = tokio::time::Instant::now() + FETCH_TIMEOUT;
+        let took = match purpose {
+            Purpose::Read => FETCH_TIMEOUT,
+            Purpose::Prefetch => PREFETCH_PROOFS_TIMEOUT,
+        };
+        let deadline = tokio::time::Instant::now() + took;
         // Two calls an account that asks its code.
         let per_part = (self.proofs_client.max_batch() / 2).max(1);
         for (i, part) in asked.chunks(per_part).enumerate() {
             let answer = tokio::time::timeout_at(deadline, self.ask(part, purpose))
                 .await
-                .map_err(|_| FetchError::TimedOut(FETCH_TIMEOUT))
+                .map_err(|_| FetchError::TimedOut(took))
                 .and_then(|answer| answer);
             let verified = match answer {
                 Ok(answer) => self.verify(part.to_vec(), keys, answer).await,

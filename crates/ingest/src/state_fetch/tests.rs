@@ -180,3 +180,59 @@ fn fuzz_proof_answers_through_decoding_and_verification() {
     });
     eprintln!("proof answers: {report}");
 }
+
+/// A read asking what a prefetch is fetching joins it: against an
+/// upstream that takes the prefetch's connection and never answers, the
+/// read waits out the prefetch's `PREFETCH_PROOFS_TIMEOUT`, not a read's
+/// `FETCH_TIMEOUT`, and its next round asks for itself; the silent
+/// prefetch is counted as failed.
+#[tokio::test]
+async fn a_read_joining_a_silent_prefetch_waits_only_the_prefetchs_time() {
+    use neve_state::Fetch;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let state = std::sync::Arc::new(State::new(1 << 20, 0));
+    let fetcher = ProofFetcher::new(neve_upstream::RpcClient::new(&url).unwrap(), state.clone());
+    let (_, request) = fixture();
+    let prefetching = tokio::spawn(fetcher.prefetch_proofs(vec![request.clone()]));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    fetcher.fetch_proofs_in_turn(vec![request]).await;
+    let waited = started.elapsed();
+    assert!(
+        waited < FETCH_TIMEOUT - PREFETCH_PROOFS_TIMEOUT,
+        "the read waited {waited:?}"
+    );
+    assert!(
+        waited >= PREFETCH_PROOFS_TIMEOUT / 2,
+        "the read joined the prefetch ({waited:?})"
+    );
+    prefetching.await.unwrap();
+    assert_eq!(
+        state
+            .counters
+            .prefetch_calls
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        state
+            .counters
+            .upstream_calls
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(
+        state
+            .counters
+            .fetch_failures
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}

@@ -314,8 +314,13 @@ impl Job for Trace {
             let traced = trace_block_along(pinned, &replayed, options, &offered, since);
             if !reads.fetched {
                 // Ahead of the block a client tracing the chain asks next,
-                // fetched beside this one's round.
-                ahead::offer_child(ctx, reads, pinned, &replayed);
+                // fetched beside this one's round (less what that round
+                // fetches: held at this block's root after it).
+                let fetching = match &traced {
+                    Err(ReplayError::Needs(needs)) => Some(needs),
+                    _ => None,
+                };
+                ahead::offer_child(ctx, reads, pinned, &replayed, fetching);
             }
             let (answer, along) = match traced {
                 Ok((traces, along)) => (Ok(block_answer(&traces)), along),

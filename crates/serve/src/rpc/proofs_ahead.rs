@@ -100,6 +100,14 @@ impl ProofsAhead {
         true
     }
 
+    /// Whether block `height` of `hash` was offered for already: a peek
+    /// before the child is read, so the block's later first runs (other
+    /// configurations) read nothing; [`Self::claim`] decides.
+    pub(crate) fn claimed(&self, height: u64, hash: &[u8; 32]) -> bool {
+        let claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        claimed[(height % CLAIMS as u64) as usize] == Some((height, *hash))
+    }
+
     /// `requests` to fetch ahead, in place of an offer not yet taken.
     pub(crate) fn offer(&self, mut requests: Vec<ProofRequest>) {
         requests.truncate(MAX_KEYS_AHEAD);
@@ -154,7 +162,9 @@ mod tests {
     #[test]
     fn a_block_is_claimed_once_whatever_is_asked_between() {
         let ahead = ProofsAhead::default();
+        assert!(!ahead.claimed(7, &[1; 32]));
         assert!(ahead.claim(7, &[1; 32]));
+        assert!(ahead.claimed(7, &[1; 32]), "a peek sees the claim");
         assert!(!ahead.claim(7, &[1; 32]), "the same block's other runs");
         assert!(ahead.claim(8, &[2; 32]));
         assert!(!ahead.claim(7, &[1; 32]), "asked again after another");

@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 
 use alloy_primitives::Address;
-use neve_execution::Pinned;
 use neve_execution::trace::{ReplayBlock, Which};
+use neve_execution::{Needs, Pinned};
 use neve_state::{ProofRequest, Read};
 
 use crate::params::{BlockRef, BlockTag};
@@ -17,17 +17,21 @@ use crate::rpc::{Context, Reads};
 /// `replayed` follows a block replayed here (a client tracing the chain
 /// block by block: a one-off trace asks the node for nothing more). The
 /// child is parsed into the replays' cache as its own first run would.
-/// Only where fetching is on.
+/// Only where fetching is on. `fetching`: what `replayed`'s own run is
+/// about to fetch at its parent's root (its accounts are held at its
+/// own root after that; asking them ahead would ask the node twice).
 pub(super) fn offer_child(
     ctx: &Context,
     reads: Reads,
     pinned: &Pinned<'_>,
     replayed: &ReplayBlock,
+    fetching: Option<&Needs>,
 ) {
     let parent = pinned.block;
     let state = pinned.state;
     let own = &replayed.facts;
     if ctx.config.state_fetch_timeout.is_none()
+        || ctx.proofs_ahead.claimed(own.number, &own.hash.0)
         || !state.post_state_claimed(parent.number, &parent.hash.0)
     {
         return;
@@ -49,10 +53,10 @@ pub(super) fn offer_child(
         return;
     }
     // What the child's first run finds without them: what the block
-    // itself names (its replay's changes, over which the child runs), what
-    // its own root or its parent's answers, or, while the parent's
-    // post-state is being proved, the parent's changes and its own
-    // parent's root.
+    // itself names (its replay's changes, over which the child runs) or
+    // fetches, what its own root or its parent's answers, or, while the
+    // parent's post-state is being proved, the parent's changes and its
+    // own parent's root.
     let named: HashSet<Address> = replayed.named_accounts().into_iter().collect();
     let found = |root: &[u8; 32], address: &Address| {
         matches!(state.account(root, &address.0.0, false), Read::Found(_))
@@ -63,6 +67,7 @@ pub(super) fn offer_child(
         .and_then(|p| p.unproved(parent.number, &parent.hash.0));
     let held = |address: &Address| {
         named.contains(address)
+            || fetching.is_some_and(|needs| needs.accounts.contains_key(address))
             || found(&own.state_root.0, address)
             || found(&parent.state_root.0, address)
             || parents
