@@ -13,8 +13,8 @@ pub struct Control {
     pub(crate) override_fault: std::sync::Mutex<Option<Fault>>,
     pub(crate) method_fault: std::sync::Mutex<Option<(&'static str, Fault)>>,
     pub(crate) stream_fault: std::sync::Mutex<Option<Fault>>,
-    pub(crate) state_tamper: std::sync::Mutex<Option<StateTamper>>,
-    pub(crate) state_tamper_only: std::sync::Mutex<Option<&'static str>>,
+    /// The lie armed, and the text a request must contain to be told it.
+    pub(crate) state_tamper: std::sync::Mutex<Option<(StateTamper, Option<&'static str>)>>,
     pub(crate) state_tampered: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) down: AtomicBool,
@@ -114,15 +114,17 @@ impl Control {
 
     /// Tells this lie in the next answer that carries what it changes.
     pub fn tamper_state(&self, tamper: StateTamper) {
-        *self.state_tamper_only.lock().unwrap() = None;
-        *self.state_tamper.lock().unwrap() = Some(tamper);
+        *self.state_tamper.lock().unwrap() = Some((tamper, None));
     }
 
     /// As [`Control::tamper_state`], in the next answer to a request whose
     /// body contains `text` (a block's hash: the state asked at it).
     pub fn tamper_state_matching(&self, tamper: StateTamper, text: &'static str) {
-        *self.state_tamper_only.lock().unwrap() = Some(text);
-        *self.state_tamper.lock().unwrap() = Some(tamper);
+        assert!(
+            !text.is_empty(),
+            "a lie aimed at every request is tamper_state"
+        );
+        *self.state_tamper.lock().unwrap() = Some((tamper, Some(text)));
     }
 
     /// State answers tampered with so far.

@@ -264,10 +264,8 @@ fn tell_lies(control: &Control, fault: Fault, body: &[u8], mut forwarded: Vec<u8
         control.field_lies.fetch_add(1, Ordering::Relaxed);
     }
     let armed = *control.state_tamper.lock().unwrap();
-    let aimed = *control.state_tamper_only.lock().unwrap();
-    let asked = aimed.is_none_or(|text| body.windows(text.len()).any(|w| w == text.as_bytes()));
-    if let Some(kind) = armed
-        && asked
+    if let Some((kind, aimed)) = armed
+        && aimed.is_none_or(|text| body.windows(text.len()).any(|w| w == text.as_bytes()))
         && let Some(tampered) = tamper_state(&forwarded, kind)
         && control.state_tamper.lock().unwrap().take().is_some()
     {

@@ -35,15 +35,16 @@ pub const MAX_IN_TURN_FETCHES: usize = 48;
 /// warms the store for the next one. Default is 5 s.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a prefetch of proofs (the hot keys at a new tip, the accounts
-/// proved ahead of a traced block's child) may take before it fails. A
-/// read asking what a prefetch is fetching joins it rather than ask the
-/// node again, so a prefetch the upstream leaves unanswered holds such a
-/// read no longer than this, and the read's next round asks for itself.
-/// As long as serving's own deadline for a read
-/// (`DEFAULT_STATE_FETCH_TIMEOUT`); proofs ahead arrive in tens of ms.
-/// Default is 1 s.
-pub const PREFETCH_PROOFS_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long proofs fetched ahead of the reads that will want them
+/// ([`Fetch::prefetch_proofs`]: the accounts a traced block's child
+/// names) may take, their admission to the upstream included. A read
+/// asking one of them joins that fetch rather than ask the node again, so
+/// an upstream that leaves it unanswered holds such a read no longer than
+/// this, and the read's next round asks for itself. Their use is over
+/// once the child is traced (tens of ms later on a local node; `OFFER_KEPT`
+/// in serving). Other prefetches (the hot keys at a new tip, witnesses)
+/// keep [`FETCH_TIMEOUT`]. Default is 2 s.
+pub const AHEAD_PROOFS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Most witness fetches (from the upstream, or a held one verified again)
 /// under way at once: a witness costs the node a block's execution (which
@@ -73,11 +74,24 @@ pub(super) struct Slot {
     _waiting: Option<OwnedSemaphorePermit>,
 }
 
-/// Who a fetch is for, for the counters.
+/// Who a fetch is for: for the counters, and how long it may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Purpose {
     Read,
     Prefetch,
+    /// Proofs ahead of the reads that will want them
+    /// ([`AHEAD_PROOFS_TIMEOUT`]); counted as prefetch.
+    Ahead,
+}
+
+impl Purpose {
+    /// The counter of the upstream calls made for it.
+    pub(super) fn calls(self, counters: &neve_state::Counters) -> &std::sync::atomic::AtomicU64 {
+        match self {
+            Purpose::Read => &counters.upstream_calls,
+            Purpose::Prefetch | Purpose::Ahead => &counters.prefetch_calls,
+        }
+    }
 }
 
 /// The fetcher: one per neve, shared by serving (as [`Fetch`]) and
@@ -101,6 +115,8 @@ pub(super) struct Inner {
     /// The client batches of proofs are asked with: answers up to
     /// [`MAX_PROOF_BATCH_ANSWER_BYTES`].
     pub(super) proofs_client: RpcClient,
+    /// As `proofs_client`, within [`AHEAD_PROOFS_TIMEOUT`].
+    pub(super) ahead_client: RpcClient,
     pub(super) pending: Mutex<Pending>,
 }
 
@@ -144,6 +160,12 @@ impl ProofFetcher {
                 proofs_client: client
                     .clone()
                     .with_timeout(FETCH_TIMEOUT)
+                    .with_max_response_bytes(
+                        MAX_PROOF_BATCH_ANSWER_BYTES.min(client.max_response_bytes()),
+                    ),
+                ahead_client: client
+                    .clone()
+                    .with_timeout(AHEAD_PROOFS_TIMEOUT)
                     .with_max_response_bytes(
                         MAX_PROOF_BATCH_ANSWER_BYTES.min(client.max_response_bytes()),
                     ),
@@ -341,11 +363,7 @@ impl Fetch for ProofFetcher {
         requests: Vec<ProofRequest>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let fetcher = self.clone();
-        Box::pin(async move {
-            fetcher
-                .spare(Work::Proofs(requests), Purpose::Prefetch)
-                .await
-        })
+        Box::pin(async move { fetcher.spare(Work::Proofs(requests), Purpose::Ahead).await })
     }
 }
 
@@ -405,25 +423,25 @@ impl Inner {
     /// Fetches and verifies the proofs of `requests` (and the codes asked
     /// for): in one batch, or in parts as large as the upstream takes in
     /// one (its batch limit, set or learnt), each verified as it comes,
-    /// all within [`FETCH_TIMEOUT`] ([`PREFETCH_PROOFS_TIMEOUT`] for a
-    /// prefetch) as the slot is held meanwhile. Every account is counted
+    /// all within [`FETCH_TIMEOUT`] ([`AHEAD_PROOFS_TIMEOUT`] for proofs
+    /// ahead) as the slot is held meanwhile. Every account is counted
     /// and logged here: one whose answer is refused or unusable, and each
     /// one not reached when an exchange failed or the time ran out; the
     /// others are kept.
     async fn prove(&self, requests: &[ProofRequest], purpose: Purpose) {
         let keys = self.state.storage_keys();
         let asked: Vec<ProofRequest> = requests.iter().map(|r| with_value_slots(r, keys)).collect();
-        let took = match purpose {
-            Purpose::Read => FETCH_TIMEOUT,
-            Purpose::Prefetch => PREFETCH_PROOFS_TIMEOUT,
+        let limit = match purpose {
+            Purpose::Ahead => AHEAD_PROOFS_TIMEOUT,
+            Purpose::Read | Purpose::Prefetch => FETCH_TIMEOUT,
         };
-        let deadline = tokio::time::Instant::now() + took;
+        let deadline = tokio::time::Instant::now() + limit;
         // Two calls an account that asks its code.
         let per_part = (self.proofs_client.max_batch() / 2).max(1);
         for (i, part) in asked.chunks(per_part).enumerate() {
             let answer = tokio::time::timeout_at(deadline, self.ask(part, purpose))
                 .await
-                .map_err(|_| FetchError::TimedOut(took))
+                .map_err(|_| FetchError::TimedOut(limit))
                 .and_then(|answer| answer);
             let verified = match answer {
                 Ok(answer) => self.verify(part.to_vec(), keys, answer).await,
@@ -457,12 +475,16 @@ impl Inner {
                 calls.push(("eth_getCode", serde_json::json!([address, at])));
             }
         }
-        let counter = match purpose {
-            Purpose::Read => &self.state.counters.upstream_calls,
-            Purpose::Prefetch => &self.state.counters.prefetch_calls,
+        let client = match purpose {
+            // Admitted only if it can start within its own time: a place
+            // in the upstream's pacing is never kept for a fetch given up.
+            Purpose::Ahead => &self.ahead_client,
+            Purpose::Read | Purpose::Prefetch => &self.proofs_client,
         };
-        counter.fetch_add(calls.len() as u64, Ordering::Relaxed);
-        Ok(self.proofs_client.send_batch(&calls).await?)
+        purpose
+            .calls(&self.state.counters)
+            .fetch_add(calls.len() as u64, Ordering::Relaxed);
+        Ok(client.send_batch(&calls).await?)
     }
 
     /// Verifies each account of `part` against `answer` and keeps what

@@ -181,13 +181,13 @@ fn fuzz_proof_answers_through_decoding_and_verification() {
     eprintln!("proof answers: {report}");
 }
 
-/// A read asking what a prefetch is fetching joins it: against an
-/// upstream that takes the prefetch's connection and never answers, the
-/// read waits out the prefetch's `PREFETCH_PROOFS_TIMEOUT`, not a read's
-/// `FETCH_TIMEOUT`, and its next round asks for itself; the silent
-/// prefetch is counted as failed.
+/// A read asking what is being proved ahead joins that fetch: against an
+/// upstream that takes its connection and never answers, the read waits
+/// out `AHEAD_PROOFS_TIMEOUT`, not a read's `FETCH_TIMEOUT`, asking the
+/// node nothing itself meanwhile; the silent proofs are counted as
+/// failed.
 #[tokio::test]
-async fn a_read_joining_a_silent_prefetch_waits_only_the_prefetchs_time() {
+async fn a_read_joining_silent_proofs_ahead_waits_only_their_time() {
     use neve_state::Fetch;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -206,12 +206,12 @@ async fn a_read_joining_a_silent_prefetch_waits_only_the_prefetchs_time() {
     fetcher.fetch_proofs_in_turn(vec![request]).await;
     let waited = started.elapsed();
     assert!(
-        waited < FETCH_TIMEOUT - PREFETCH_PROOFS_TIMEOUT,
+        waited < FETCH_TIMEOUT - AHEAD_PROOFS_TIMEOUT / 2,
         "the read waited {waited:?}"
     );
     assert!(
-        waited >= PREFETCH_PROOFS_TIMEOUT / 2,
-        "the read joined the prefetch ({waited:?})"
+        waited >= AHEAD_PROOFS_TIMEOUT / 2,
+        "the read joined the proofs ahead ({waited:?})"
     );
     prefetching.await.unwrap();
     assert_eq!(

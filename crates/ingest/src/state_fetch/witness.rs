@@ -110,11 +110,9 @@ impl Inner {
             Some(held) => held,
             None if !witnesses.worth_asking(&request.block_hash) => return Ok(()),
             None => {
-                let counter = match purpose {
-                    Purpose::Read => &self.state.counters.upstream_calls,
-                    Purpose::Prefetch => &self.state.counters.prefetch_calls,
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
+                purpose
+                    .calls(&self.state.counters)
+                    .fetch_add(1, Ordering::Relaxed);
                 let fetched = self
                     .witness_client
                     .call_raw("debug_executionWitness", [hex(&request.block_hash)])

@@ -19,7 +19,8 @@ use crate::rpc::{Context, Reads};
 /// child is parsed into the replays' cache as its own first run would.
 /// Only where fetching is on. `fetching`: what `replayed`'s own run is
 /// about to fetch at its parent's root (its accounts are held at its
-/// own root after that; asking them ahead would ask the node twice).
+/// own root after that, if its post-state is kept; asking them ahead
+/// would ask the node twice).
 pub(super) fn offer_child(
     ctx: &Context,
     reads: Reads,
