@@ -1053,6 +1053,18 @@ async fn a_companion_past_the_answer_cap_is_dropped_not_the_asked_trace() {
 /// alone. Every answer equals geth's, and every post-state is kept.
 /// (geth's dev chain has no withdrawals: their recipients, read with the
 /// rest, are not exercised here.)
+/// Asserts `got`, neve's answer to block `number`'s trace under
+/// `config`, equals geth's, naming where it differs.
+async fn block_trace_is_geths(geth: &RpcClient, number: u64, config: &Value, got: &Value) {
+    let params = json!([quantity(number), config]);
+    let (_, expected) = call(geth, "debug_traceBlockByNumber", &params).await;
+    assert!(
+        *got == expected,
+        "block {number} differs at: {}",
+        neve_devnet::conformance::differences(&expected, got).join("\n  ")
+    );
+}
+
 /// A geth dev chain sealing a block a second, each of some thousand
 /// transfers among a thousand accounts, for `seconds` of load; a neve
 /// following it to its head; and the blocks of at least 200 transfers.
@@ -1188,13 +1200,7 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
         "a block's child is offered once"
     );
     for (number, got) in longest.iter().zip(answers) {
-        let params = json!([quantity(*number), config]);
-        let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
-        assert!(
-            got == expected,
-            "block {number} differs at: {}",
-            neve_devnet::conformance::differences(&expected, &got).join("\n  ")
-        );
+        block_trace_is_geths(&geth, *number, &config, &got).await;
     }
     // At least one child asked while its parent's proof was under way
     // (each is asked within a few ms of its parent's answer; a proof over
@@ -1353,13 +1359,7 @@ async fn proofs_ahead_of_a_silent_or_lying_upstream_change_no_trace() {
     eprintln!("lie: block {} proved ahead", blocks[k]);
 
     for (number, got) in answers {
-        let params = json!([quantity(number), config]);
-        let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
-        assert!(
-            got == expected,
-            "block {number} differs at: {}",
-            neve_devnet::conformance::differences(&expected, &got).join("\n  ")
-        );
+        block_trace_is_geths(&geth, number, &config, &got).await;
     }
     assert_eq!(metric(&neve, "neve_trace_replays_diverged_total"), 0);
 }
@@ -1402,13 +1402,7 @@ async fn a_burst_of_block_traces_ends_every_post_state_claim() {
         async move {
             let (status, got) = answer;
             assert_eq!(status, 200, "block {number}: {got:.500}");
-            let params = json!([quantity(number), config]);
-            let (_, expected) = call(&geth, "debug_traceBlockByNumber", &params).await;
-            assert!(
-                got == expected,
-                "block {number} differs at: {}",
-                neve_devnet::conformance::differences(&expected, &got).join("\n  ")
-            );
+            block_trace_is_geths(&geth, number, &config, &got).await;
         }
     };
     let config = json!({"tracer": "callTracer"});
