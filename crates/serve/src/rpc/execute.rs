@@ -27,11 +27,17 @@ use super::reply::{NoReply, Reply};
 /// walk of each key, where a witness costs it the block's execution
 /// (measured on geth, `scripts/bench-proofs-vs-witness.sh`: a block's
 /// witness 180–260 ms of its CPU, 300 proofs in one batch, cold,
-/// 20–50 ms). One wave of `MAX_FETCHES_PER_REQUEST` batches
-/// at most, within `WITNESS_WAIT`. A replay past it stops there
-/// ([`Pinned::enough_needs`]): the rest of its run would only name more
-/// of what the witness brings. Default is 1,024.
-const MAX_KEYS_WITHOUT_WITNESS: usize = 1024;
+/// 20–50 ms). Past a few hundred keys the two cost the node alike, and
+/// the witness comes in one round where proofs take two (the slots of
+/// accounts first fetched are named by the next run): a child of a
+/// block traced over its witness missed 780 keys, fetched as 737 proofs
+/// in 111 ms and 86 more in 17 ms, where its witness took 57 ms (the
+/// twenty-third round in BENCHMARKS). One wave of
+/// `MAX_FETCHES_PER_REQUEST` batches at most, within `WITNESS_WAIT`. A
+/// replay past it stops there ([`Pinned::enough_needs`]): the rest of
+/// its run would only name more of what the witness brings. Default is
+/// 512.
+const MAX_KEYS_WITHOUT_WITNESS: usize = 512;
 
 /// Longest a call waits, over all its rounds, for the post-state of the
 /// block its replay runs over while a replay of that block computes it

@@ -27,8 +27,8 @@ use neve_state::ProofRequest;
 /// Most accounts proved ahead for one block: as many as a replay fetches
 /// as proofs rather than its block's witness (`MAX_KEYS_WITHOUT_WITNESS`
 /// in `execute.rs`); past them the block's own run asks. Default is
-/// 1,024.
-pub(crate) const MAX_KEYS_AHEAD: usize = 1024;
+/// 512.
+pub(crate) const MAX_KEYS_AHEAD: usize = 512;
 
 /// Blocks whose proofs are fetched ahead at once; an offer made while
 /// they are is kept (the newest only) and taken once one ends. Default
