@@ -85,6 +85,14 @@ pub(super) enum Purpose {
 }
 
 impl Purpose {
+    /// How long a fetch of proofs for it may take.
+    fn limit(self) -> Duration {
+        match self {
+            Purpose::Ahead => AHEAD_PROOFS_TIMEOUT,
+            Purpose::Read | Purpose::Prefetch => FETCH_TIMEOUT,
+        }
+    }
+
     /// The counter of the upstream calls made for it.
     pub(super) fn calls(self, counters: &neve_state::Counters) -> &std::sync::atomic::AtomicU64 {
         match self {
@@ -150,25 +158,19 @@ impl Drop for Ending {
 impl ProofFetcher {
     /// A fetcher asking `client` and storing into `state`.
     pub fn new(client: RpcClient, state: Arc<State>) -> Self {
+        // An operator's lower `--upstream-max-body-bytes` holds.
+        let proofs_client = client
+            .clone()
+            .with_timeout(FETCH_TIMEOUT)
+            .with_max_response_bytes(MAX_PROOF_BATCH_ANSWER_BYTES.min(client.max_response_bytes()));
         ProofFetcher {
             inner: Arc::new(Inner {
                 witness_client: client
                     .clone()
                     .with_timeout(FETCH_TIMEOUT)
                     .with_max_response_bytes(MAX_WITNESS_ANSWER_BYTES),
-                // An operator's lower `--upstream-max-body-bytes` holds.
-                proofs_client: client
-                    .clone()
-                    .with_timeout(FETCH_TIMEOUT)
-                    .with_max_response_bytes(
-                        MAX_PROOF_BATCH_ANSWER_BYTES.min(client.max_response_bytes()),
-                    ),
-                ahead_client: client
-                    .clone()
-                    .with_timeout(AHEAD_PROOFS_TIMEOUT)
-                    .with_max_response_bytes(
-                        MAX_PROOF_BATCH_ANSWER_BYTES.min(client.max_response_bytes()),
-                    ),
+                ahead_client: proofs_client.clone().with_timeout(AHEAD_PROOFS_TIMEOUT),
+                proofs_client,
                 client: client.with_timeout(FETCH_TIMEOUT),
                 witness_slots: Semaphore::new(MAX_WITNESS_FETCHES_IN_FLIGHT),
                 state,
@@ -431,10 +433,7 @@ impl Inner {
     async fn prove(&self, requests: &[ProofRequest], purpose: Purpose) {
         let keys = self.state.storage_keys();
         let asked: Vec<ProofRequest> = requests.iter().map(|r| with_value_slots(r, keys)).collect();
-        let limit = match purpose {
-            Purpose::Ahead => AHEAD_PROOFS_TIMEOUT,
-            Purpose::Read | Purpose::Prefetch => FETCH_TIMEOUT,
-        };
+        let limit = purpose.limit();
         let deadline = tokio::time::Instant::now() + limit;
         // Two calls an account that asks its code.
         let per_part = (self.proofs_client.max_batch() / 2).max(1);

@@ -48,6 +48,11 @@ const OFFER_KEPT: Duration = Duration::from_secs(2);
 /// is 256.
 const CLAIMS: usize = 256;
 
+/// Where block `height`'s claim is remembered.
+fn claim_slot(height: u64) -> usize {
+    (height % CLAIMS as u64) as usize
+}
+
 /// A block offered for: its height and hash.
 type Claimed = Option<(u64, [u8; 32])>;
 
@@ -92,7 +97,7 @@ impl ProofsAhead {
     /// `CLAIMS` heights away may take its place again).
     pub(crate) fn claim(&self, height: u64, hash: &[u8; 32]) -> bool {
         let mut claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = &mut claimed[(height % CLAIMS as u64) as usize];
+        let slot = &mut claimed[claim_slot(height)];
         if *slot == Some((height, *hash)) {
             return false;
         }
@@ -105,7 +110,7 @@ impl ProofsAhead {
     /// configurations) read nothing; [`Self::claim`] decides.
     pub(crate) fn claimed(&self, height: u64, hash: &[u8; 32]) -> bool {
         let claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
-        claimed[(height % CLAIMS as u64) as usize] == Some((height, *hash))
+        claimed[claim_slot(height)] == Some((height, *hash))
     }
 
     /// `requests` to fetch ahead, in place of an offer not yet taken.
