@@ -1245,12 +1245,15 @@ async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
 #[tokio::test(flavor = "multi_thread")]
 async fn proofs_ahead_of_a_silent_or_lying_upstream_change_no_trace() {
     use neve_devnet::faults::{Fault, StateTamper};
-    let (_node, geth, neve, busy, proxy) = transfers_chain_behind(10, true).await;
+    let (_node, geth, neve, busy, proxy) = transfers_chain_behind(24, true).await;
     let proxy = proxy.expect("proxied");
     let client = RpcClient::new(&neve.url).unwrap();
     let blocks = longest_run(&busy);
-    // The silent part takes three blocks at least, the lie part five more.
-    assert!(blocks.len() >= 8, "busy blocks in a row: {blocks:?}");
+    // The silent part takes three blocks at least, the lie part five more;
+    // whether a block proves ahead depends on the load, so each part has
+    // room for a few blocks that do not (on a run of eight a silent part
+    // taken at its second try left the lie part none).
+    assert!(blocks.len() >= 10, "busy blocks in a row: {blocks:?}");
     let config = json!({"tracer": "callTracer"});
     let mut answers: Vec<(u64, Value)> = Vec::new();
     let mut hashes = Vec::new();
@@ -1323,7 +1326,7 @@ async fn proofs_ahead_of_a_silent_or_lying_upstream_change_no_trace() {
         metric(&neve, "neve_state_fetch_failures_total") > failures
     });
     eprintln!(
-        "silent: block {} proved ahead; its child answered after {since:?}",
+        "silent: block {} of {blocks:?} proved ahead; its child answered after {since:?}",
         blocks[k]
     );
 
