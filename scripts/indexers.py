@@ -6,6 +6,7 @@
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
   indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
   indexers.py sealed GETH_URL AFTER UPTO         -> JSON on stdout
+  indexers.py replays URL FIRST COUNT ROUNDS     -> JSON on stdout
 
 `run`: INDEXERS threads, spread over the BEHIND blocks behind the tip
 (each starting at its own block; all at the oldest with STAGGER=0) and
@@ -34,6 +35,12 @@ catch-up that asks it for as many.
 `sealed`: the blocks and transactions the node sealed after block AFTER
 up to UPTO, so its CPU with no indexers is taken per transaction sealed
 (the load's rate drifts; sealing is most of the node's own work).
+
+`replays`: blocks FIRST..FIRST+COUNT-1 traced one at a time with
+`callTracer`, then `prestateTracer`, ROUNDS times over, each round under a
+`timeout` never asked before, so each answer is a replay (a fresh memo
+key) rather than a kept answer; ROUNDS 0 traces each once with
+`callTracer` (its state fetched). Their latencies.
 """
 
 import concurrent.futures
@@ -277,6 +284,27 @@ def sealed(geth_url, after, upto):
         for n in range(after + 1, upto + 1))}
 
 
+def replays(url, first, count, rounds):
+    client = Client(url)
+    configs = [[{"tracer": "callTracer"}]] if rounds == 0 else [
+        [{"tracer": t["tracer"], "timeout": f"{20 + r}s"} for t in TRACERS] for r in range(rounds)
+    ]
+    latencies, failed = [], 0
+    for round_configs in configs:
+        for config in round_configs:
+            for number in range(first, first + count):
+                t0 = time.monotonic()
+                status, data = client.post("debug_traceBlockByNumber", [hex(number), config])
+                latencies.append(time.monotonic() - t0)
+                failed += status != 200 or b'"result"' not in data[:64]
+    return {
+        "replays": len(latencies),
+        "failed": failed,
+        "p50_ms": round(1e3 * percentile(latencies, 0.5), 2),
+        "mean_ms": round(1e3 * sum(latencies) / len(latencies), 2),
+    }
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "run":
@@ -288,6 +316,8 @@ if __name__ == "__main__":
         result = sizes(args[0], int(args[1]))
     elif mode == "sealed":
         result = sealed(args[0], int(args[1]), int(args[2]))
+    elif mode == "replays":
+        result = replays(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif mode == "witnesses":
         result = witnesses(args[0], int(args[1]), int(args[2]))
     else:
