@@ -40,8 +40,8 @@ up to UPTO, so its CPU with no indexers is taken per transaction sealed
 `callTracer`, then `prestateTracer`, ROUNDS times over, each round under a
 `timeout` never asked before, so each answer is a replay (a fresh memo
 key) rather than a kept answer; each request sent once, a failed one
-counted apart. ROUNDS 0 (or -1) traces each once with `callTracer` (or
-`prestateTracer`), its state fetched. Their latencies.
+counted apart. ROUNDS 0 traces each once with `callTracer`, then
+`prestateTracer`, its state fetched (a warm-up). Their latencies.
 """
 
 import concurrent.futures
@@ -60,12 +60,12 @@ class Client:
         self.host, self.port = parts.hostname, parts.port
         self.conn = None
 
-    def post(self, method, params):
+    def post(self, method, params, attempts=2):
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-        return self.request("POST", "/", body, {"Content-Type": "application/json"})
+        return self.request("POST", "/", body, {"Content-Type": "application/json"}, attempts)
 
-    def request(self, verb, path, body=None, headers=None):
-        for attempt in range(2):
+    def request(self, verb, path, body=None, headers=None, attempts=2):
+        for attempt in range(attempts):
             try:
                 if self.conn is None:
                     self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
@@ -75,7 +75,7 @@ class Client:
                 return response.status, data
             except (http.client.HTTPException, OSError):
                 self.conn = None
-                if attempt == 1:
+                if attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -287,29 +287,20 @@ def sealed(geth_url, after, upto):
 
 def replays(url, first, count, rounds):
     client = Client(url)
-    if rounds <= 0:
-        # Warm-up: -0 callTracer, -1 prestateTracer, each block once.
-        configs = [[TRACERS[-rounds]]]
-    else:
-        configs = [[{"tracer": t["tracer"], "timeout": f"{20 + r}s"} for t in TRACERS]
-                   for r in range(rounds)]
+    configs = [TRACERS] if rounds == 0 else [
+        [{"tracer": t["tracer"], "timeout": f"{20 + r}s"} for t in TRACERS] for r in range(rounds)
+    ]
     latencies, failed = [], 0
     for round_configs in configs:
         for config in round_configs:
             for number in range(first, first + count):
-                body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "debug_traceBlockByNumber",
-                                   "params": [hex(number), config]})
                 t0 = time.monotonic()
                 # Once, not retried: a second try could join the first's
                 # replay or find its answer kept.
                 try:
-                    if client.conn is None:
-                        client.conn = http.client.HTTPConnection(client.host, client.port, timeout=60)
-                    client.conn.request("POST", "/", body, {"Content-Type": "application/json"})
-                    response = client.conn.getresponse()
-                    status, data = response.status, response.read()
+                    status, data = client.post("debug_traceBlockByNumber", [hex(number), config], 1)
                 except (http.client.HTTPException, OSError):
-                    client.conn, status, data = None, 0, b""
+                    status, data = 0, b""
                 if status == 200 and b'"result"' in data[:64]:
                     latencies.append(time.monotonic() - t0)
                 else:
