@@ -117,6 +117,50 @@ pub(crate) fn node_items(node: &[u8]) -> Result<([Item; 17], usize), Malformed> 
     }
 }
 
+/// What a walk reads of a node at one step: an extension's or leaf's two
+/// items, or a branch's item it follows.
+enum Step {
+    /// An extension or leaf: its hex-prefix path and its child or value.
+    Pair(Item, Item),
+    /// A branch's item `wanted` (0..16 a child, 16 its value).
+    Branch(Item),
+}
+
+/// The items of `node` a walk reads, parsed no further than the item
+/// `wanted` of a branch: a walk reads one child of each branch, and most
+/// of a walk's nodes are branches (the others' items are never read).
+/// So a list of other than 17 items may pass as a branch when `wanted`
+/// lies within it: harmless, as a walk reaches nodes only by their hash
+/// from a verified root (the strict [`node_items`] decodes what is
+/// verified or rewritten).
+fn step(node: &[u8], wanted: usize) -> Result<Step, Malformed> {
+    let list = item(node, 0)?;
+    if !list.is_list || list.whole.1 != node.len() {
+        return Err(Malformed);
+    }
+    let end = list.payload.1;
+    let within = |at: usize| -> Result<Item, Malformed> {
+        let next = item(node, at)?;
+        if next.whole.1 > end {
+            return Err(Malformed);
+        }
+        Ok(next)
+    };
+    let first = within(list.payload.0)?;
+    let second = within(first.whole.1)?;
+    if second.whole.1 == end {
+        return Ok(Step::Pair(first, second));
+    }
+    let mut at = second;
+    for _ in 1..wanted {
+        if at.whole.1 == end {
+            return Err(Malformed);
+        }
+        at = within(at.whole.1)?;
+    }
+    Ok(Step::Branch(if wanted == 0 { first } else { at }))
+}
+
 /// The nibble of `key` at position `i` (0..64).
 pub(crate) fn nibble(key: &Hash, i: usize) -> u8 {
     let byte = key[i / 2];
@@ -214,22 +258,28 @@ pub fn walk(
                 node
             }
         };
-        let (items, count) = node_items(&node)?;
-        if count == 17 {
-            if depth == 64 {
-                let value = items[16];
+        let wanted = if depth == 64 {
+            16
+        } else {
+            nibble(key, depth) as usize
+        };
+        let (path, value) = match step(&node, wanted)? {
+            Step::Branch(value) if depth == 64 => {
                 return Ok(if value.payload.0 == value.payload.1 {
                     Walked::Absent
                 } else {
                     Walked::Found(node.slice(value.payload.0..value.payload.1))
                 });
             }
-            next = child(&node, items[nibble(key, depth) as usize])?;
-            depth += 1;
-            continue;
-        }
+            Step::Branch(item) => {
+                next = child(&node, item)?;
+                depth += 1;
+                continue;
+            }
+            Step::Pair(path, value) => (path, value),
+        };
         // Extension or leaf: a hex-prefix path first.
-        let path = HexPath::new(&node[items[0].payload.0..items[0].payload.1])?;
+        let path = HexPath::new(&node[path.payload.0..path.payload.1])?;
         let len = path.len();
         if depth + len > 64 || (0..len).any(|i| path.nibble(i) != nibble(key, depth + i)) {
             return Ok(Walked::Absent);
@@ -239,13 +289,12 @@ pub fn walk(
             if depth != 64 {
                 return Ok(Walked::Absent);
             }
-            let value = items[1];
             if value.is_list {
                 return Err(Malformed);
             }
             return Ok(Walked::Found(node.slice(value.payload.0..value.payload.1)));
         }
-        next = child(&node, items[1])?;
+        next = child(&node, value)?;
     }
     Err(Malformed)
 }

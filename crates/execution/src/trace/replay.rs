@@ -496,6 +496,14 @@ pub(crate) struct Traced<'a> {
     pub(crate) spec: SpecId,
 }
 
+/// Bytes a native tracer's trace of one transaction starts with: a
+/// transfer's `callTracer` or `prestateTracer` trace is a few hundred, and
+/// a vector grown from nothing is reallocated some six times on the way.
+/// A trace shorter than this holds this much (a longer one grows as
+/// before): at most this much more per trace than growing would hold, and
+/// only until the block's answer is joined.
+const NATIVE_TRACE_START: usize = 512;
+
 /// The trace `inspector` recorded of `traced`, as geth writes it, in at
 /// most `room` bytes; `view` is the state before it. With `along`, the
 /// inspector ran its mux: the asked tracer's part is the trace, the
@@ -592,6 +600,7 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
                     _ => None,
                 },
             };
+            out.reserve(NATIVE_TRACE_START);
             let capped = |out: &mut Vec<u8>, trace, room| {
                 let mut writer = Capped { out, room };
                 super::native::write(trace, &facts, &mut writer).map_err(|_| Stopped::TooLarge)
@@ -606,7 +615,7 @@ pub(crate) fn written<DB: DatabaseRef<Error = Never>>(
                         if kind == along.asked {
                             capped(&mut out, part, room)?;
                         } else if along.runs(&kind) {
-                            let mut trace = Vec::new();
+                            let mut trace = Vec::with_capacity(NATIVE_TRACE_START);
                             let hash = traced.context.tx_hash.unwrap_or_default();
                             match capped(
                                 &mut trace,

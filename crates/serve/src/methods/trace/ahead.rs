@@ -66,14 +66,16 @@ pub(super) fn offer_child(
         .post_states
         .as_ref()
         .and_then(|p| p.unproved(parent.number, &parent.hash.0));
+    // Lookups in memory first, then walks of the tries.
     let held = |address: &Address| {
         named.contains(address)
             || fetching.is_some_and(|needs| needs.accounts.contains_key(address))
+            || parents.as_ref().is_some_and(|u| u.changed(address))
             || found(&own.state_root.0, address)
             || found(&parent.state_root.0, address)
             || parents
                 .as_ref()
-                .is_some_and(|u| u.changed(address) || found(&u.below().0, address))
+                .is_some_and(|u| found(&u.below().0, address))
     };
     let requests: Vec<ProofRequest> = child
         .named_accounts()
