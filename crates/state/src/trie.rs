@@ -151,11 +151,9 @@ fn step(node: &[u8], wanted: usize) -> Result<Step, Malformed> {
     if second.whole.1 == end {
         return Ok(Step::Pair(first, second));
     }
+    // Past the list's end, `within` finds no item: malformed.
     let mut at = second;
     for _ in 1..wanted {
-        if at.whole.1 == end {
-            return Err(Malformed);
-        }
         at = within(at.whole.1)?;
     }
     Ok(Step::Branch(if wanted == 0 { first } else { at }))
