@@ -79,6 +79,7 @@ neve_store_retain_bytes gauge
 neve_store_segments gauge
 neve_store_write_failing gauge
 neve_trace_answers_along_total counter
+neve_trace_blocks_prepared_total counter
 neve_trace_flights_shared_total counter
 neve_trace_flights_waited_out_total counter
 neve_trace_memo_bytes gauge
@@ -166,6 +167,7 @@ neve_store_retain_bytes
 neve_store_segments
 neve_store_write_failing
 neve_trace_answers_along_total
+neve_trace_blocks_prepared_total
 neve_trace_flights_shared_total
 neve_trace_flights_waited_out_total
 neve_trace_memo_bytes

@@ -422,6 +422,19 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
 
     // A header that does not hash to the parent: refused, nothing kept.
     proxy.control().tamper_state(StateTamper::WitnessHeader);
+    // (First, a tracer neve does not run: the node's to answer, so it is
+    // asked for no witness, nor anything else.)
+    let calls = metric(&neve, "neve_state_upstream_calls_total");
+    let javascript = json!({"tracer": "{result: function() { return 1 }, fault: function() {}}"});
+    let (status, _) = call(
+        &client,
+        "debug_traceBlockByNumber",
+        &json!([quantity(busy[0]), javascript]),
+    )
+    .await;
+    assert_eq!(status, 421);
+    assert_eq!(metric(&neve, "neve_state_upstream_calls_total"), calls);
+    assert_eq!(proxy.control().state_tampered(), 0, "no witness asked");
     same(&client, &geth, "debug_traceBlockByNumber", trace(busy[0])).await;
     assert_eq!(proxy.control().state_tampered(), 1);
     assert_eq!(metric(&neve, "neve_state_witnesses_refused_total"), 1);
@@ -432,6 +445,8 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     )
     .await;
     assert_eq!(status, 421, "a refused witness is not served");
+    // Its transactions were parsed while the node made the witness.
+    assert!(metric(&neve, "neve_trace_blocks_prepared_total") >= 1);
 
     // A node no path reaches: dropped; what is served is geth's. (A
     // block whose parent no trace replayed: the child of one traced

@@ -59,6 +59,8 @@ pub fn verify_witness(
     nodes: &[Bytes],
     codes: &[Bytes],
 ) -> Result<Witnessed, Malformed> {
+    // Keyed with a random seed: the upstream chooses what its items hash
+    // to, and could choose many alike in a few bits.
     let by_hash: HashMap<Hash, &Bytes> = nodes.iter().map(|n| (keccak256(n).0, n)).collect();
     let codes_by_hash: HashMap<Hash, &Bytes> = codes.iter().map(|c| (keccak256(c).0, c)).collect();
     let mut queue: Vec<(Hash, Trie)> = Vec::new();

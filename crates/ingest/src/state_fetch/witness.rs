@@ -218,15 +218,15 @@ pub(super) fn check(request: &WitnessRequest, answer: &[u8]) -> Result<Checked, 
     let mut code_items: Vec<&Bytes> = witnessed.code_items().collect();
     state_nodes.sort_unstable();
     code_items.sort_unstable();
-    let mut out = String::with_capacity(2 * witnessed.bytes + 4096);
-    out.push_str("{\"headers\":[");
-    out.push_str(&headers.join(","));
-    out.push_str("],\"codes\":[");
+    let mut out = Vec::with_capacity(2 * witnessed.bytes + 4096);
+    out.extend_from_slice(b"{\"headers\":[");
+    out.extend_from_slice(headers.join(",").as_bytes());
+    out.extend_from_slice(b"],\"codes\":[");
     hex_items(&mut out, &code_items);
-    out.push_str("],\"state\":[");
+    out.extend_from_slice(b"],\"state\":[");
     hex_items(&mut out, &state_nodes);
-    out.push_str("],\"keys\":null}");
-    let answer = Bytes::from(out.into_bytes());
+    out.extend_from_slice(b"],\"keys\":null}");
+    let answer = Bytes::from(out);
     Ok(Checked {
         dropped: witnessed.dropped,
         verified: witnessed.verified,
@@ -316,14 +316,19 @@ fn header_json(h: &Header, hash: &alloy_primitives::B256) -> String {
     out
 }
 
-fn hex_items(out: &mut String, items: &[&Bytes]) {
+/// `items` as JSON strings of `0x`-prefixed hex, comma-separated, each
+/// written in place (no string of its own).
+fn hex_items(out: &mut Vec<u8>, items: &[&Bytes]) {
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str("\"0x");
-        out.push_str(&alloy_primitives::hex::encode(item));
-        out.push('"');
+        out.extend_from_slice(b"\"0x");
+        let start = out.len();
+        out.resize(start + 2 * item.len(), 0);
+        alloy_primitives::hex::encode_to_slice(item, &mut out[start..])
+            .expect("room for two digits a byte");
+        out.push(b'"');
     }
 }
 

@@ -116,6 +116,35 @@ impl Context {
         }
     }
 
+    /// What a whole block's trace about to run again after its block's
+    /// witness comes will read besides state, made ready beside the fetch
+    /// ([`Job::prepare`]): the node takes as long to make a witness as to
+    /// trace the block, and the block's parse need not wait behind it.
+    /// Nothing for any other call (its parameters not even parsed), or
+    /// one whose parameters do not parse.
+    ///
+    /// [`Job::prepare`]: crate::rpc::Job::prepare
+    pub(crate) fn prepare(&self, method: &str, params: Option<&RawValue>, reads: Reads) {
+        let Some(method) = methods().find(|m| m.name == method) else {
+            return;
+        };
+        let Runs::Executed(executed) = &method.runs else {
+            return;
+        };
+        if executed.along.is_none() {
+            return;
+        }
+        let Ok(params) = Params::new(params) else {
+            return;
+        };
+        let (required, max) = method.arity;
+        if params.arity(required, max).is_ok()
+            && let Ok(job) = (executed.parse)(&params)
+        {
+            job.prepare(self, reads);
+        }
+    }
+
     /// The key identical traces in flight share one run by (see
     /// [`Context::trace_key`]); `None` for any other call.
     pub(crate) fn trace_key_of(

@@ -102,6 +102,9 @@ pub(crate) struct Context {
     pub(crate) trace_asks: super::TraceAsks,
     /// Trace answers made alongside another's replay, and kept.
     pub(crate) answers_along: std::sync::atomic::AtomicU64,
+    /// Blocks parsed for a replay while its witness was fetched
+    /// ([`super::Job::prepare`]).
+    pub(crate) blocks_prepared: std::sync::atomic::AtomicU64,
     /// Proofs a block's traces offer ahead of the block indexers trace
     /// next, for the server to fetch in the background.
     pub(crate) proofs_ahead: super::ProofsAhead,

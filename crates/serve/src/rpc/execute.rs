@@ -56,6 +56,19 @@ pub(crate) trait Job {
     /// send them) whose answers its run may make too
     /// ([`PinnedRun::along`]); ignored by a job that makes none.
     fn offer(&mut self, _configs: Vec<Box<str>>) {}
+
+    /// Makes ready, on a call thread, what its run will read that is not
+    /// state (a whole block's transactions parsed), while the state it
+    /// misses is fetched ([`Context::prepare`]); nothing by default.
+    fn prepare(&self, _ctx: &Context, _reads: Reads) {}
+
+    /// Whether neve runs it at all (a trace under a tracer neve does not
+    /// know does not): one it does not is a miss before anything is
+    /// fetched for it, so the node makes no witness for a trace it is
+    /// about to answer itself.
+    fn runs_here(&self) -> bool {
+        true
+    }
 }
 
 /// A method's parameters parsed into its [`Job`]; -32602 naming the
@@ -177,6 +190,10 @@ impl Context {
                 Located::After(at) => (at, None),
             },
         };
+        // (Noted as asked all the same, above.)
+        if !job.runs_here() {
+            return Ok(Reply::Miss);
+        }
         // A trace of a block not in memory is looked up in the memo here,
         // where its block could be read.
         if let (Some(memo), Some(hash)) = (&memo, replayed)

@@ -4,7 +4,8 @@
 //! call runs again, at most [`MAX_CALL_ROUNDS`] times and within
 //! `--state-fetch-timeout` from the first fetch (a replay's block witness
 //! within [`WITNESS_WAIT`], and what it left within the timeout again);
-//! then it is a miss (421).
+//! then it is a miss (421). While a witness is fetched, what the run
+//! after it reads besides state is made ready ([`crate::rpc::Job::prepare`]).
 //! With fetching off, a call that misses is a miss at once.
 
 use std::sync::Arc;
@@ -44,8 +45,12 @@ const MAX_SAME_ASKS: u8 = 2;
 /// The call threads: one per core, since a call is CPU work; at the
 /// priority of the threads that answer.
 pub(super) fn call_pool() -> neve_pool::Pool {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    neve_pool::Pool::serving("neve-call", cores)
+    neve_pool::Pool::serving("neve-call", call_threads())
+}
+
+/// How many call threads there are: one per core.
+fn call_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Gas one request's executed calls may spend together (a batch's, the
@@ -183,6 +188,8 @@ impl Server {
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
             let mut again = Vec::new();
+            // The calls whose round is their block's witness.
+            let mut witnessing = Vec::new();
             for i in pending {
                 let DeferredCall {
                     call: (method, params),
@@ -236,6 +243,12 @@ impl Server {
                             && round + 1 < MAX_CALL_ROUNDS =>
                     {
                         let round = this_round(requests, &mut witnessed[i]);
+                        if round
+                            .iter()
+                            .any(|r| matches!(r, neve_state::FetchRequest::Witness(_)))
+                        {
+                            witnessing.push(i);
+                        }
                         let digest = digest_of(&round);
                         let asks = match asked_before[i] {
                             Some((last, asks)) if last == digest => asks + 1,
@@ -306,7 +319,22 @@ impl Server {
                 left
             };
             let fetching = Instant::now();
-            let timed_out = tokio::time::timeout(wait, waits).await.is_err();
+            let fetched = std::pin::pin!(tokio::time::timeout(wait, waits));
+            // Beside a witness round, what the runs after it read besides
+            // state made ready: one call at a time as the runs go, no more
+            // blocks than the parsed are kept, none begun once the fetches
+            // ended; waited for no longer than the fetches.
+            let waiting = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let prepared = std::pin::pin!(
+                futures_util::stream::iter(witnessing.iter().filter(|i| again.contains(i)))
+                    .take(neve_execution::trace::REPLAY_BLOCKS_KEPT)
+                    .for_each(|&i| self.prepare_call(&calls[i].call, latest, waiting.clone()))
+            );
+            let timed_out = match futures_util::future::select(fetched, prepared).await {
+                futures_util::future::Either::Left((fetched, _)) => fetched.is_err(),
+                futures_util::future::Either::Right((_, fetched)) => fetched.await.is_err(),
+            };
+            waiting.store(false, Ordering::Relaxed);
             tracing::debug!(
                 round,
                 asked = fetches_len,
@@ -437,6 +465,36 @@ impl Server {
             .state
             .as_ref()
             .is_none_or(|state| state.witnesses.unavailable())
+    }
+
+    /// Makes ready on the call threads what `call`'s next run reads
+    /// besides state ([`crate::rpc::Job::prepare`]), if its round is still
+    /// `waiting` when a thread takes it. Only on a call thread no other
+    /// work waits for: past as many calls queued as there are threads it
+    /// is not done (the run does it), so it takes no place a run needs.
+    async fn prepare_call(
+        &self,
+        (method, params): &OwnedCall,
+        latest: Option<u64>,
+        waiting: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        let queue = OffWorkers {
+            pool: &self.calls,
+            queued: |m| &m.calls_queued,
+            // With a count of 0: nothing counted as refused.
+            refused: |m| &m.calls_refused,
+            admitted: None,
+            max_queued: call_threads() as u64,
+            what: "preparing a call",
+        };
+        let (ctx, method, params) = (self.ctx.clone(), method.clone(), params.clone());
+        let work = move || {
+            if waiting.load(Ordering::Relaxed) {
+                ctx.prepare(&method, params.as_deref(), Reads::from_disk(latest));
+            }
+            Vec::new()
+        };
+        self.off_workers(queue, 0, || Reply::Miss, work).await;
     }
 
     /// One run of one call on the call threads, and the gas it used: a

@@ -249,7 +249,7 @@ impl Server {
 
     /// (name, help, value) of the traces' figures: the memo's and the
     /// replays that were not the chain's.
-    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 8] {
+    fn trace_figures(&self) -> [(&'static str, &'static str, u64); 9] {
         let memo = self.ctx.trace_answers.counts();
         [
             (
@@ -279,6 +279,13 @@ impl Server {
                 "Traces of a whole block made by another configuration's replay of it, for the configurations clients trace blocks with lately, and kept in the memo.",
                 self.ctx
                     .answers_along
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                "neve_trace_blocks_prepared_total",
+                "Blocks whose transactions and receipts were parsed for a replay while the node made the block's witness.",
+                self.ctx
+                    .blocks_prepared
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),
             (

@@ -117,6 +117,7 @@ pub async fn serve(
             replays_diverged: Default::default(),
             trace_asks: Default::default(),
             answers_along: Default::default(),
+            blocks_prepared: Default::default(),
             proofs_ahead: Default::default(),
             fee_blocks: Default::default(),
             coreth: Context::runs_coreth(

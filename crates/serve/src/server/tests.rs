@@ -88,6 +88,7 @@ pub(crate) fn server_configured(
             replays_diverged: Default::default(),
             trace_asks: Default::default(),
             answers_along: Default::default(),
+            blocks_prepared: Default::default(),
             proofs_ahead: Default::default(),
             fee_blocks: Default::default(),
             coreth: false,
