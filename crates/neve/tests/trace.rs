@@ -435,7 +435,14 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     assert_eq!(status, 421);
     assert_eq!(metric(&neve, "neve_state_upstream_calls_total"), calls);
     assert_eq!(proxy.control().state_tampered(), 0, "no witness asked");
+    // The witness slow in coming, as a busy node's: the block's
+    // transactions are parsed meanwhile.
+    let slow = std::time::Duration::from_millis(300);
+    proxy
+        .control()
+        .set_method_fault(Some(("debug_executionWitness", Fault::Slow(slow))));
     same(&client, &geth, "debug_traceBlockByNumber", trace(busy[0])).await;
+    proxy.control().set_method_fault(None);
     assert_eq!(proxy.control().state_tampered(), 1);
     assert_eq!(metric(&neve, "neve_state_witnesses_refused_total"), 1);
     let (status, _) = call(

@@ -300,7 +300,7 @@ impl Metrics {
             ),
             (
                 "neve_calls_queued",
-                "Calls (eth_call, eth_estimateGas) waiting for or running on the call threads.",
+                "Calls (eth_call, eth_estimateGas, traces; a trace's block parsed while its witness is fetched) waiting for or running on the call threads.",
                 read(&self.calls_queued),
             ),
             (

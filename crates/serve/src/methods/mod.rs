@@ -125,15 +125,15 @@ impl Context {
     ///
     /// [`Job::prepare`]: crate::rpc::Job::prepare
     pub(crate) fn prepare(&self, method: &str, params: Option<&RawValue>, reads: Reads) {
+        if !self.prepares(method) {
+            return;
+        }
         let Some(method) = methods().find(|m| m.name == method) else {
             return;
         };
         let Runs::Executed(executed) = &method.runs else {
             return;
         };
-        if executed.along.is_none() {
-            return;
-        }
         let Ok(params) = Params::new(params) else {
             return;
         };
@@ -143,6 +143,15 @@ impl Context {
         {
             job.prepare(self, reads);
         }
+    }
+
+    /// Whether [`Context::prepare`] does anything for `method`: a whole
+    /// block's trace.
+    pub(crate) fn prepares(&self, method: &str) -> bool {
+        methods().any(|m| {
+            m.name == method
+                && matches!(&m.runs, Runs::Executed(executed) if executed.along.is_some())
+        })
     }
 
     /// The key identical traces in flight share one run by (see

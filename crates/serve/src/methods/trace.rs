@@ -285,7 +285,7 @@ impl Job for TraceCall {
 
 impl Job for Trace {
     /// A whole block's transactions and receipts parsed into the cache
-    /// its run reads them from (a third of a cold replay's time).
+    /// its run reads them from (a third of the run after a witness).
     fn prepare(&self, ctx: &Context, reads: Reads) {
         if let Target::Block(at) = self.target
             && let Some(block) = ctx.block(at, reads).ok().flatten()

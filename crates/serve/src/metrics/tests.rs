@@ -59,7 +59,7 @@ neve_store_cold_reads_refused_total 0
 # HELP neve_store_cold_reads_queued Requests' cold reads waiting for or running on the I/O threads.
 # TYPE neve_store_cold_reads_queued gauge
 neve_store_cold_reads_queued 0
-# HELP neve_calls_queued Calls (eth_call, eth_estimateGas) waiting for or running on the call threads.
+# HELP neve_calls_queued Calls (eth_call, eth_estimateGas, traces; a trace's block parsed while its witness is fetched) waiting for or running on the call threads.
 # TYPE neve_calls_queued gauge
 neve_calls_queued 0
 # HELP neve_calls_refused_total Calls answered 421 at once: the call threads' queue was full.

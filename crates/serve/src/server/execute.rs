@@ -48,9 +48,21 @@ pub(super) fn call_pool() -> neve_pool::Pool {
     neve_pool::Pool::serving("neve-call", call_threads())
 }
 
-/// How many call threads there are: one per core.
+/// How many call threads there are: one per core (read once: it reads
+/// the cgroup's files).
 fn call_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Clears a round's `waiting` however the round ends (its request
+/// dropped included): a prepare not yet begun is then not begun.
+struct ClearOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 /// Gas one request's executed calls may spend together (a batch's, the
@@ -324,17 +336,24 @@ impl Server {
             // state made ready: one call at a time as the runs go, no more
             // blocks than the parsed are kept, none begun once the fetches
             // ended; waited for no longer than the fetches.
-            let waiting = Arc::new(std::sync::atomic::AtomicBool::new(true));
-            let prepared = std::pin::pin!(
-                futures_util::stream::iter(witnessing.iter().filter(|i| again.contains(i)))
+            let waiting = ClearOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(true)));
+            let prepared =
+                std::pin::pin!(
+                    futures_util::stream::iter(witnessing.iter().filter(|i| {
+                        again.contains(i) && self.ctx.prepares(&calls[**i].call.0)
+                    }))
                     .take(neve_execution::trace::REPLAY_BLOCKS_KEPT)
-                    .for_each(|&i| self.prepare_call(&calls[i].call, latest, waiting.clone()))
-            );
+                    .for_each(|&i| self.prepare_call(
+                        &calls[i].call,
+                        latest,
+                        waiting.0.clone()
+                    ))
+                );
             let timed_out = match futures_util::future::select(fetched, prepared).await {
                 futures_util::future::Either::Left((fetched, _)) => fetched.is_err(),
                 futures_util::future::Either::Right((_, fetched)) => fetched.await.is_err(),
             };
-            waiting.store(false, Ordering::Relaxed);
+            drop(waiting);
             tracing::debug!(
                 round,
                 asked = fetches_len,
@@ -470,21 +489,27 @@ impl Server {
     /// Makes ready on the call threads what `call`'s next run reads
     /// besides state ([`crate::rpc::Job::prepare`]), if its round is still
     /// `waiting` when a thread takes it. Only on a call thread no other
-    /// work waits for: past as many calls queued as there are threads it
-    /// is not done (the run does it), so it takes no place a run needs.
+    /// work waits for: with as many calls queued as there are threads it
+    /// is not done (the run does it), so it never queues a run out; a run
+    /// that comes while it parses waits its milliseconds.
     async fn prepare_call(
         &self,
         (method, params): &OwnedCall,
         latest: Option<u64>,
         waiting: Arc<std::sync::atomic::AtomicBool>,
     ) {
+        let threads = call_threads() as u64;
+        // Looked at first: a refusal's brief count could refuse a run.
+        if self.metrics.calls_queued.load(Ordering::Relaxed) >= threads {
+            return;
+        }
         let queue = OffWorkers {
             pool: &self.calls,
             queued: |m| &m.calls_queued,
             // With a count of 0: nothing counted as refused.
             refused: |m| &m.calls_refused,
             admitted: None,
-            max_queued: call_threads() as u64,
+            max_queued: threads,
             what: "preparing a call",
         };
         let (ctx, method, params) = (self.ctx.clone(), method.clone(), params.clone());
