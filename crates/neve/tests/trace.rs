@@ -532,6 +532,72 @@ async fn witnesses_that_lie_or_are_missing_change_no_trace() {
     );
     assert_eq!(metric(&neve, "neve_trace_flights_waited_out_total"), 0);
 
+    // A flood of cold block traces waiting on slow witnesses, a
+    // configuration each (so none shares another's run): their blocks are
+    // parsed meanwhile, only on call threads no run waits for, and
+    // another client's calls are admitted and answered, each at once,
+    // while the traces still wait.
+    let cold: Vec<u64> = busy[2 + many..busy.len() - 4]
+        .iter()
+        .step_by(3)
+        .take(4)
+        .copied()
+        .collect();
+    assert_eq!(cold.len(), 4, "{} blocks with transactions", busy.len());
+    let (refused, prepared) = (
+        metric(&neve, "neve_calls_refused_total"),
+        metric(&neve, "neve_trace_blocks_prepared_total"),
+    );
+    let slow = std::time::Duration::from_secs(1);
+    proxy
+        .control()
+        .set_method_fault(Some(("debug_executionWitness", Fault::Slow(slow))));
+    let asks: Vec<Value> = cold
+        .iter()
+        .flat_map(|number| {
+            (10..22).map(move |seconds| {
+                let config = json!({"tracer": "callTracer", "timeout": format!("{seconds}s")});
+                json!([quantity(*number), config])
+            })
+        })
+        .collect();
+    let flood: Vec<_> = asks
+        .iter()
+        .map(|params| {
+            let (client, params) = (client.clone(), params.clone());
+            tokio::spawn(async move { call(&client, "debug_traceBlockByNumber", &params).await })
+        })
+        .collect();
+    // The flood in its witness round.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let balance_call = json!([{"to": "0x000000000000000000000000000000000000dead"}, "latest"]);
+    let (_, expected) = call(&geth, "eth_call", &balance_call).await;
+    let began = std::time::Instant::now();
+    for _ in 0..8 {
+        let (status, got) = call(&client, "eth_call", &balance_call).await;
+        assert_eq!(
+            (status, &got["result"]),
+            (200, &expected["result"]),
+            "{got}"
+        );
+    }
+    // None waited for a witness, nor behind the parses.
+    let took = began.elapsed();
+    assert!(took < slow, "the calls took {took:?}");
+    assert!(
+        flood.iter().all(|trace| !trace.is_finished()),
+        "the calls were answered while the traces waited for their witnesses"
+    );
+    for (params, trace) in asks.iter().zip(flood) {
+        let (status, got) = trace.await.unwrap();
+        assert_eq!(status, 200, "{params}: {got}");
+        let (_, expected) = call(&geth, "debug_traceBlockByNumber", params).await;
+        assert_eq!(got["result"], expected["result"]);
+    }
+    proxy.control().set_method_fault(None);
+    assert_eq!(metric(&neve, "neve_calls_refused_total"), refused);
+    assert!(metric(&neve, "neve_trace_blocks_prepared_total") > prepared);
+
     // An upstream without the method: proofs, and it is not asked again.
     proxy
         .control()

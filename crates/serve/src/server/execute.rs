@@ -486,6 +486,19 @@ impl Server {
             .is_none_or(|state| state.witnesses.unavailable())
     }
 
+    /// The call threads' queue, `max_queued` places of it open to the
+    /// work of `what`.
+    fn call_queue(&self, max_queued: u64, what: &'static str) -> OffWorkers<'_> {
+        OffWorkers {
+            pool: &self.calls,
+            queued: |m| &m.calls_queued,
+            refused: |m| &m.calls_refused,
+            admitted: None,
+            max_queued,
+            what,
+        }
+    }
+
     /// Makes ready on the call threads what `call`'s next run reads
     /// besides state ([`crate::rpc::Job::prepare`]), if its round is still
     /// `waiting` when a thread takes it. Only on a call thread no other
@@ -503,15 +516,8 @@ impl Server {
         if self.metrics.calls_queued.load(Ordering::Relaxed) >= threads {
             return;
         }
-        let queue = OffWorkers {
-            pool: &self.calls,
-            queued: |m| &m.calls_queued,
-            // With a count of 0: nothing counted as refused.
-            refused: |m| &m.calls_refused,
-            admitted: None,
-            max_queued: threads,
-            what: "preparing a call",
-        };
+        // With a count of 0: nothing counted as refused.
+        let queue = self.call_queue(threads, "preparing a call");
         let (ctx, method, params) = (self.ctx.clone(), method.clone(), params.clone());
         let work = move || {
             if waiting.load(Ordering::Relaxed) {
@@ -538,14 +544,7 @@ impl Server {
         since: Option<Instant>,
         (witness_asked, fetched): (bool, bool),
     ) -> (Reply, u64) {
-        let queue = OffWorkers {
-            pool: &self.calls,
-            queued: |m| &m.calls_queued,
-            refused: |m| &m.calls_refused,
-            admitted: None,
-            max_queued: MAX_QUEUED_CALLS,
-            what: "executing a call",
-        };
+        let queue = self.call_queue(MAX_QUEUED_CALLS, "executing a call");
         let ctx = self.ctx.clone();
         let method = method.to_owned();
         let charge = self
