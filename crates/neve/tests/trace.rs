@@ -792,6 +792,40 @@ async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
         }
     }
     assert!(compared > 100, "{compared}");
+
+    // Indices geth has no transaction at: its refusals, word for word
+    // (past the block's transactions; past Go's `int`, printed negative;
+    // the genesis block); and index 0 of a block without transactions,
+    // which runs over the parent's state.
+    let mut counts = Vec::new();
+    for number in 0..=head {
+        let txs = block(&geth, number).await["transactions"].clone();
+        counts.push(txs.as_array().unwrap().len());
+    }
+    let busy = (1..=head).rev().find(|n| counts[*n as usize] > 0).unwrap();
+    let config = |index: &str| json!({"tracer": "callTracer", "txIndex": index});
+    let past = [
+        quantity(counts[busy as usize] as u64),
+        "0xffffffffffffffff".into(),
+    ];
+    for index in past {
+        let params = json!([calls[2], quantity(busy), config(&index)]);
+        let (status, got) = support::calls::call(&client, "debug_traceCall", &params).await;
+        assert_eq!(status, 200, "{params}: {got}");
+        let (_, expected) = support::calls::call(&geth, "debug_traceCall", &params).await;
+        assert_eq!(got["error"], expected["error"], "{params}");
+        let message = got["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("out of range"), "{got}");
+    }
+    let genesis = json!([calls[2], "0x0", config("0x0")]);
+    same(&client, &geth, "debug_traceCall", genesis).await;
+    let empty = (1..=head)
+        .find(|n| counts[*n as usize] == 0)
+        .expect("a block without transactions");
+    for index in ["0x0", "0x1"] {
+        let params = json!([calls[2], quantity(empty), config(index)]);
+        same(&client, &geth, "debug_traceCall", params).await;
+    }
 }
 
 /// A loop of 200,000 rounds that ends well (some 4.6 M gas, a million

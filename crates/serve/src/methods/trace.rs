@@ -119,14 +119,36 @@ fn locate_hash(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Located, N
 
 fn locate_call(ctx: &Context, p: &Params<'_>, reads: Reads) -> Result<Located, NoReply> {
     let at = p.block_ref(1)?;
-    if call_config(p)?.tx_index.is_none() {
+    let Some(index) = call_config(p)?.tx_index else {
         return Ok(Located::After(at));
+    };
+    let Some(block) = ctx.block(at, reads)? else {
+        return Ok(Located::Reply(Reply::Miss));
+    };
+    // geth's refusals, told before any state is read (a cold block's
+    // witness is not asked for an index it has no transaction at).
+    let refused =
+        |message: String| Located::Reply(Reply::Error(ErrorCode::ExecutionFailed, message));
+    if block.height() == 0 {
+        return Ok(refused("no transaction in genesis".into()));
     }
-    Ok(match ctx.block(at, reads)? {
-        // geth finds no transaction in the genesis block.
-        Some(block) if block.height() > 0 => Located::Block(block.height(), block.hash()),
-        _ => Located::Reply(Reply::Miss),
-    })
+    let index = index.to::<u64>();
+    if !runs_before(index, block.tx_count()) {
+        // As geth prints it: the index as Go's `int`.
+        let hash = alloy_primitives::B256::from(block.hash());
+        return Ok(refused(format!(
+            "transaction index {} out of range for block {hash}",
+            index as i64
+        )));
+    }
+    Ok(Located::Block(block.height(), block.hash()))
+}
+
+/// Whether a traced call runs at `index` of a block of `count`
+/// transactions: before one of them, or at the start of a block of none
+/// (over its parent's state, as geth does).
+fn runs_before(index: u64, count: u32) -> bool {
+    index < u64::from(count) || index == 0
 }
 
 /// What a trace request names: its block (and transaction), and how to
@@ -266,8 +288,8 @@ impl Job for TraceCall {
                 let Some(found) = ctx.block(self.at, reads).ok().flatten() else {
                     return Ok(Ran::Miss);
                 };
-                if index >= found.tx_count() as usize {
-                    // geth: "transaction index out of range"; the node's.
+                if !runs_before(index as u64, found.tx_count()) {
+                    // Refused where the block was located: not this one.
                     return Ok(Ran::Miss);
                 }
                 let Some(replayed) = replay_block(&found, Which::Before(index)) else {
