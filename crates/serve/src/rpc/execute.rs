@@ -425,7 +425,10 @@ impl Context {
             Pin::At(_) if memo.is_none() => None,
             Pin::At(param) => p.block_ref_or_latest(*param).ok().and_then(block_hash),
             Pin::Parent(locate) => match locate(self, p, reads) {
-                Ok(Located::Reply(reply)) => return reply,
+                // Told only of parameters that parse, as geth tells a
+                // bad one first: else the call thread answers it.
+                Ok(Located::Reply(reply)) if (executed.parse)(p).is_ok() => return reply,
+                Ok(Located::Reply(_)) => return Reply::Execute,
                 Ok(Located::Block(height, hash)) => {
                     self.note_asked(tag, executed, p, height);
                     Some(hash)
