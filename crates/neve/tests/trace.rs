@@ -805,14 +805,14 @@ async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     // (past the block's transactions; past Go's `int`, printed negative;
     // the genesis block); and index 0 of a block without transactions,
     // which runs over the parent's state.
-    let mut counts = Vec::new();
-    for number in 0..=head {
-        let txs = block(&geth, number).await["transactions"].clone();
-        counts.push(txs.as_array().unwrap().len());
-    }
+    let with_transactions = busy_blocks(&geth, head).await;
+    let count = async |number: u64| {
+        let block = block(&geth, number).await;
+        block["transactions"].as_array().unwrap().len() as u64
+    };
     // The oldest block with transactions: none of its state is held, and
     // none is asked of the node for an index it has no transaction at.
-    let busy = (1..=head).find(|n| counts[*n as usize] > 0).unwrap();
+    let busy = with_transactions[0];
     let config = |index: &str| json!({"tracer": "callTracer", "txIndex": index});
     let asked = (
         metric(&neve, "neve_state_upstream_calls_total"),
@@ -820,16 +820,10 @@ async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     );
     let hash = block(&geth, busy).await["hash"].clone();
     let past = [
-        (
-            json!(quantity(busy)),
-            quantity(counts[busy as usize] as u64),
-        ),
+        (json!(quantity(busy)), quantity(count(busy).await)),
         (json!(quantity(busy)), "0xffffffffffffffff".into()),
-        (
-            json!({"blockHash": hash}),
-            quantity(counts[busy as usize] as u64 + 1),
-        ),
-        (json!("latest"), quantity(counts[head as usize] as u64 + 1)),
+        (json!({"blockHash": hash}), quantity(count(busy).await + 1)),
+        (json!("latest"), quantity(count(head).await + 1)),
     ];
     for (at, index) in past {
         let params = json!([calls[2], at, config(&index)]);
@@ -865,7 +859,7 @@ async fn traced_calls_equal_geths_at_blocks_and_transaction_indices() {
     let genesis = json!([calls[2], "0x0", config("0x0")]);
     same(&client, &geth, "debug_traceCall", genesis).await;
     let empty = (1..=head)
-        .find(|n| counts[*n as usize] == 0)
+        .find(|n| !with_transactions.contains(n))
         .expect("a block without transactions");
     for index in ["0x0", "0x1"] {
         let params = json!([calls[2], quantity(empty), config(index)]);

@@ -125,15 +125,15 @@ impl Context {
     ///
     /// [`Job::prepare`]: crate::rpc::Job::prepare
     pub(crate) fn prepare(&self, method: &str, params: Option<&RawValue>, reads: Reads) {
-        if !self.prepares(method) {
-            return;
-        }
         let Some(method) = methods().find(|m| m.name == method) else {
             return;
         };
         let Runs::Executed(executed) = &method.runs else {
             return;
         };
+        if executed.along.is_none() {
+            return;
+        }
         let Ok(params) = Params::new(params) else {
             return;
         };

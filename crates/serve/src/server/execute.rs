@@ -337,18 +337,17 @@ impl Server {
             // blocks than the parsed are kept, none begun once the fetches
             // ended; waited for no longer than the fetches.
             let waiting = ClearOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(true)));
-            let prepared =
-                std::pin::pin!(
-                    futures_util::stream::iter(witnessing.iter().filter(|i| {
-                        again.contains(i) && self.ctx.prepares(&calls[**i].call.0)
-                    }))
-                    .take(neve_execution::trace::REPLAY_BLOCKS_KEPT)
-                    .for_each(|&i| self.prepare_call(
-                        &calls[i].call,
-                        latest,
-                        waiting.0.clone()
-                    ))
-                );
+            let to_prepare = witnessing
+                .iter()
+                .filter(|i| again.contains(i) && self.ctx.prepares(&calls[**i].call.0))
+                .take(neve_execution::trace::REPLAY_BLOCKS_KEPT);
+            let prepared = std::pin::pin!(
+                futures_util::stream::iter(to_prepare).for_each(|&i| self.prepare_call(
+                    &calls[i].call,
+                    latest,
+                    waiting.0.clone()
+                ))
+            );
             let timed_out = match futures_util::future::select(fetched, prepared).await {
                 futures_util::future::Either::Left((fetched, _)) => fetched.is_err(),
                 futures_util::future::Either::Right((_, fetched)) => fetched.await.is_err(),
