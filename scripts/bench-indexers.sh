@@ -10,6 +10,12 @@
 #     following) on as many transactions sealed, divided by the traces
 #     answered; the no-indexer rate is taken before and after the runs,
 #     and each alone gives the spread printed beside the figure;
+#   - what CPU taken beside the node costs it by itself, the bound on
+#     what the figure above can tell under load: geth with no indexers
+#     while a process that asks it nothing (`indexers.py burn`) takes the
+#     CPU neve (past its following) and the indexers took in each run, at
+#     the same moments; its CPU per transaction sealed against the idle
+#     windows', and that difference over the run's transactions;
 #   - the same on a quiet node (the load paused), where the node's own
 #     work no longer hides what neve asks of it;
 #   - the first trace of a block nobody asked before (cold memo, cold
@@ -34,6 +40,12 @@ follow_busy_chain $((seconds * 5 + 600))
 start=$(head_of "$geth_url")
 until [ "$(head_of "$geth_url")" -ge $((start + behind)) ]; do sleep 1; done
 cpu() { awk '{print $14 + $15}' "/proc/$geth_pid/stat"; }
+# CPU ticks of the processes named, those still running.
+cpu_of() { local ticks=0 pid; for pid in "$@"; do
+  ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done; echo $ticks; }
+# Every 0.25 s until killed: seconds and the CPU ticks of PIDs.
+sample() { local out=$1; shift
+  while :; do echo "$(date +%s.%N) $(cpu_of "$@")"; sleep 0.25; done >"$out"; }
 seconds_of() { python3 -c "print(($2 - $1) / $(getconf CLK_TCK))"; }
 
 # A window of the node's work: its CPU seconds and head at each end.
@@ -45,18 +57,40 @@ import json, sys
 w = json.load(sys.stdin); w["cpu_s"] = float(sys.argv[1]); w["seconds"] = float(sys.argv[2])
 print(json.dumps(w))' "$(seconds_of "$c0" "$c1")" "$4" >"$work/window-$1.json"
 }
+n0=$(cpu_of "$neve_pid")
 m0=$(mark); sleep "$seconds"; m1=$(mark); window idle-before "$m0" "$m1" "$seconds"
+following=$(python3 -c "print(($(cpu_of "$neve_pid") - $n0) / $(getconf CLK_TCK) / $seconds)")
 for target in "neve=$url" "geth=$geth_url"; do
   IFS== read -r name target_url <<<"$target"
   m0=$(mark)
-  $py run "$target_url" "$seconds" "$indexers" "$behind" >"$work/indexers-$name.json"
+  $py run "$target_url" "$seconds" "$indexers" "$behind" >"$work/indexers-$name.json" &
+  indexers_pid=$!
+  sample "$work/cpu-$name" "$neve_pid" "$indexers_pid" &
+  sampler=$!; pids+=("$sampler")
+  wait "$indexers_pid"
+  kill "$sampler"
   m1=$(mark); window "$name" "$m0" "$m1" "$seconds"
 done
 m0=$(mark); sleep "$seconds"; m1=$(mark); window idle-after "$m0" "$m1" "$seconds"
+# The node with no indexers beside the CPU each run took (neve's past
+# its following, the indexers'), at the same moments of the window.
+for name in neve geth; do
+  python3 - "$work/cpu-$name" "$following" "$(getconf CLK_TCK)" >"$work/profile-$name" <<'PY'
+import sys
+rows = [tuple(map(float, line.split())) for line in open(sys.argv[1]) if len(line.split()) == 2]
+following, tick = float(sys.argv[2]), float(sys.argv[3])
+for (t0, c0), (t1, c1) in zip(rows, rows[1:]):
+    print(f"{t1 - rows[0][0]:.3f} {max(0.0, (c1 - c0) / tick - following * (t1 - t0)):.4f}")
+PY
+  m0=$(mark)
+  $py burn "$work/profile-$name" >"$work/burn-$name.json"
+  m1=$(mark); window "beside-$name" "$m0" "$m1" "$seconds"
+done
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
-w = {k: json.load(open(f"{work}/window-{k}.json")) for k in ("idle-before", "idle-after", "neve", "geth")}
+w = {k: json.load(open(f"{work}/window-{k}.json"))
+     for k in ("idle-before", "idle-after", "neve", "geth", "beside-neve", "beside-geth")}
 def rate(*names):
     return sum(w[k]["cpu_s"] for k in names) / max(1, sum(w[k]["transactions"] for k in names))
 for k in ("idle-before", "idle-after"):
@@ -74,6 +108,13 @@ for name in ("neve", "geth"):
     r["node_cpu_s"], r["node_cpu_us_per_trace"] = round(extra[both], 3), round(per[both], 1)
     r["node_cpu_us_per_trace_spread"] = [round(min(per.values()), 1), round(max(per.values()), 1)]
     json.dump(r, open(path, "w"))
+    beside = f"beside-{name}"
+    burnt = json.load(open(f"{work}/burn-{name}.json"))["cpu_s"]
+    print(f"geth with no indexers beside the CPU the {name} run took ({burnt:.2f}s, by a process "
+          f"asking it nothing): {w[beside]['cpu_s']:.2f}s CPU, {w[beside]['transactions']} "
+          f"transactions sealed, {1e3 * rate(beside):.3f} ms a transaction, "
+          f"{100 * (rate(beside) / rate(*both) - 1):+.1f}% against the idle windows' "
+          f"({rate(*both) * sealed * (rate(beside) / rate(*both) - 1):+.2f}s on the run's transactions)")
     print(f"{name}: {r['ok']} traces ({r['421']} 421, {r['error']} errors), "
           f"{r['rps_while_behind']} req/s while behind ({r['busy_seconds']}s), "
           f"p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms; node CPU {used:.2f}s with "

@@ -7,6 +7,7 @@
   indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
   indexers.py sealed GETH_URL AFTER UPTO         -> JSON on stdout
   indexers.py replays URL FIRST COUNT ROUNDS     -> JSON on stdout
+  indexers.py burn PROFILE                      -> JSON on stdout
 
 `run`: INDEXERS threads, spread over the BEHIND blocks behind the tip
 (each starting at its own block; all at the oldest with STAGGER=0) and
@@ -35,6 +36,15 @@ catch-up that asks it for as many.
 `sealed`: the blocks and transactions the node sealed after block AFTER
 up to UPTO, so its CPU with no indexers is taken per transaction sealed
 (the load's rate drifts; sealing is most of the node's own work).
+
+`burn`: takes CPU as PROFILE says (a file of lines "SECONDS CPU_SECONDS",
+the CPU other processes took in each interval of a run, as sampled), at
+the same moments from its start: one process filled before a second, in
+10 ms slices busy for their share. What geth spends beside it with no
+indexers is what it spends when the same CPU is taken beside it by
+something that asks it nothing (on a machine of few cores, another
+process busy beside the node costs the node CPU of its own: shared
+caches, the hypervisor's time).
 
 `replays`: blocks FIRST..FIRST+COUNT-1 traced one at a time with
 `callTracer`, then `prestateTracer`, ROUNDS times over, each round under a
@@ -313,6 +323,53 @@ def replays(url, first, count, rounds):
     }
 
 
+def burn(profile):
+    """Takes the CPU `profile` names, interval by interval, in two processes."""
+    import multiprocessing
+    intervals, at = [], 0.0
+    for line in open(profile):
+        t, cpu = (float(v) for v in line.split())
+        if t > at:
+            intervals.append((t - at, cpu))
+            at = t
+    started = time.monotonic() + 0.1
+    workers = [multiprocessing.Process(target=burner, args=(started, intervals, k)) for k in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return {"seconds": round(at, 3), "cpu_s": round(sum(c for _, c in intervals), 3)}
+
+
+def burner(started, intervals, k):
+    """Worker `k` of `burn`: its share of each interval's CPU, counted in
+    CPU time (not wall time, which a busy machine stretches), taken in
+    10 ms slices as it comes due; what it could not take by an interval's
+    end is not carried over."""
+    begun = time.process_time()
+    at, owed = started, 0.0
+    for length, cpu in intervals:
+        share = min(1.0, max(0.0, cpu / length - k))
+        end = at + length
+        due_from = begun + owed
+        while True:
+            now = time.monotonic()
+            if now >= end:
+                break
+            due = due_from + share * (min(end, now + 0.01) - at)
+            # CPU time read each half millisecond: a system call, unlike
+            # the wall clock's.
+            while time.process_time() < due and time.monotonic() < min(end, now + 0.01):
+                spin = time.monotonic() + 0.0005
+                while time.monotonic() < spin:
+                    pass
+            rest = min(end, now + 0.01) - time.monotonic()
+            if rest > 0:
+                time.sleep(rest)
+        owed = time.process_time() - begun
+        at = end
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "run":
@@ -326,6 +383,8 @@ if __name__ == "__main__":
         result = sealed(args[0], int(args[1]), int(args[2]))
     elif mode == "replays":
         result = replays(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif mode == "burn":
+        result = burn(args[0])
     elif mode == "witnesses":
         result = witnesses(args[0], int(args[1]), int(args[2]))
     else:
