@@ -26,7 +26,7 @@ use std::cell::Cell;
 use serde_json::value::RawValue;
 
 use crate::params::Params;
-use crate::rpc::{Context, Method, NoReply, Reads, Reply, Runs};
+use crate::rpc::{Context, Method, NoReply, PinnedRun, Reads, Reply, Runs};
 
 /// Every family, in the order the metrics count their methods.
 const FAMILIES: &[&[Method]] = &[
@@ -48,6 +48,16 @@ const FAMILIES: &[&[Method]] = &[
 /// Every served method, in the table's order.
 fn methods() -> impl Iterator<Item = &'static Method> {
     FAMILIES.iter().flat_map(|family| family.iter())
+}
+
+/// `method` and how it runs, when [`Context::prepare`] does something for
+/// it: a method run with others along (a whole block's trace).
+fn preparing(method: &str) -> Option<(&'static Method, &'static PinnedRun)> {
+    let method = methods().find(|m| m.name == method)?;
+    match &method.runs {
+        Runs::Executed(executed) if executed.along.is_some() => Some((method, executed)),
+        _ => None,
+    }
 }
 
 /// How many methods are counted by name in the metrics.
@@ -125,15 +135,9 @@ impl Context {
     ///
     /// [`Job::prepare`]: crate::rpc::Job::prepare
     pub(crate) fn prepare(&self, method: &str, params: Option<&RawValue>, reads: Reads) {
-        let Some(method) = methods().find(|m| m.name == method) else {
+        let Some((method, executed)) = preparing(method) else {
             return;
         };
-        let Runs::Executed(executed) = &method.runs else {
-            return;
-        };
-        if executed.along.is_none() {
-            return;
-        }
         let Ok(params) = Params::new(params) else {
             return;
         };
@@ -148,10 +152,7 @@ impl Context {
     /// Whether [`Context::prepare`] does anything for `method`: a whole
     /// block's trace.
     pub(crate) fn prepares(&self, method: &str) -> bool {
-        methods().any(|m| {
-            m.name == method
-                && matches!(&m.runs, Runs::Executed(executed) if executed.along.is_some())
-        })
+        preparing(method).is_some()
     }
 
     /// The key identical traces in flight share one run by (see
