@@ -22,6 +22,9 @@
 #     witness) through neve against geth's, one at a time: newest first
 #     (nothing held for any), then newer blocks oldest first (each one's
 #     parent traced just before, as an indexer following the chain does);
+#   - one transaction's trace nobody asked before, the first, the middle
+#     or the last of a block, through neve against geth's (and the
+#     witnesses neve fetched for them);
 #   - each block's witness bytes beside the block's own;
 #   - the ceiling: the node's witnesses alone, as many as neve fetched
 #     while its indexers were behind (what that catch-up waits for at least).
@@ -189,16 +192,29 @@ $py cold "$url" "$geth_url" 6 >"$work/cold.json"
 start=$(head_of "$geth_url")
 until [ "$(head_of "$geth_url")" -ge $((start + 7)) ]; do sleep 1; done
 $py cold "$url" "$geth_url" 6 up >"$work/cold-up.json"
+# Then one transaction each of blocks nobody traced: the first, the
+# middle, the last of a block in turn.
+start=$(head_of "$geth_url")
+until [ "$(head_of "$geth_url")" -ge $((start + 13)) ]; do sleep 1; done
+$py cold-tx "$url" "$geth_url" 12 >"$work/cold-tx.json"
 $py sizes "$url" 12 >"$work/sizes.json"
-python3 - "$work/cold.json" "$work/cold-up.json" "$work/sizes.json" <<'PY'
+python3 - "$work/cold.json" "$work/cold-up.json" "$work/sizes.json" "$work/cold-tx.json" <<'PY'
 import json, sys
-cold, up, sizes = (json.load(open(p)) for p in sys.argv[1:])
+cold, up, sizes, tx = (json.load(open(p)) for p in sys.argv[1:])
 for name, c in (("nothing held", cold), ("its parent traced", up)):
     for b in c["blocks"]:
         print(f"  cold block {b['block']} ({name}): neve {b['neve_ms']} ms ({b['neve_status']}), "
               f"geth {b['geth_ms']} ms, geth's witness {b['witness_ms']} ms")
     print(f"cold trace p50, {name}: neve {c['neve_p50_ms']} ms, geth {c['geth_p50_ms']} ms "
           f"(geth's witness alone {c['witness_p50_ms']} ms; {c['neve_421']} 421)")
+for b in tx["blocks"]:
+    print(f"  cold transaction, {b['place']} of block {b['block']} ({b['transactions']}): "
+          f"neve {b['neve_ms']} ms ({b['neve_status']}), geth {b['geth_ms']} ms, "
+          f"{b['witnesses']} witness fetched")
+for place in ("first", "middle", "last"):
+    t = tx[place]
+    print(f"cold transaction trace p50, the {place} of a block: neve {t['neve_p50_ms']} ms, "
+          f"geth {t['geth_p50_ms']} ms ({t['witnesses']} witnesses for {t['traces']} traces)")
 print(f"witness: {sizes['witness_bytes_per_block']} bytes a block as served, the block's "
       f"{sizes['block_bytes_per_block']} ({sizes['ratio']}x, {sizes['blocks']} blocks)")
 PY

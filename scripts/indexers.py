@@ -3,6 +3,7 @@
 
   indexers.py run URL SECONDS INDEXERS BEHIND   -> JSON on stdout
   indexers.py cold URL GETH_URL BLOCKS [up]     -> JSON on stdout
+  indexers.py cold-tx URL GETH_URL BLOCKS       -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
   indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
   indexers.py sealed GETH_URL AFTER UPTO         -> JSON on stdout
@@ -24,6 +25,13 @@ cold witness unless prefetched) and once through GETH_URL, one at a time;
 the latencies side by side. Newest first, so no block's parent was
 traced before it; with `up`, oldest first, so each one's parent was
 (the first's excepted), as for an indexer following the chain.
+
+`cold-tx`: one transaction of each of the newest BLOCKS blocks with
+transactions, nobody's trace asked of them yet: the first, the middle and
+the last in turn, traced with `callTracer` (`debug_traceTransaction`)
+through URL and through GETH_URL, each first in turn; latencies side by
+side for each place in a block, and how many witnesses URL fetched for
+each (its `/metrics`).
 
 `sizes`: the newest BLOCKS blocks' witness answers (as URL serves them)
 beside the blocks' own sizes.
@@ -256,6 +264,50 @@ def cold(url, geth_url, count, upward=False):
     }
 
 
+def witnesses_fetched(url):
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    for line in text.splitlines():
+        if line.startswith("neve_state_witnesses_fetched_total "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+def cold_tx(url, geth_url, count):
+    neve, geth = Client(url), Client(geth_url)
+    places = ["first", "middle", "last"]
+    rows = []
+    # Listed as neve holds them: a block it has not stored yet is its 421.
+    for i, (number, _) in enumerate(blocks_with_transactions(neve, count)):
+        txs = geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+        place = places[i % 3]
+        index = {"first": 0, "middle": len(txs) // 2, "last": len(txs) - 1}[place]
+        row = {"block": number, "transactions": len(txs), "place": place}
+        witnesses = witnesses_fetched(url)
+        order = [("neve", neve), ("geth", geth)]
+        for name, client in order if (i // 3) % 2 == 0 else order[::-1]:
+            t0 = time.monotonic()
+            status, _ = client.post("debug_traceTransaction", [txs[index], TRACERS[0]])
+            row[name + "_ms"] = round(1e3 * (time.monotonic() - t0), 2)
+            row[name + "_status"] = status
+        row["witnesses"] = witnesses_fetched(url) - witnesses
+        rows.append(row)
+    out = {"blocks": rows}
+    for place in places:
+        ok = [r for r in rows if r["place"] == place
+              and r["neve_status"] == 200 and r["geth_status"] == 200]
+        out[place] = {
+            "neve_p50_ms": percentile([r["neve_ms"] for r in ok], 0.5),
+            "geth_p50_ms": percentile([r["geth_ms"] for r in ok], 0.5),
+            "witnesses": sum(r["witnesses"] for r in rows if r["place"] == place),
+            "traces": sum(r["place"] == place for r in rows),
+        }
+    return out
+
+
 def sizes(url, count):
     client = Client(url)
     rows = []
@@ -383,6 +435,8 @@ if __name__ == "__main__":
                      os.environ.get("STAGGER", "1") != "0")
     elif mode == "cold":
         result = cold(args[0], args[1], int(args[2]), args[3:] == ["up"])
+    elif mode == "cold-tx":
+        result = cold_tx(args[0], args[1], int(args[2]))
     elif mode == "sizes":
         result = sizes(args[0], int(args[1]))
     elif mode == "sealed":

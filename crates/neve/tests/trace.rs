@@ -1295,6 +1295,53 @@ fn longest_run(busy: &[u64]) -> Vec<u64> {
     longest
 }
 
+/// A transaction's trace nobody asked before, over a parent of which
+/// nothing is held: a block's first transactions read a few keys, fetched
+/// as proofs (the node makes no witness of the whole block for them); one
+/// deep into a block of a thousand transfers learns it reads more, and is
+/// replayed over the block's witness. Each equals geth's; so does a call
+/// traced at an early index.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_transaction_trace_is_proofs_for_a_few_keys_the_witness_past_them() {
+    let (_node, geth, neve, busy) = transfers_chain(4).await;
+    let client = RpcClient::new(&neve.url).unwrap();
+    assert!(busy.len() >= 3, "blocks of transfers: {busy:?}");
+    let config = json!({"tracer": "callTracer"});
+    let witnesses = || metric(&neve, "neve_state_witnesses_fetched_total");
+    let transactions = async |number: u64| {
+        block(&geth, number).await["transactions"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let early = transactions(busy[0]).await;
+    for tx in &early[..2] {
+        same(
+            &client,
+            &geth,
+            "debug_traceTransaction",
+            json!([tx, config]),
+        )
+        .await;
+    }
+    let call = json!([
+        {"to": "0x000000000000000000000000000000000000dead"},
+        quantity(busy[1]),
+        {"tracer": "callTracer", "txIndex": "0x1"}
+    ]);
+    same(&client, &geth, "debug_traceCall", call).await;
+    assert_eq!(witnesses(), 0, "a witness for an early transaction");
+    let deep = transactions(busy[2]).await;
+    same(
+        &client,
+        &geth,
+        "debug_traceTransaction",
+        json!([deep.last().unwrap(), config]),
+    )
+    .await;
+    assert_eq!(witnesses(), 1, "the witness of a block read deep into");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_child_traced_while_its_parents_post_state_is_proved_equals_geths() {
     let (_node, geth, neve, busy) = transfers_chain(6).await;

@@ -277,6 +277,10 @@ impl Job for TraceCall {
         self.options.is_ok()
     }
 
+    fn replays_part(&self) -> bool {
+        self.tx_index.is_some()
+    }
+
     fn run(&self, ctx: &Context, reads: Reads, pinned: &Pinned<'_>) -> Result<Ran, CallError> {
         let Ok(options) = &self.options else {
             return Ok(Ran::Miss);
@@ -323,6 +327,10 @@ impl Job for Trace {
 
     fn runs_here(&self) -> bool {
         self.options.is_ok()
+    }
+
+    fn replays_part(&self) -> bool {
+        matches!(self.target, Target::Transaction(_))
     }
 
     fn run(&self, ctx: &Context, reads: Reads, pinned: &Pinned<'_>) -> Result<Ran, CallError> {

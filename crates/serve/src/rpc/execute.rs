@@ -39,6 +39,17 @@ use super::reply::{NoReply, Reply};
 /// 512.
 const MAX_KEYS_WITHOUT_WITNESS: usize = 512;
 
+/// Most keys the first run of a replay over a parent whose root is not
+/// held fetches as proofs rather than its block's witness
+/// ([`Job::replays_part`]): over nothing held every transaction is refused
+/// (its sender reads as empty), so that run names little more than the
+/// senders; recipients, their code and slots come in the rounds after
+/// it. A cold trace of a transaction half-way into a block of 900 named
+/// 439 keys, then 239 and 123 more, 85 ms in three rounds of proofs
+/// where the block's witness took 50–70 ms (2026-12-05, on geth). Early
+/// transactions, a few keys each, stay proofs. Default is 128.
+const MAX_KEYS_LEARNT_OVER_NOTHING: usize = MAX_KEYS_WITHOUT_WITNESS / 4;
+
 /// Longest a call waits, over all its rounds, for the post-state of the
 /// block its replay runs over while a replay of that block computes it
 /// (on its own thread: a few tens of ms for a block of 1,250
@@ -68,6 +79,17 @@ pub(crate) trait Job {
     /// about to answer itself.
     fn runs_here(&self) -> bool {
         true
+    }
+
+    /// Whether its replay runs the block only up to one transaction (a
+    /// transaction's trace, a call traced at an index): over a parent
+    /// whose root is not held it still learns what it reads first, since
+    /// an early transaction reads a few keys, fetched as proofs, where the
+    /// block's witness costs the node the whole block's execution. A run
+    /// that learns it reads more asks for the witness all the same
+    /// ([`MAX_KEYS_WITHOUT_WITNESS`]).
+    fn replays_part(&self) -> bool {
+        false
     }
 }
 
@@ -225,6 +247,14 @@ impl Context {
         };
         let block_hash =
             |height: u64| ancestor_hash(&canonical, (facts.number, facts.hash.0), height);
+        let root_held = state.node(&facts.state_root.0).is_some();
+        // (A whole block's replay over nothing held asks for the witness
+        // before it runs, below.)
+        let most_proofs = if root_held || !job.replays_part() {
+            MAX_KEYS_WITHOUT_WITNESS
+        } else {
+            MAX_KEYS_LEARNT_OVER_NOTHING
+        };
         let pinned = Pinned {
             state,
             block: &facts,
@@ -238,7 +268,7 @@ impl Context {
             // block's witness is still to ask stops: that is fetched.
             enough_needs: replayed
                 .filter(|h| !reads.witness_asked && state.witnesses.worth_asking(h))
-                .map(|_| MAX_KEYS_WITHOUT_WITNESS),
+                .map(|_| most_proofs),
             post_states: self.post_states.as_ref(),
             unproved: None,
         };
@@ -271,7 +301,13 @@ impl Context {
                         ran_ms = running.elapsed().as_millis() as u64,
                         "a run over a post-state being proved needs state not held"
                     );
-                    return Ok(Reply::Fetch(fetches_for(&facts, needs, replayed, state)));
+                    return Ok(Reply::Fetch(fetches_for(
+                        &facts,
+                        needs,
+                        replayed,
+                        state,
+                        most_proofs,
+                    )));
                 }
             }
             // The parent's post-state, when a replay of it is computing
@@ -284,11 +320,13 @@ impl Context {
                 tracing::debug!(pinned = facts.number, "waited for a post-state");
             }
         }
-        // A replay over a parent whose root is not even held would only
-        // learn that it needs everything: the block's witness first.
+        // A whole block's replay over a parent whose root is not even held
+        // would only learn that it needs everything: the block's witness
+        // first.
         if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
             && !reads.witness_asked
-            && state.node(&facts.state_root.0).is_none()
+            && !job.replays_part()
+            && !root_held
         {
             return Ok(Reply::Fetch(vec![witness_request(hash, &facts)]));
         }
@@ -343,7 +381,13 @@ impl Context {
                     ran_ms = running.elapsed().as_millis() as u64,
                     "a run needs state not held"
                 );
-                return Ok(Reply::Fetch(fetches_for(&facts, needs, replayed, state)));
+                return Ok(Reply::Fetch(fetches_for(
+                    &facts,
+                    needs,
+                    replayed,
+                    state,
+                    most_proofs,
+                )));
             }
             Ok(Ran::Miss) => return Ok(Reply::Miss),
             Err(error) => refused(error),
@@ -677,8 +721,9 @@ fn fetches_for(
     needs: Needs,
     replayed: Option<[u8; 32]>,
     state: &neve_state::State,
+    most_proofs: usize,
 ) -> Vec<FetchRequest> {
-    let few = needs.keys() <= MAX_KEYS_WITHOUT_WITNESS;
+    let few = needs.keys() <= most_proofs;
     let mut fetches = requests(facts, needs);
     if let Some(hash) = replayed.filter(|h| state.witnesses.worth_asking(h))
         && !few
