@@ -247,13 +247,12 @@ impl Context {
         };
         let block_hash =
             |height: u64| ancestor_hash(&canonical, (facts.number, facts.hash.0), height);
-        let root_held = state.node(&facts.state_root.0).is_some();
-        // (A whole block's replay over nothing held asks for the witness
-        // before it runs, below.)
-        let most_proofs = if root_held || !job.replays_part() {
-            MAX_KEYS_WITHOUT_WITNESS
-        } else {
-            MAX_KEYS_LEARNT_OVER_NOTHING
+        // Past as many keys as proofs stand for, a replay whose block's
+        // witness is still to ask stops: that is fetched.
+        let enough_needs = |most_proofs: usize| {
+            replayed
+                .filter(|h| !reads.witness_asked && state.witnesses.worth_asking(h))
+                .map(|_| most_proofs)
         };
         let pinned = Pinned {
             state,
@@ -264,11 +263,9 @@ impl Context {
             chain_id: rules.chain_id,
             block_hash: &block_hash,
             codes: &self.call_codes,
-            // Past as many keys as proofs stand for, a replay whose
-            // block's witness is still to ask stops: that is fetched.
-            enough_needs: replayed
-                .filter(|h| !reads.witness_asked && state.witnesses.worth_asking(h))
-                .map(|_| most_proofs),
+            // (Only a whole block's replay runs before the post-state
+            // wait below: as many as proofs stand for.)
+            enough_needs: enough_needs(MAX_KEYS_WITHOUT_WITNESS),
             post_states: self.post_states.as_ref(),
             unproved: None,
         };
@@ -306,7 +303,7 @@ impl Context {
                         needs,
                         replayed,
                         state,
-                        most_proofs,
+                        MAX_KEYS_WITHOUT_WITNESS,
                     )));
                 }
             }
@@ -320,6 +317,9 @@ impl Context {
                 tracing::debug!(pinned = facts.number, "waited for a post-state");
             }
         }
+        // Whether the parent's root is held, once any post-state waited
+        // for is (its nodes held with it).
+        let root_held = state.node(&facts.state_root.0).is_some();
         // A whole block's replay over a parent whose root is not even held
         // would only learn that it needs everything: the block's witness
         // first.
@@ -330,6 +330,15 @@ impl Context {
         {
             return Ok(Reply::Fetch(vec![witness_request(hash, &facts)]));
         }
+        let most_proofs = if root_held || !job.replays_part() {
+            MAX_KEYS_WITHOUT_WITNESS
+        } else {
+            MAX_KEYS_LEARNT_OVER_NOTHING
+        };
+        let pinned = Pinned {
+            enough_needs: enough_needs(most_proofs),
+            ..pinned
+        };
 
         // What clients trace blocks with lately, besides this request's
         // configuration, when not answered already.
