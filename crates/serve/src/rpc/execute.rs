@@ -87,7 +87,7 @@ pub(crate) trait Job {
     /// an early transaction reads a few keys, fetched as proofs, where the
     /// block's witness costs the node the whole block's execution. A run
     /// that learns it reads more asks for the witness all the same
-    /// ([`MAX_KEYS_WITHOUT_WITNESS`]).
+    /// ([`MAX_KEYS_LEARNT_OVER_NOTHING`]).
     fn replays_part(&self) -> bool {
         false
     }
