@@ -180,13 +180,9 @@ def run(url, seconds, indexers, behind, stagger=True):
     def sample_witnesses():
         client = Client(url)
         while time.monotonic() < deadline:
-            try:
-                text = client.request("GET", "/metrics")[1].decode(errors="replace")
-            except (http.client.HTTPException, OSError):
-                text = ""
-            for line in text.splitlines():
-                if line.startswith("neve_state_witnesses_fetched_total "):
-                    witnessed.append((time.monotonic() - started, float(line.split()[1])))
+            fetched = witnesses_fetched(client)
+            if fetched is not None:
+                witnessed.append((time.monotonic() - started, fetched))
             if not witnessed:
                 return
             time.sleep(0.1)
@@ -232,6 +228,31 @@ def blocks_with_transactions(client, count):
     return out
 
 
+def witnesses_fetched(client):
+    """A neve's witnesses fetched from the node (its `/metrics`); None from
+    a node, which has no such counter, or when not answered."""
+    try:
+        text = client.request("GET", "/metrics")[1].decode(errors="replace")
+    except (http.client.HTTPException, OSError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("neve_state_witnesses_fetched_total "):
+            return float(line.split()[1])
+    return None
+
+
+def side_by_side(row, neve, geth, neve_first, method, params):
+    """`method` asked of neve and of the node, one after the other, into
+    `row` (`neve_ms`, `neve_status`, `geth_ms`, `geth_status`): whoever goes
+    second finds the node's caches warm, so callers put each first in turn."""
+    order = [("neve", neve), ("geth", geth)]
+    for name, client in order if neve_first else order[::-1]:
+        t0 = time.monotonic()
+        status, _ = client.post(method, params)
+        row[name + "_ms"] = round(1e3 * (time.monotonic() - t0), 2)
+        row[name + "_status"] = status
+
+
 def cold(url, geth_url, count, upward=False):
     neve, geth = Client(url), Client(geth_url)
     out = []
@@ -242,13 +263,8 @@ def cold(url, geth_url, count, upward=False):
         blocks.reverse()
     for i, (number, _) in enumerate(blocks):
         row = {"block": number}
-        # Whoever goes second finds the node's caches warm: each first in turn.
-        order = [("neve", neve), ("geth", geth)]
-        for name, client in order if i % 2 == 0 else order[::-1]:
-            t0 = time.monotonic()
-            status, _ = client.post("debug_traceBlockByNumber", [hex(number), TRACERS[0]])
-            row[name + "_ms"] = round(1e3 * (time.monotonic() - t0), 2)
-            row[name + "_status"] = status
+        side_by_side(row, neve, geth, i % 2 == 0, "debug_traceBlockByNumber",
+                     [hex(number), TRACERS[0]])
         # What the node takes to make the block's witness, for comparison.
         t0 = time.monotonic()
         geth.post("debug_executionWitness", [hex(number)])
@@ -264,18 +280,6 @@ def cold(url, geth_url, count, upward=False):
     }
 
 
-def witnesses_fetched(url):
-    parsed = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
-    for line in text.splitlines():
-        if line.startswith("neve_state_witnesses_fetched_total "):
-            return int(float(line.split()[1]))
-    return 0
-
-
 def cold_tx(url, geth_url, count):
     neve, geth = Client(url), Client(geth_url)
     places = ["first", "middle", "last"]
@@ -286,14 +290,10 @@ def cold_tx(url, geth_url, count):
         place = places[i % 3]
         index = {"first": 0, "middle": len(txs) // 2, "last": len(txs) - 1}[place]
         row = {"block": number, "transactions": len(txs), "place": place}
-        witnesses = witnesses_fetched(url)
-        order = [("neve", neve), ("geth", geth)]
-        for name, client in order if (i // 3) % 2 == 0 else order[::-1]:
-            t0 = time.monotonic()
-            status, _ = client.post("debug_traceTransaction", [txs[index], TRACERS[0]])
-            row[name + "_ms"] = round(1e3 * (time.monotonic() - t0), 2)
-            row[name + "_status"] = status
-        row["witnesses"] = witnesses_fetched(url) - witnesses
+        witnesses = witnesses_fetched(neve) or 0
+        side_by_side(row, neve, geth, (i // 3) % 2 == 0, "debug_traceTransaction",
+                     [txs[index], TRACERS[0]])
+        row["witnesses"] = int((witnesses_fetched(neve) or 0) - witnesses)
         rows.append(row)
     out = {"blocks": rows}
     for place in places:
