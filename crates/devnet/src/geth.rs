@@ -156,7 +156,7 @@ pub struct GethConformance {
 }
 
 impl GethConformance {
-    /// Imports the chain in `fixtures` (see [`conformance::fixtures_dir`]),
+    /// Imports the chain in `fixtures` (see `conformance::fixtures_dir`),
     /// starts geth and marks the head safe and finalized.
     pub async fn start(fixtures: &Path) -> Result<Self, DevnetError> {
         with_fresh_ports(|| Self::start_once(fixtures)).await

@@ -31,8 +31,8 @@ const RETRY: Duration = Duration::from_secs(5);
 /// another chain id are never believed. Each good answer covers blocks
 /// up to [`RULES_COVER`] past the moment it came; the rules are asked
 /// again every [`RULES_REFRESH`], at the next fork's activation and every
-/// [`RETRY`] after it until the answer's `current` is that fork (so
-/// `eth_config`'s `current` follows it), and every [`RETRY`] while asking
+/// `RETRY` after it until the answer's `current` is that fork (so
+/// `eth_config`'s `current` follows it), and every `RETRY` while asking
 /// fails once rules are known (so they lapse only while the upstream
 /// cannot confirm them).
 pub async fn learn(

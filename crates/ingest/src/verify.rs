@@ -5,7 +5,7 @@
 //! its hash, the transactions and receipts rebuild the header's roots, and
 //! every transaction's `from` is the signer its signature recovers to (the
 //! one field of a block no hash covers), and then every other served field
-//! is what the verified parts give ([`crate::fields`]). Every typed value
+//! is what the verified parts give (`crate::fields`). Every typed value
 //! is built from the trees decoding parsed, not from the text again; a
 //! block whose text gives a key twice is refused before anything else.
 

@@ -29,7 +29,7 @@ pub struct BenchArgs {
     #[arg(long = "ceiling", value_name = "NAME=URL", requires = "ceiling_dir")]
     ceilings: Vec<String>,
     /// The directory the ceiling serves; the reference target's answers are
-    /// written there as <workload>/<i>.json.
+    /// written there as `<workload>/<i>.json`.
     #[arg(long)]
     ceiling_dir: Option<PathBuf>,
     /// Workloads: randblock, randblock-full, tx, receipt, block-receipts,

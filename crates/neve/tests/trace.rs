@@ -1301,10 +1301,17 @@ fn longest_run(busy: &[u64]) -> Vec<u64> {
 /// does a call traced at an early index; one 300 transactions into a block
 /// of transfers names more than proofs stand for over nothing held (128
 /// keys, where 512 would still be proofs) and is replayed over the block's
-/// witness. Each answered at its first ask, equal to geth's.
+/// witness. Each answered at its first ask, equal to geth's. Then the
+/// upstream turns on those proofs: a lie in one is refused, counted, and
+/// asked again (the trace geth's); proofs that stall make the trace a 421
+/// within the replay's wait (`WITNESS_WAIT`, 5 s) while other reads are
+/// answered at once, and once the node answers again the same trace is
+/// geth's. No witness is asked for any of them.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cold_transaction_trace_is_proofs_for_a_few_keys_the_witness_past_them() {
-    let (_node, geth, neve, busy) = transfers_chain(4).await;
+    use neve_devnet::faults::{Fault, StateTamper};
+    let (_node, geth, neve, busy, proxy) = transfers_chain_behind(10, true).await;
+    let proxy = proxy.expect("proxied");
     let client = RpcClient::new(&neve.url).unwrap();
     let witnesses = || metric(&neve, "neve_state_witnesses_fetched_total");
     let transactions = async |number: u64| {
@@ -1326,7 +1333,7 @@ async fn a_cold_transaction_trace_is_proofs_for_a_few_keys_the_witness_past_them
             cold.push(number);
         }
     }
-    assert!(cold.len() >= 3, "blocks of transfers: {busy:?}");
+    assert!(cold.len() >= 5, "blocks of transfers: {busy:?}");
     let config = json!({"tracer": "callTracer"});
     let calls = metric(&neve, "neve_state_upstream_calls_total");
     let first = transactions(cold[0]).await[0].clone();
@@ -1346,6 +1353,61 @@ async fn a_cold_transaction_trace_is_proofs_for_a_few_keys_the_witness_past_them
     assert!(deep.len() > 300, "{} transactions", deep.len());
     answered_at_once("debug_traceTransaction", json!([deep[300], config])).await;
     assert_eq!(witnesses(), 1, "the witness of a block read deep into");
+
+    // A lie in the first proof of the next cold block's round: refused,
+    // counted, asked again; the trace is geth's.
+    let refused = metric(&neve, "neve_state_refused_proofs_total");
+    proxy.control().tamper_state(StateTamper::Balance);
+    let lied = transactions(cold[3]).await[0].clone();
+    answered_at_once("debug_traceTransaction", json!([lied, config])).await;
+    assert_eq!(proxy.control().state_tampered(), 1, "the lie told");
+    assert!(
+        metric(&neve, "neve_state_refused_proofs_total") > refused,
+        "the lie refused"
+    );
+
+    // Proofs that stall (4 KiB of the answer, then nothing): the trace
+    // is the node's, within the replay's wait, and reads go on meanwhile.
+    proxy
+        .control()
+        .set_method_fault(Some(("eth_getProof", Fault::Stall)));
+    let stalled = transactions(cold[4]).await[0].clone();
+    let params = json!([stalled, config]);
+    let asked = std::time::Instant::now();
+    let trace = {
+        let (client, params) = (client.clone(), params.clone());
+        tokio::spawn(async move { call(&client, "debug_traceTransaction", &params).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let read = std::time::Instant::now();
+    same(
+        &client,
+        &geth,
+        "eth_getBlockByNumber",
+        json!([quantity(cold[4]), false]),
+    )
+    .await;
+    assert!(
+        read.elapsed() < std::time::Duration::from_secs(1),
+        "a read while the proofs stall took {:?}",
+        read.elapsed()
+    );
+    assert!(!trace.is_finished(), "the trace waits for its proofs");
+    let (status, got) = trace.await.unwrap();
+    let took = asked.elapsed();
+    assert_eq!(status, 421, "{got:.300}");
+    // `WITNESS_WAIT` (5 s), and a run's time either side of it.
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "a trace held {took:?} by stalled proofs"
+    );
+    assert!(proxy.control().faults_served() >= 1, "the proofs stalled");
+    proxy.control().set_method_fault(None);
+    // The node answers again: the same trace is geth's (its rounds join
+    // the stalled fetch until it fails, then ask again).
+    answered_at_once("debug_traceTransaction", params).await;
+    assert_eq!(witnesses(), 1, "no witness for the lied or stalled traces");
+    eprintln!("stalled proofs: 421 after {took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

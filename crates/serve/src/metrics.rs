@@ -54,13 +54,13 @@ pub struct Metrics {
     pub(crate) scans_refused: AtomicU64,
     /// Calls answered on the I/O threads: their records were not in memory.
     pub(crate) cold_reads: AtomicU64,
-    /// Cold reads answered 421 at once: [`crate::server::offload::MAX_QUEUED_COLD_READS`] were queued.
+    /// Cold reads answered 421 at once: `server::offload::MAX_QUEUED_COLD_READS` were queued.
     pub(crate) cold_reads_refused: AtomicU64,
     /// Requests' cold reads waiting for or running on the I/O threads.
     pub(crate) cold_reads_queued: AtomicU64,
     /// Calls waiting for or running on the call threads.
     pub(crate) calls_queued: AtomicU64,
-    /// Calls answered 421 at once: [`crate::server::execute::MAX_QUEUED_CALLS`] were queued.
+    /// Calls answered 421 at once: `server::execute::MAX_QUEUED_CALLS` were queued.
     pub(crate) calls_refused: AtomicU64,
     /// Calls executed, by how they ended: [`CallEnd`].
     call_ends: [AtomicU64; 3],

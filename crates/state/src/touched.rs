@@ -31,7 +31,7 @@ pub const TOUCHED_LOG_KEYS: usize = 500_000;
 pub type Touched = BTreeMap<Address, Vec<Hash>>;
 
 /// The touched keys of the newest blocks, by block hash: at most
-/// [`TOUCHED_BLOCKS`] blocks and [`TOUCHED_LOG_KEYS`] keys.
+/// [`TOUCHED_BLOCKS`] blocks and `TOUCHED_LOG_KEYS` keys.
 #[derive(Default)]
 pub struct TouchedLog {
     blocks: Mutex<VecDeque<(Hash, Arc<Touched>)>>,

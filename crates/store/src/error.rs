@@ -18,7 +18,7 @@ pub enum StoreError {
     },
     /// An fsync of a file or a directory failed: what the kernel kept of
     /// the unsynced writes is unknown. Every fsync's failure is this
-    /// variant ([`sync_error`]), so [`StoreError::is_sync_failure`] needs
+    /// variant (`sync_error`), so [`StoreError::is_sync_failure`] needs
     /// no reading of the words.
     #[error("{action} {path}: {source}")]
     SyncFailed {

@@ -27,7 +27,7 @@ impl RpcClient {
     /// `Retry-After`, or a backoff) holds every other request, and decodes
     /// its result as `T`. Only when it decodes has the endpoint served
     /// again: then the pause ends for every client sharing this one's
-    /// pacing ([`Pacing::resume`]); a JSON-RPC error (a quota's -32005),
+    /// pacing (`Pacing::resume`); a JSON-RPC error (a quota's -32005),
     /// a body that is not JSON-RPC (a proxy's HTML page) or a result of
     /// another shape ends nothing, whatever its HTTP status. For one cheap
     /// call (`eth_blockNumber`) every few seconds at most: it finds a

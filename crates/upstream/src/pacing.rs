@@ -210,7 +210,7 @@ impl Pacing {
     /// A probe was answered as asked while a refusal's pause held: the
     /// endpoint serves again, so the pause ends for every request now, not
     /// when its `Retry-After` (a daily quota's day, clamped to
-    /// [`MAX_RETRY_AFTER`]) runs out. A refusal after this is a new lesson
+    /// `MAX_RETRY_AFTER`) runs out. A refusal after this is a new lesson
     /// (the learnt spacing doubles), so an endpoint that answers the cheap
     /// probe but still refuses heavier calls teaches a slower rate.
     pub fn resume(&self) {
@@ -267,7 +267,7 @@ pub fn retry_after_of(headers: &hyper::HeaderMap) -> Option<std::time::Duration>
 }
 
 /// A `Retry-After` value: seconds, or an HTTP date (RFC 9110), clamped to
-/// [`MAX_RETRY_AFTER`] here, where it is read: every pause taken from it
+/// `MAX_RETRY_AFTER` here, where it is read: every pause taken from it
 /// (pacing, the follower, the head watcher, start-up), and the error that
 /// carries it, sees the clamped value, so a daily quota's `86400` or a
 /// `u64::MAX` never parks ingest for longer.

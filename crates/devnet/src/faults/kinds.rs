@@ -30,8 +30,8 @@ pub enum Fault {
     Reset,
     /// Forward it, with a batch answer's elements in reverse order.
     Reorder,
-    /// Forward it whole, but a slice at a time: [`DRIP_BYTES`] every
-    /// [`DRIP_EVERY`] (a slow link; for `/blocks` streams).
+    /// Forward it whole, but a slice at a time: `DRIP_BYTES` every
+    /// `DRIP_EVERY` (a slow link; for `/blocks` streams).
     Drip,
     /// Answer 200 with a JSON-RPC error for each call, as a provider over
     /// its quota does (-32005 "daily request limit reached").

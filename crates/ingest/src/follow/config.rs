@@ -21,7 +21,7 @@ pub const REPAIRS_PER_STEP: usize = 4;
 pub const DEFAULT_FETCH_CONCURRENCY: usize = 16;
 
 /// How often the follower asks the upstream for its head (one
-/// `eth_blockNumber` sent past the pause, [`RpcClient::probe`]) while a
+/// `eth_blockNumber` sent past the pause, `RpcClient::probe`) while a
 /// refusal's pause holds every other request: once a block interval
 /// (learnt from the blocks stored), within these bounds. A provider that
 /// refused with a day's `Retry-After` (clamped to 5 minutes) and then

@@ -33,8 +33,8 @@ pub(super) const TOUCHED_RETRY_BLOCKS: u64 = 64;
 /// one's remaining work.
 ///
 /// The hot keys are kept in `hot_keys_file` (every
-/// [`HOT_KEYS_SAVE_EVERY`]; the binary writes them once more on stop with
-/// [`save_hot_keys`]) and read back at start, so a
+/// `HOT_KEYS_SAVE_EVERY`; the binary writes them once more on stop with
+/// `save_hot_keys`) and read back at start, so a
 /// restart refreshes them at this pace instead of meeting its clients'
 /// reads with a fetch each.
 ///

@@ -48,7 +48,7 @@ pub(crate) enum Reply {
     Fetch(Vec<neve_state::FetchRequest>),
     /// Answering needs stored pages that are not in memory: answer again
     /// where waiting for the disk is allowed
-    /// ([`Reads::FromDisk`](super::context::Reads::FromDisk)).
+    /// ([`Reads::from_disk`](super::context::Reads::from_disk)).
     Cold,
 }
 

@@ -1,7 +1,7 @@
 //! `eth_getLogs` over the stored tail: blooms skip blocks, the log table
 //! matches address and topics without parsing, and matching logs are the
-//! stored bytes joined into an array. A query is planned ([`plan`]), then
-//! scanned ([`scan`]); the server scans a short one where it was parsed
+//! stored bytes joined into an array. A query is planned ([`plan()`]), then
+//! scanned ([`scan()`]); the server scans a short one where it was parsed
 //! and a long one on the scan threads, both within the request's
 //! [`Budget`]. The filter ([`filter`]) also serves `logs` subscriptions.
 
