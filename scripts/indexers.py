@@ -4,6 +4,7 @@
   indexers.py run URL SECONDS INDEXERS BEHIND   -> JSON on stdout
   indexers.py cold URL GETH_URL BLOCKS [up]     -> JSON on stdout
   indexers.py cold-tx URL GETH_URL BLOCKS       -> JSON on stdout
+  indexers.py held-tx URL GETH_URL BLOCKS       -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
   indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
   indexers.py sealed GETH_URL AFTER UPTO         -> JSON on stdout
@@ -32,6 +33,13 @@ the last in turn, traced with `callTracer` (`debug_traceTransaction`)
 through URL and through GETH_URL, each first in turn; latencies side by
 side for each place in a block, and how many witnesses URL fetched for
 each (its `/metrics`).
+
+`held-tx`: in each of the newest BLOCKS blocks with transactions, the
+middle transaction traced cold (as `cold-tx`), then the one after it and
+the last, whose block's state URL holds by then (a cold memo over state
+held); each through URL and GETH_URL, each first in turn; then the time
+GETH_URL takes to make the block's witness (its caches warm by then):
+what a trace deep into a block waits for when nothing is held.
 
 `sizes`: the newest BLOCKS blocks' witness answers (as URL serves them)
 beside the blocks' own sizes.
@@ -308,6 +316,36 @@ def cold_tx(url, geth_url, count):
     return out
 
 
+def held_tx(url, geth_url, count):
+    neve, geth = Client(url), Client(geth_url)
+    places = ["cold_middle", "held_next", "held_last"]
+    rows = []
+    for i, (number, _) in enumerate(blocks_with_transactions(neve, count)):
+        txs = geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+        middle = len(txs) // 2
+        row = {"block": number, "transactions": len(txs)}
+        for place, index in zip(places, [middle, middle + 1, len(txs) - 1]):
+            side = {}
+            side_by_side(side, neve, geth, i % 2 == 0, "debug_traceTransaction",
+                         [txs[index], TRACERS[0]])
+            row[place] = side
+        t0 = time.monotonic()
+        geth.post("debug_executionWitness", [hex(number)])
+        row["geth_witness_ms"] = round(1e3 * (time.monotonic() - t0), 2)
+        rows.append(row)
+    out = {"blocks": rows}
+    for place in places:
+        ok = [r[place] for r in rows if r[place]["neve_status"] == 200
+              and r[place]["geth_status"] == 200]
+        out[place] = {
+            "neve_p50_ms": percentile([s["neve_ms"] for s in ok], 0.5),
+            "geth_p50_ms": percentile([s["geth_ms"] for s in ok], 0.5),
+            "answered": len(ok),
+        }
+    out["geth_witness_p50_ms"] = percentile([r["geth_witness_ms"] for r in rows], 0.5)
+    return out
+
+
 def sizes(url, count):
     client = Client(url)
     rows = []
@@ -437,6 +475,8 @@ if __name__ == "__main__":
         result = cold(args[0], args[1], int(args[2]), args[3:] == ["up"])
     elif mode == "cold-tx":
         result = cold_tx(args[0], args[1], int(args[2]))
+    elif mode == "held-tx":
+        result = held_tx(args[0], args[1], int(args[2]))
     elif mode == "sizes":
         result = sizes(args[0], int(args[1]))
     elif mode == "sealed":
