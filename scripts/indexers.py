@@ -261,6 +261,17 @@ def side_by_side(row, neve, geth, neve_first, method, params):
         row[name + "_status"] = status
 
 
+def p50s(sides):
+    """neve's and the node's p50 over `sides` (rows of `side_by_side`)
+    both answered."""
+    ok = [s for s in sides if s["neve_status"] == 200 and s["geth_status"] == 200]
+    return {
+        "neve_p50_ms": percentile([s["neve_ms"] for s in ok], 0.5),
+        "geth_p50_ms": percentile([s["geth_ms"] for s in ok], 0.5),
+        "answered": len(ok),
+    }
+
+
 def cold(url, geth_url, count, upward=False):
     neve, geth = Client(url), Client(geth_url)
     out = []
@@ -288,13 +299,19 @@ def cold(url, geth_url, count, upward=False):
     }
 
 
+def block_transactions(neve, geth, count):
+    """Each of the newest `count` blocks with transactions, as neve holds
+    them (a block it has not stored yet would be its 421): its number and
+    its transactions' hashes."""
+    for number, _ in blocks_with_transactions(neve, count):
+        yield number, geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+
+
 def cold_tx(url, geth_url, count):
     neve, geth = Client(url), Client(geth_url)
     places = ["first", "middle", "last"]
     rows = []
-    # Listed as neve holds them: a block it has not stored yet is its 421.
-    for i, (number, _) in enumerate(blocks_with_transactions(neve, count)):
-        txs = geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+    for i, (number, txs) in enumerate(block_transactions(neve, geth, count)):
         place = places[i % 3]
         index = {"first": 0, "middle": len(txs) // 2, "last": len(txs) - 1}[place]
         row = {"block": number, "transactions": len(txs), "place": place}
@@ -305,13 +322,11 @@ def cold_tx(url, geth_url, count):
         rows.append(row)
     out = {"blocks": rows}
     for place in places:
-        ok = [r for r in rows if r["place"] == place
-              and r["neve_status"] == 200 and r["geth_status"] == 200]
+        at = [r for r in rows if r["place"] == place]
         out[place] = {
-            "neve_p50_ms": percentile([r["neve_ms"] for r in ok], 0.5),
-            "geth_p50_ms": percentile([r["geth_ms"] for r in ok], 0.5),
-            "witnesses": sum(r["witnesses"] for r in rows if r["place"] == place),
-            "traces": sum(r["place"] == place for r in rows),
+            **p50s(at),
+            "witnesses": sum(r["witnesses"] for r in at),
+            "traces": len(at),
         }
     return out
 
@@ -320,8 +335,7 @@ def held_tx(url, geth_url, count):
     neve, geth = Client(url), Client(geth_url)
     places = ["cold_middle", "held_next", "held_last"]
     rows = []
-    for i, (number, _) in enumerate(blocks_with_transactions(neve, count)):
-        txs = geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+    for i, (number, txs) in enumerate(block_transactions(neve, geth, count)):
         middle = len(txs) // 2
         row = {"block": number, "transactions": len(txs)}
         for place, index in zip(places, [middle, middle + 1, len(txs) - 1]):
@@ -335,13 +349,7 @@ def held_tx(url, geth_url, count):
         rows.append(row)
     out = {"blocks": rows}
     for place in places:
-        ok = [r[place] for r in rows if r[place]["neve_status"] == 200
-              and r[place]["geth_status"] == 200]
-        out[place] = {
-            "neve_p50_ms": percentile([s["neve_ms"] for s in ok], 0.5),
-            "geth_p50_ms": percentile([s["geth_ms"] for s in ok], 0.5),
-            "answered": len(ok),
-        }
+        out[place] = p50s([r[place] for r in rows])
     out["geth_witness_p50_ms"] = percentile([r["geth_witness_ms"] for r in rows], 0.5)
     return out
 
