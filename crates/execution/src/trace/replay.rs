@@ -352,7 +352,8 @@ pub(crate) fn run_block(
         }
         // Charged the gas its receipt says before it runs: a run a bound
         // stops costs the client all the same.
-        pinned.charge(receipt.cumulative_gas.saturating_sub(charged));
+        let tx_charge = receipt.cumulative_gas.saturating_sub(charged);
+        pinned.charge(tx_charge);
         charged = charged.max(receipt.cumulative_gas);
         // A round that already read what is not held traces nothing: its
         // answer is the state to fetch.
@@ -380,7 +381,24 @@ pub(crate) fn run_block(
                 // A transaction of a verified block is valid: the state
                 // read was not the chain's (not held yet, or a replay
                 // unlike the node's).
-                stopped(evm.ctx.journaled_state.database.db)?;
+                let db = evm.ctx.journaled_state.database.db;
+                if db.has_needs() {
+                    // Refused over a sender not held: none of its EVM ran,
+                    // so its gas is not the client's (the run that answers
+                    // charges it).
+                    pinned.refund(tx_charge);
+                    if matches!(which, Which::One(_)) && index + 1 == last {
+                        // The traced one names what it certainly reads
+                        // besides its sender (its recipient, the block's
+                        // beneficiary it pays), so a cold trace of a
+                        // transfer takes one round of proofs, not two.
+                        if let TxKind::Call(to) = env.kind {
+                            let _ = db.basic_ref(to);
+                        }
+                        let _ = db.basic_ref(block_env.beneficiary);
+                    }
+                }
+                stopped(db)?;
                 differs(index, format!("refused: {invalid}"));
                 continue;
             }
