@@ -101,12 +101,6 @@ impl Pinned<'_> {
         self.spent.set(self.spent.get().saturating_add(gas));
     }
 
-    /// Takes back `gas` charged for work that did not run (a transaction
-    /// refused before any of its EVM ran).
-    pub(crate) fn refund(&self, gas: u64) {
-        self.spent.set(self.spent.get().saturating_sub(gas));
-    }
-
     /// A database over the pinned block's verified state.
     pub(crate) fn database(&self) -> VerifiedDb<'_> {
         VerifiedDb::new(

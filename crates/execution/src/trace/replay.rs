@@ -352,8 +352,7 @@ pub(crate) fn run_block(
         }
         // Charged the gas its receipt says before it runs: a run a bound
         // stops costs the client all the same.
-        let tx_charge = receipt.cumulative_gas.saturating_sub(charged);
-        pinned.charge(tx_charge);
+        pinned.charge(receipt.cumulative_gas.saturating_sub(charged));
         charged = charged.max(receipt.cumulative_gas);
         // A round that already read what is not held traces nothing: its
         // answer is the state to fetch.
@@ -381,24 +380,21 @@ pub(crate) fn run_block(
                 // A transaction of a verified block is valid: the state
                 // read was not the chain's (not held yet, or a replay
                 // unlike the node's).
-                let db = evm.ctx.journaled_state.database.db;
-                if db.has_needs() {
-                    // Refused over a sender not held: none of its EVM ran,
-                    // so its gas is not the client's (the run that answers
-                    // charges it).
-                    pinned.refund(tx_charge);
-                    if matches!(which, Which::One(_)) && index + 1 == last {
-                        // The traced one names what it certainly reads
-                        // besides its sender (its recipient, the block's
-                        // beneficiary it pays), so a cold trace of a
-                        // transfer takes one round of proofs, not two.
-                        if let TxKind::Call(to) = env.kind {
-                            let _ = db.basic_ref(to);
-                        }
-                        let _ = db.basic_ref(block_env.beneficiary);
+                // (Its gas stays charged: what bounds the request's
+                // fetches is the gas of the runs they stand for.)
+                let overlay: &CacheDB<&VerifiedDb<'_>> = evm.ctx.journaled_state.database;
+                if overlay.db.has_needs() && matches!(which, Which::One(_)) && index + 1 == last {
+                    // The traced one, refused over state not held, names
+                    // what its run certainly reads besides (its recipient
+                    // and the block's beneficiary it pays, through the
+                    // block's changes so far): a cold trace takes one
+                    // round of proofs fewer (a transfer's, one in all).
+                    if let TxKind::Call(to) = env.kind {
+                        let _ = DatabaseRef::basic_ref(overlay, to);
                     }
+                    let _ = DatabaseRef::basic_ref(overlay, block_env.beneficiary);
                 }
-                stopped(db)?;
+                stopped(evm.ctx.journaled_state.database.db)?;
                 differs(index, format!("refused: {invalid}"));
                 continue;
             }
