@@ -5,6 +5,7 @@
   indexers.py cold URL GETH_URL BLOCKS [up]     -> JSON on stdout
   indexers.py cold-tx URL GETH_URL BLOCKS       -> JSON on stdout
   indexers.py held-tx URL GETH_URL BLOCKS       -> JSON on stdout
+  indexers.py first-tx URL_A URL_B GETH_URL BLOCKS -> JSON on stdout
   indexers.py sizes URL BLOCKS                  -> JSON on stdout
   indexers.py witnesses GETH_URL BLOCKS AT_ONCE -> JSON on stdout
   indexers.py sealed GETH_URL AFTER UPTO         -> JSON on stdout
@@ -40,6 +41,12 @@ the last, whose block's state URL holds by then (a cold memo over state
 held); each through URL and GETH_URL, each first in turn; then the time
 GETH_URL takes to make the block's witness (its caches warm by then):
 what a trace deep into a block waits for when nothing is held.
+
+`first-tx`: two neves following one node (an A/B), both fresh: the first
+and the second transaction of every other one of the newest 2 x BLOCKS
+blocks with transactions (so no block's parent was traced), traced with
+`callTracer` through URL_A, URL_B and GETH_URL, the order rotated each
+block; latencies, and the node calls each neve made for each trace.
 
 `sizes`: the newest BLOCKS blocks' witness answers (as URL serves them)
 beside the blocks' own sizes.
@@ -354,6 +361,46 @@ def held_tx(url, geth_url, count):
     return out
 
 
+def upstream_calls(client):
+    """A neve's state calls to its node so far (its `/metrics`)."""
+    text = client.request("GET", "/metrics")[1].decode(errors="replace")
+    for line in text.splitlines():
+        if line.startswith("neve_state_upstream_calls_total "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+def first_tx(url_a, url_b, geth_url, count):
+    targets = [("a", Client(url_a)), ("b", Client(url_b)), ("geth", Client(geth_url))]
+    geth = targets[2][1]
+    rows = []
+    blocks = [n for n, _ in blocks_with_transactions(targets[0][1], 2 * count)][::2]
+    for i, number in enumerate(blocks):
+        txs = geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+        for place, index in (("first", 0), ("second", 1)):
+            row = {"block": number, "place": place}
+            for name, client in targets[i % 3:] + targets[:i % 3]:
+                before = upstream_calls(client) if name != "geth" else 0
+                t0 = time.monotonic()
+                status, _ = client.post("debug_traceTransaction", [txs[index], TRACERS[0]])
+                row[name + "_ms"] = round(1e3 * (time.monotonic() - t0), 2)
+                row[name + "_status"] = status
+                if name != "geth":
+                    row[name + "_calls"] = upstream_calls(client) - before
+            rows.append(row)
+    out = {"blocks": rows}
+    for place in ("first", "second"):
+        at = [r for r in rows if r["place"] == place]
+        out[place] = {
+            name + "_p50_ms": percentile([r[name + "_ms"] for r in at
+                                          if r[name + "_status"] == 200], 0.5)
+            for name, _ in targets
+        }
+        for name in ("a", "b"):
+            out[place][name + "_p50_calls"] = percentile([r[name + "_calls"] for r in at], 0.5)
+    return out
+
+
 def sizes(url, count):
     client = Client(url)
     rows = []
@@ -485,6 +532,8 @@ if __name__ == "__main__":
         result = cold_tx(args[0], args[1], int(args[2]))
     elif mode == "held-tx":
         result = held_tx(args[0], args[1], int(args[2]))
+    elif mode == "first-tx":
+        result = first_tx(args[0], args[1], args[2], int(args[3]))
     elif mode == "sizes":
         result = sizes(args[0], int(args[1]))
     elif mode == "sealed":
