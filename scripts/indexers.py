@@ -243,17 +243,22 @@ def blocks_with_transactions(client, count):
     return out
 
 
-def witnesses_fetched(client):
-    """A neve's witnesses fetched from the node (its `/metrics`); None from
-    a node, which has no such counter, or when not answered."""
+def neve_metric(client, name):
+    """A neve's counter `name` (its `/metrics`); None from a node, which
+    has no such counter, or when not answered."""
     try:
         text = client.request("GET", "/metrics")[1].decode(errors="replace")
     except (http.client.HTTPException, OSError):
         return None
     for line in text.splitlines():
-        if line.startswith("neve_state_witnesses_fetched_total "):
+        if line.startswith(name + " "):
             return float(line.split()[1])
     return None
+
+
+def witnesses_fetched(client):
+    """A neve's witnesses fetched from the node."""
+    return neve_metric(client, "neve_state_witnesses_fetched_total")
 
 
 def side_by_side(row, neve, geth, neve_first, method, params):
@@ -362,21 +367,17 @@ def held_tx(url, geth_url, count):
 
 
 def upstream_calls(client):
-    """A neve's state calls to its node so far (its `/metrics`)."""
-    text = client.request("GET", "/metrics")[1].decode(errors="replace")
-    for line in text.splitlines():
-        if line.startswith("neve_state_upstream_calls_total "):
-            return int(float(line.split()[1]))
-    return 0
+    """A neve's state calls to its node so far."""
+    return int(neve_metric(client, "neve_state_upstream_calls_total") or 0)
 
 
 def first_tx(url_a, url_b, geth_url, count):
     targets = [("a", Client(url_a)), ("b", Client(url_b)), ("geth", Client(geth_url))]
     geth = targets[2][1]
     rows = []
-    blocks = [n for n, _ in blocks_with_transactions(targets[0][1], 2 * count)][::2]
-    for i, number in enumerate(blocks):
-        txs = geth.result("eth_getBlockByNumber", [hex(number), False])["transactions"]
+    # Every other block: none's parent traced before it.
+    blocks = list(block_transactions(targets[0][1], geth, 2 * count))[::2]
+    for i, (number, txs) in enumerate(blocks):
         for place, index in (("first", 0), ("second", 1)):
             row = {"block": number, "place": place}
             for name, client in targets[i % 3:] + targets[:i % 3]:
