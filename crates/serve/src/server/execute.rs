@@ -2,11 +2,13 @@
 //! one thread per core with a bounded queue. A call that read state not
 //! held comes back naming it ([`Reply::Fetch`]); the fetches run, and the
 //! call runs again, at most [`MAX_CALL_ROUNDS`] times and within
-//! `--state-fetch-timeout` from the first fetch (a replay's block witness
-//! within [`WITNESS_WAIT`], and what it left within the timeout again);
-//! then it is a miss (421). While a witness is fetched, what the run
-//! after it reads besides state is made ready ([`crate::rpc::Job::prepare`]).
-//! With fetching off, a call that misses is a miss at once.
+//! `--state-fetch-timeout` from the request's first fetch (a replay's
+//! fetches, its block's witness among them, within [`WITNESS_WAIT`] of it,
+//! and what a witness left within the timeout again, never past the two
+//! together); then it is a miss (421). While a witness is fetched, what
+//! the run after it reads besides state is made ready
+//! ([`crate::rpc::Job::prepare`]). With fetching off, a call that misses
+//! is a miss at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +43,11 @@ pub(crate) const MAX_CALL_ROUNDS: usize = 8;
 /// that passes (a 429, a reset); a third would ask the node again what it
 /// failed twice, and the call is a miss instead. Default is 2.
 const MAX_SAME_ASKS: u8 = 2;
+
+/// Least time left worth a round of fetches: with less, the fetches that
+/// got a slot would ask the node and be dropped before an answer could
+/// come, so none is asked and the calls are misses. Default is 10 ms.
+const LEAST_ROUND_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The call threads: one per core, since a call is CPU work; at the
 /// priority of the threads that answer.
@@ -138,7 +145,8 @@ fn in_batches(fetches: Vec<neve_state::FetchRequest>) -> Vec<Ask> {
     asks
 }
 
-/// How long a replay waits for its block's witness, past
+/// How long a replay waits for its block's witness (and its proofs that
+/// stand for one), from its request's first fetch, past
 /// `--state-fetch-timeout`: the node executes the block to make it, as
 /// long as one of its own traces takes, and longer when it is busy. Past
 /// it the trace is a miss (the witness still warms the next). Default is
@@ -196,7 +204,16 @@ impl Server {
         let mut asked_before: Vec<Option<(u64, u8)>> = vec![None; calls.len()];
         // The traces this request runs for identical ones waiting.
         let mut leading: Vec<Option<Leader>> = (0..calls.len()).map(|_| None).collect();
+        // The request's fetches end by `deadline_at`: `--state-fetch-timeout`
+        // from its first. Rounds that carry a replay (their proofs stand
+        // for its block's witness, or wait for it) end by `witness_by`,
+        // [`WITNESS_WAIT`] from the request's first fetch, or by
+        // `deadline_at` if later. A witness that came gives what it left
+        // the timeout again, up to `witness_by` and the timeout. Both are
+        // the request's, not a round's: a peer that answers each round
+        // just in time holds the request no longer, batches included.
         let mut deadline_at: Option<Instant> = None;
+        let mut witness_by: Option<Instant> = None;
         for round in 0..MAX_CALL_ROUNDS {
             let mut fetches = Vec::new();
             let mut again = Vec::new();
@@ -300,16 +317,19 @@ impl Server {
                 break;
             }
             let timeout = self.ctx.config.state_fetch_timeout.expect("checked above");
-            let deadline = *deadline_at.get_or_insert_with(|| Instant::now() + timeout);
+            let now = Instant::now();
+            let deadline = *deadline_at.get_or_insert_with(|| now + timeout);
             let fetch = self.fetch.as_ref().expect("checked above");
             // A witness is slow in coming (the node executes the block to
-            // make it): it is waited for up to [`WITNESS_WAIT`]. Proofs of
-            // what a whole block reads instead would be thousands of calls.
+            // make it): it is waited for up to [`WITNESS_WAIT`] from the
+            // request's first fetch. Proofs of what a whole block reads
+            // instead would be thousands of calls.
             let witness_round = fetches
                 .iter()
                 .any(|r| matches!(r, neve_state::FetchRequest::Witness(_)));
             // A replay's proofs stand for its witness (a few hundred keys,
-            // `MAX_FETCHES_PER_REQUEST` at a time): they get its wait.
+            // `MAX_FETCHES_PER_REQUEST` at a time): they get its wait, from
+            // the same first fetch.
             let replay_round = again
                 .iter()
                 .any(|i| calls[*i].call.0.starts_with("debug_trace"));
@@ -324,12 +344,20 @@ impl Server {
                 })
                 .buffer_unordered(MAX_FETCHES_PER_REQUEST)
                 .collect::<()>();
-            let left = deadline.saturating_duration_since(Instant::now());
-            let wait = if witness_round || replay_round {
-                left.max(WITNESS_WAIT)
+            let until = if witness_round || replay_round {
+                let witness_by = *witness_by.get_or_insert_with(|| now + WITNESS_WAIT);
+                witness_by.max(deadline)
             } else {
-                left
+                deadline
             };
+            let wait = until.saturating_duration_since(now);
+            if wait < LEAST_ROUND_WAIT {
+                // Its time is spent: nothing more is asked of the node.
+                for i in &again {
+                    replies[*i] = Some((Reply::Miss, true));
+                }
+                break;
+            }
             let fetching = Instant::now();
             let fetched = std::pin::pin!(tokio::time::timeout(wait, waits));
             // Beside a witness round, what the runs after it read besides
@@ -362,8 +390,11 @@ impl Server {
                 "a round of state fetches"
             );
             if witness_round && !timed_out {
-                // What the witness left to fetch gets the read's own time.
-                deadline_at = Some(Instant::now() + timeout);
+                // What the witness left to fetch gets the read's own time,
+                // within `witness_by` and the timeout: staggered witnesses
+                // of a batch's traces add no time of their own.
+                let witness_by = witness_by.expect("set by a witness round");
+                deadline_at = Some((Instant::now() + timeout).min(witness_by + timeout));
             }
             if timed_out {
                 for i in &again {

@@ -15,9 +15,10 @@ use tokio::sync::watch;
 use crate::rpc::Reply;
 
 /// How long a trace waits for an identical one in flight before it runs
-/// itself: a replay's fetches and runs together (its proofs and its
-/// witness, up to `WITNESS_WAIT` (5 s) each, and the trace time bound,
-/// 5 s, counted from its first run). Default is 12 s.
+/// itself: a replay's fetches and runs together (its fetches, within
+/// `WITNESS_WAIT` (5 s) of its request's first and the state fetch
+/// timeout past it, and the trace time bound, 5 s, counted from its first
+/// run). Default is 12 s.
 pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(12);
 
 /// Most traces in flight shared at once (their keys are the requests'
