@@ -21,7 +21,7 @@ use crate::metrics::CallEnd;
 use crate::rpc::{OwnedCall, Reads, Reply};
 
 use super::Server;
-use super::flights::{FLIGHT_WAIT, Flight, Leader};
+use super::flights::{Flight, FlightWaits, Leader};
 use super::offload::OffWorkers;
 
 /// Calls waiting for or running on the call threads; past this a call is
@@ -204,6 +204,8 @@ impl Server {
         let mut asked_before: Vec<Option<(u64, u8)>> = vec![None; calls.len()];
         // The traces this request runs for identical ones waiting.
         let mut leading: Vec<Option<Leader>> = (0..calls.len()).map(|_| None).collect();
+        // What its traces may still wait for identical ones in flight.
+        let mut flight_waits = FlightWaits::new();
         // The request's fetches end by `deadline_at`: `--state-fetch-timeout`
         // from its first. Rounds that carry a replay (their proofs stand
         // for its block's witness, or wait for it) end by `witness_by`,
@@ -243,7 +245,13 @@ impl Server {
                     reply
                 } else if since[i].is_none()
                     && let Some(reply) = self
-                        .share_flight(method, params.as_deref(), latest, &mut leading, i)
+                        .share_flight(
+                            method,
+                            params.as_deref(),
+                            latest,
+                            (&mut leading, &mut flight_waits),
+                            i,
+                        )
                         .await
                 {
                     made[i] = reply_len(&reply);
@@ -453,13 +461,14 @@ impl Server {
     /// (`leading[i]` holds its flight until its answer is made). A request
     /// that leads a flight waits on none (two batches asking the same
     /// traces in opposite orders would wait on each other), and nothing
-    /// waits on its own request's flight.
+    /// waits on its own request's flight. The request's traces wait
+    /// for flights within one bound together (`flight_waits`).
     async fn share_flight(
         &self,
         method: &str,
         params: Option<&serde_json::value::RawValue>,
         latest: Option<u64>,
-        leading: &mut [Option<Leader>],
+        (leading, flight_waits): (&mut [Option<Leader>], &mut FlightWaits),
         i: usize,
     ) -> Option<Reply> {
         let keys = self
@@ -483,8 +492,7 @@ impl Server {
             }
             Flight::Follow(mut done) => {
                 let waited = Instant::now();
-                let _ = tokio::time::timeout(FLIGHT_WAIT, done.wait_for(Option::is_some)).await;
-                let shared = done.borrow().clone();
+                let shared = flight_waits.outcome(&mut done).await;
                 let counted = |counter: &AtomicU64| counter.fetch_add(1, Ordering::Relaxed);
                 match shared {
                     Some(Some(reply)) => {

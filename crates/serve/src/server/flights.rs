@@ -14,11 +14,11 @@ use tokio::sync::watch;
 
 use crate::rpc::Reply;
 
-/// How long a trace waits for an identical one in flight before it runs
-/// itself: a replay's fetches and runs together (its fetches, within
-/// `WITNESS_WAIT` (5 s) of its request's first and the state fetch
-/// timeout past it, and the trace time bound, 5 s, counted from its first
-/// run). Default is 12 s.
+/// How long a request's traces wait for identical ones in flight, all
+/// together, before they run themselves ([`FlightWaits`]): a replay's
+/// fetches and runs (its fetches, within `WITNESS_WAIT` (5 s) of its
+/// request's first and the state fetch timeout past it, and the trace
+/// time bound, 5 s, counted from its first run). Default is 12 s.
 pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(12);
 
 /// Most traces in flight shared at once (their keys are the requests'
@@ -27,7 +27,38 @@ pub(crate) const MAX_FLIGHTS: usize = 1024;
 
 /// What a flight came to: `None` while it runs; then its answer, or
 /// `Some(None)` when its leader went without one.
-type Outcome = Option<Option<Reply>>;
+pub(super) type Outcome = Option<Option<Reply>>;
+
+/// What one request may still wait for flights: [`FLIGHT_WAIT`] of
+/// waiting in all, however many of its traces follow one. A batch whose
+/// traces each follow a flight that ends late (each leader begun just as
+/// the batch reaches it, on a node that stalls) waits no longer than one
+/// trace would. Only the waits are charged, not the request's own runs
+/// between them: a batch one step behind another asking the same traces
+/// takes each answer for the time one run takes, not for a share of its
+/// whole time.
+pub(super) struct FlightWaits {
+    left: Duration,
+}
+
+impl FlightWaits {
+    pub(super) fn new() -> FlightWaits {
+        FlightWaits::within(FLIGHT_WAIT)
+    }
+
+    fn within(budget: Duration) -> FlightWaits {
+        FlightWaits { left: budget }
+    }
+
+    /// The flight's outcome once it has one, or what it is when the
+    /// request's wait is spent; the time waited is charged.
+    pub(super) async fn outcome(&mut self, done: &mut watch::Receiver<Outcome>) -> Outcome {
+        let waited = tokio::time::Instant::now();
+        let _ = tokio::time::timeout(self.left, done.wait_for(Option::is_some)).await;
+        self.left = self.left.saturating_sub(waited.elapsed());
+        done.borrow().clone()
+    }
+}
 
 /// The traces in flight, by their memo key, and what came of those that
 /// waited.
@@ -37,8 +68,8 @@ pub(super) struct Flights {
     /// Traces answered with an identical one's answer, without a run.
     pub(super) shared: AtomicU64,
     /// Traces that waited for an identical one and got no answer from it
-    /// (it took past [`FLIGHT_WAIT`], or its request went): the memo's,
-    /// or a run of their own.
+    /// (their request's [`FLIGHT_WAIT`] was spent, or the leader's request
+    /// went): the memo's, or a run of their own.
     pub(super) waited_out: AtomicU64,
 }
 
@@ -149,6 +180,56 @@ mod tests {
         drop(leader);
         done.wait_for(Option::is_some).await.unwrap();
         assert!(matches!(&*done.borrow(), Some(None)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waits_for_flights_its_bound_in_all_not_a_trace_each() {
+        let flights = Arc::new(Flights::default());
+        let budget = Duration::from_secs(12);
+        let mut waits = FlightWaits::within(budget);
+        // A wait that gets its answer after 1 s is charged 1 s; the
+        // request's own work after it (20 s here) nothing.
+        let Flight::Lead(leader) = flights.join(b"answered".to_vec(), true) else {
+            panic!("leads");
+        };
+        let Flight::Follow(mut done) = flights.join(b"answered".to_vec(), true) else {
+            panic!("follows");
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            leader.finish(&Reply::json("[]"));
+        });
+        assert!(matches!(
+            waits.outcome(&mut done).await,
+            Some(Some(Reply::Result(_)))
+        ));
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        // Three flights whose leaders never finish while followed: the
+        // 11 s left, once.
+        let leaders: Vec<_> = (0..3u8).map(|i| flights.join(vec![i], true)).collect();
+        let followed = tokio::time::Instant::now();
+        for i in 0..3u8 {
+            let Flight::Follow(mut done) = flights.join(vec![i], true) else {
+                panic!("follows");
+            };
+            assert!(waits.outcome(&mut done).await.is_none(), "flight {i}");
+        }
+        let spent = tokio::time::Instant::now();
+        assert_eq!(spent - followed, budget - Duration::from_secs(1));
+        // Spent, it still takes an answer already made.
+        let Flight::Lead(leader) = flights.join(b"made".to_vec(), true) else {
+            panic!("leads");
+        };
+        let Flight::Follow(mut done) = flights.join(b"made".to_vec(), true) else {
+            panic!("follows");
+        };
+        leader.finish(&Reply::json("[]"));
+        assert!(matches!(
+            waits.outcome(&mut done).await,
+            Some(Some(Reply::Result(_)))
+        ));
+        assert_eq!(spent.elapsed(), Duration::ZERO);
+        drop(leaders);
     }
 
     #[test]
